@@ -1,0 +1,35 @@
+import Crypto
+import Foundation
+
+/// Builds the `X-Post-Params-Hash` and `X-Headers-Hash` header values.
+///
+/// Format: `name1,name2:sha256:<hex of sha256(value1 0x00 value2 …)>`. Every name is listed in the
+/// endpoint's fixed order; only the non-nil values are hashed.
+public enum FieldsHash {
+    /// The header value for `fields`, or nil when there are no fields to vouch for.
+    public static func headerValue(_ fields: [(name: String, value: String?)]) -> String? {
+        guard !fields.isEmpty else { return nil }
+        var hasher = SHA256()
+        var first = true
+        for case let (_, value?) in fields {
+            if !first { hasher.update(data: [0]) }
+            hasher.update(data: Data(value.utf8))
+            first = false
+        }
+        let names = fields.map(\.name).joined(separator: ",")
+        return "\(names):sha256:\(hasher.finalize().hexString)"
+    }
+}
+
+extension Sequence<UInt8> {
+    /// Lowercase hexadecimal.
+    public var hexString: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        for byte in self {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

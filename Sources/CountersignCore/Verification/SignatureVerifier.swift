@@ -1,0 +1,188 @@
+import Crypto
+import Foundation
+
+/// An answer as the client received it: the parts the signature covers plus the signature itself.
+public struct ReceivedResponse: Sendable, Hashable {
+    public var statusCode: Int
+    /// The `X-Signature` header value, if any.
+    public var signature: String?
+    /// The `X-Request-Time` header value, if any.
+    public var requestTime: String?
+    /// The `X-ETag` header value, if any.
+    public var etag: String?
+    /// The exact, uncompressed body bytes.
+    public var body: Data
+
+    public init(statusCode: Int, signature: String?, requestTime: String?, etag: String?, body: Data) {
+        self.statusCode = statusCode
+        self.signature = signature
+        self.requestTime = requestTime
+        self.etag = etag
+        self.body = body
+    }
+}
+
+/// The shape an answer's `X-ETag` must have.
+public enum ETagFormat: Sendable, Hashable {
+    /// Exactly 16 lowercase hexadecimal characters: what Countersign's server (and RevenueCat's)
+    /// sends. A fixed length stops digits moving between the request time and the ETag.
+    case fixedHex16
+    /// Any value. Only for checking third-party captures (RevenueCat's own test vectors use
+    /// `test-etag`); it gives up the protection described at ``fixedHex16``.
+    case unchecked
+}
+
+/// What the body of an answer must parse as.
+public enum BodyFormat: Sendable, Hashable {
+    /// A JSON object: every Countersign endpoint answers with one.
+    case jsonObject
+    /// Any JSON value (RevenueCat's `/v1/health` answers `""`). A bare JSON number would let
+    /// leading digits move into the request time, so prefer ``jsonObject``.
+    case json
+    /// No check: only for bodies that are not JSON at all.
+    case unchecked
+}
+
+/// Checks signed answers on the client against pinned root keys.
+///
+/// Intermediates whose root signature has already been checked are cached, so a verification
+/// costs one Ed25519 check of the message in the common case. The check order is: signature
+/// present and well formed, the answer's own parts strictly shaped, intermediate issued by a
+/// pinned root, message signature, then the intermediate's expiry against the device clock.
+public final class SignatureVerifier: Sendable {
+    public struct Configuration: Sendable {
+        /// The pinned root public keys; several allow root rotation without a broken app.
+        public var rootKeys: [Curve25519.Signing.PublicKey]
+        /// Seconds the device clock may run ahead of an intermediate's expiry. Default 0.
+        public var clockSkewTolerance: TimeInterval = 0
+        /// The ETag shape to insist on. Default ``ETagFormat/fixedHex16``.
+        public var etagFormat: ETagFormat = .fixedHex16
+        /// The device clock.
+        public var now: @Sendable () -> Date = { Date() }
+
+        public init(rootKeys: [Curve25519.Signing.PublicKey]) {
+            self.rootKeys = rootKeys
+        }
+    }
+
+    public let configuration: Configuration
+    private let trustedIntermediates = TrustedIntermediateCache(capacity: 32)
+
+    public init(configuration: Configuration) {
+        precondition(!configuration.rootKeys.isEmpty, "a verifier needs at least one pinned root key")
+        self.configuration = configuration
+    }
+
+    public convenience init(rootKeys: [Curve25519.Signing.PublicKey], now: @escaping @Sendable () -> Date = { Date() }) {
+        var configuration = Configuration(rootKeys: rootKeys)
+        configuration.now = now
+        self.init(configuration: configuration)
+    }
+
+    /// Verifies one answer against the request parts the client itself sent.
+    public func verify(
+        request: SignedRequestParts,
+        response: ReceivedResponse,
+        bodyFormat: BodyFormat = .jsonObject
+    ) -> VerificationOutcome {
+        guard let header = response.signature else { return .failed(.missingSignature) }
+        guard let blob = try? SignatureBlob(base64: header) else { return .failed(.malformedSignature) }
+        if let nonce = request.nonce, nonce.count != SignedRequestParts.nonceCount { return .failed(.malformedNonce) }
+
+        guard let requestTime = response.requestTime else { return .failed(.missingRequestTime) }
+        guard let requestTimeMilliseconds = Self.parseRequestTime(requestTime) else { return .failed(.malformedRequestTime) }
+
+        if response.statusCode == 304 {
+            guard let etag = response.etag else { return .failed(.missingETag) }
+            guard isWellFormed(etag: etag) else { return .failed(.malformedETag) }
+            guard response.body.isEmpty else { return .failed(.malformedBody) }
+        } else {
+            if let etag = response.etag, !isWellFormed(etag: etag) { return .failed(.malformedETag) }
+            guard Self.body(response.body, matches: bodyFormat) else { return .failed(.malformedBody) }
+        }
+
+        guard let intermediateKey = trustedKey(for: blob) else { return .failed(.untrustedRoot) }
+
+        let message = SignedMessage.bytes(
+            salt: blob.salt,
+            request: request,
+            response: SignedResponseParts(requestTime: requestTime, etag: response.etag, body: response.body)
+        )
+        guard intermediateKey.isValidSignature(blob.signature, for: message) else { return .failed(.payloadMismatch) }
+
+        let certificate = blob.intermediate
+        if !certificate.isValid(at: configuration.now(), tolerance: configuration.clockSkewTolerance) {
+            // The request time is authenticated now, so it can tell a skewed device clock from an
+            // answer the server could never have signed.
+            let signedAt = Date(timeIntervalSince1970: TimeInterval(requestTimeMilliseconds) / 1000)
+            return .failed(certificate.isValid(at: signedAt) ? .deviceClockOutsideValidity : .intermediateExpired)
+        }
+        return .verified
+    }
+
+    /// Checks only the intermediate part of a signature: issued by a pinned root and unexpired.
+    public func verifyIntermediate(of blob: SignatureBlob) -> VerificationOutcome {
+        guard trustedKey(for: blob) != nil else { return .failed(.untrustedRoot) }
+        guard blob.intermediate.isValid(at: configuration.now(), tolerance: configuration.clockSkewTolerance) else {
+            return .failed(.intermediateExpired)
+        }
+        return .verified
+    }
+
+    private func trustedKey(for blob: SignatureBlob) -> Curve25519.Signing.PublicKey? {
+        let cacheKey = blob.certificateBytes
+        if let key = trustedIntermediates[cacheKey] { return key }
+        let certificate = blob.intermediate
+        guard configuration.rootKeys.contains(where: certificate.isIssued(by:)),
+              let key = try? Curve25519.Signing.PublicKey(rawRepresentation: certificate.publicKey)
+        else { return nil }
+        trustedIntermediates[cacheKey] = key
+        return key
+    }
+
+    private func isWellFormed(etag: String) -> Bool {
+        switch configuration.etagFormat {
+        case .unchecked: true
+        case .fixedHex16: etag.utf8.count == 16 && etag.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+        }
+    }
+
+    /// Parses `X-Request-Time`: 1–16 ASCII digits, the first not zero. Returns milliseconds.
+    public static func parseRequestTime(_ value: String) -> UInt64? {
+        let digits = Array(value.utf8)
+        guard (1...16).contains(digits.count), digits[0] != 0x30,
+              digits.allSatisfy({ (0x30...0x39).contains($0) })
+        else { return nil }
+        return digits.reduce(0) { $0 * 10 + UInt64($1 - 0x30) }
+    }
+
+    static func body(_ body: Data, matches format: BodyFormat) -> Bool {
+        switch format {
+        case .unchecked: true
+        case .json: JSONSyntax.isValid(body, topLevel: .anyValue)
+        case .jsonObject: JSONSyntax.isValid(body, topLevel: .object)
+        }
+    }
+}
+
+/// A small bounded map of intermediate certificates already checked against a pinned root.
+private final class TrustedIntermediateCache: @unchecked Sendable {
+    private let lock = NSLock()
+    private var keys: [Data: Curve25519.Signing.PublicKey] = [:]
+    private let capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    subscript(certificate: Data) -> Curve25519.Signing.PublicKey? {
+        get { lock.withLock { keys[certificate] } }
+        set {
+            lock.withLock {
+                // Intermediates rotate monthly, so a full cache means garbage: start over.
+                if keys.count >= capacity { keys.removeAll() }
+                keys[certificate] = newValue
+            }
+        }
+    }
+}
