@@ -34,7 +34,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CountersignCLITests",
-            dependencies: ["CountersignCore", "CountersignTesting"]
+            dependencies: ["CountersignCore", "CountersignTesting", "CountersignCLI"]
         ),
     ],
     swiftLanguageModes: [.v6]
