@@ -6,31 +6,53 @@ let package = Package(
     platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10)],
     products: [
         .library(name: "CountersignCore", targets: ["CountersignCore"]),
+        .library(name: "CountersignAppStore", targets: ["CountersignAppStore"]),
         .executable(name: "countersign", targets: ["CountersignCLI"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
     ],
     targets: [
         .target(
             name: "CountersignCore",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")]
         ),
+        .target(
+            name: "CountersignAppStore",
+            dependencies: [
+                "CountersignCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
+        ),
         .executableTarget(
             name: "CountersignCLI",
             dependencies: [
                 "CountersignCore",
+                "CountersignAppStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .target(
             name: "CountersignTesting",
-            dependencies: ["CountersignCore"]
+            dependencies: ["CountersignCore", "CountersignAppStore"]
         ),
         .testTarget(
             name: "CountersignCoreTests",
             dependencies: ["CountersignCore", "CountersignTesting"]
+        ),
+        .testTarget(
+            name: "CountersignAppStoreTests",
+            dependencies: [
+                "CountersignAppStore",
+                "CountersignTesting",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         .testTarget(
             name: "CountersignCLITests",

@@ -11,14 +11,8 @@ public struct SaltSource: Sendable {
 
     /// 16 bytes from the system's cryptographically secure generator.
     public static let system = SaltSource {
-        var generator = SystemRandomNumberGenerator()
-        var salt = Data(count: SignatureBlob.saltCount)
-        salt.withUnsafeMutableBytes { buffer in
-            // Two 64-bit draws fill the 16 bytes.
-            buffer.storeBytes(of: generator.next(), toByteOffset: 0, as: UInt64.self)
-            buffer.storeBytes(of: generator.next(), toByteOffset: 8, as: UInt64.self)
-        }
-        return salt
+        // BoringSSL's user-space CSPRNG: one call, no system call per response.
+        SymmetricKey(size: .bits128).withUnsafeBytes { Data($0) }
     }
 
     /// Always the same salt: for tests and known-answer vectors only.
@@ -38,21 +32,28 @@ public struct SaltSource: Sendable {
 public struct ResponseSigner: Sendable {
     public let key: IntermediateSigningKey
     public let saltSource: SaltSource
+    /// The blob's first 100 bytes, the same for every answer this key signs.
+    private let certificateBytes: [UInt8]
 
     public init(key: IntermediateSigningKey, saltSource: SaltSource = .system) {
         self.key = key
         self.saltSource = saltSource
+        certificateBytes = [UInt8](SignatureBlob.certificateBytes(of: key.certificate))
     }
 
     /// The `X-Signature` header value for one answer.
     public func signature(request: SignedRequestParts, response: SignedResponseParts) throws -> String {
-        try blob(request: request, response: response).base64
-    }
-
-    /// The signature blob for one answer.
-    public func blob(request: SignedRequestParts, response: SignedResponseParts) throws -> SignatureBlob {
         let salt = saltSource.next()
         let message = SignedMessage.bytes(salt: salt, request: request, response: response)
-        return SignatureBlob(intermediate: key.certificate, salt: salt, signature: try key.privateKey.signature(for: message))
+        var raw = certificateBytes
+        raw.reserveCapacity(SignatureBlob.byteCount)
+        raw.append(contentsOf: salt)
+        raw.append(contentsOf: try key.privateKey.signature(for: message))
+        return Data(raw).base64EncodedString()
+    }
+
+    /// The signature blob for one answer, parsed back from ``signature(request:response:)``.
+    public func blob(request: SignedRequestParts, response: SignedResponseParts) throws -> SignatureBlob {
+        try SignatureBlob(base64: signature(request: request, response: response))
     }
 }

@@ -49,11 +49,13 @@ public struct SignatureBlob: Sendable, Hashable {
     }
 
     /// The first 100 bytes: the intermediate certificate as the blob carries it.
-    var certificateBytes: Data {
-        var bytes = Data(capacity: Self.certificateCount)
-        bytes.append(intermediate.publicKey)
-        withUnsafeBytes(of: intermediate.expirationDays.littleEndian) { bytes.append(contentsOf: $0) }
-        bytes.append(intermediate.rootSignature)
+    var certificateBytes: Data { Self.certificateBytes(of: intermediate) }
+
+    static func certificateBytes(of certificate: IntermediateCertificate) -> Data {
+        var bytes = Data(capacity: certificateCount)
+        bytes.append(certificate.publicKey)
+        withUnsafeBytes(of: certificate.expirationDays.littleEndian) { bytes.append(contentsOf: $0) }
+        bytes.append(certificate.rootSignature)
         return bytes
     }
 

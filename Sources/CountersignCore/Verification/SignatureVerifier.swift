@@ -66,7 +66,8 @@ public final class SignatureVerifier: Sendable {
     }
 
     public let configuration: Configuration
-    private let trustedIntermediates = TrustedIntermediateCache(capacity: 32)
+    /// Intermediates already checked against a pinned root, by their 100 certificate bytes.
+    private let trustedIntermediates = BoundedCache<Data, Curve25519.Signing.PublicKey>(capacity: 32)
 
     public init(configuration: Configuration) {
         precondition(!configuration.rootKeys.isEmpty, "a verifier needs at least one pinned root key")
@@ -161,28 +162,6 @@ public final class SignatureVerifier: Sendable {
         case .unchecked: true
         case .json: JSONSyntax.isValid(body, topLevel: .anyValue)
         case .jsonObject: JSONSyntax.isValid(body, topLevel: .object)
-        }
-    }
-}
-
-/// A small bounded map of intermediate certificates already checked against a pinned root.
-private final class TrustedIntermediateCache: @unchecked Sendable {
-    private let lock = NSLock()
-    private var keys: [Data: Curve25519.Signing.PublicKey] = [:]
-    private let capacity: Int
-
-    init(capacity: Int) {
-        self.capacity = capacity
-    }
-
-    subscript(certificate: Data) -> Curve25519.Signing.PublicKey? {
-        get { lock.withLock { keys[certificate] } }
-        set {
-            lock.withLock {
-                // Intermediates rotate monthly, so a full cache means garbage: start over.
-                if keys.count >= capacity { keys.removeAll() }
-                keys[certificate] = newValue
-            }
         }
     }
 }

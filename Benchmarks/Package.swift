@@ -1,0 +1,26 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Benchmarks live in their own package so the main build and tests never compile the harness.
+// Run: cd Benchmarks && swift package benchmark
+let package = Package(
+    name: "CountersignBenchmarks",
+    platforms: [.macOS(.v14)],
+    dependencies: [
+        .package(name: "Countersign", path: ".."),
+        .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
+    ],
+    targets: [
+        .executableTarget(
+            name: "Signing",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "CountersignCore", package: "Countersign"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Benchmarks/Signing",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+    ]
+)

@@ -1,0 +1,20 @@
+import Foundation
+
+/// A payload that arrives as App Store signed data, with what the verifier checks in it.
+public protocol AppStoreSignedPayload: Codable, Sendable {
+    /// The time its certificate chain is validated at (`signedDate`, or `receiptCreationDate`
+    /// for an app transaction). Nil: the current time.
+    var validationDate: Date? { get }
+    /// The environment it claims.
+    var claimedEnvironment: AppStoreEnvironment? { get }
+    /// The bundle id it claims.
+    var claimedBundleId: String? { get }
+    /// The App Store app id it claims (checked for Production only).
+    var claimedAppAppleId: Int64? { get }
+    /// Whether the payload kind always names its bundle (renewal infos do not).
+    static var carriesBundleId: Bool { get }
+}
+
+extension AppStoreSignedPayload {
+    public static var carriesBundleId: Bool { true }
+}

@@ -1,0 +1,115 @@
+import Foundation
+
+/// A StoreKit 2 transaction (`JWSTransactionDecodedPayload`).
+///
+/// Every field is optional, as in Apple's model: the server insists on the ones it needs
+/// (transaction id, original transaction id, product id) when it records a purchase.
+public struct TransactionPayload: AppStoreSignedPayload, Hashable {
+    public var transactionId: String?
+    public var originalTransactionId: String?
+    public var webOrderLineItemId: String?
+    public var bundleId: String?
+    public var productId: String?
+    public var subscriptionGroupIdentifier: String?
+    public var purchaseDate: Date?
+    public var originalPurchaseDate: Date?
+    public var expiresDate: Date?
+    public var quantity: Int?
+    public var type: ProductType?
+    /// The UUID the app passed to the purchase, binding it to one of the app's accounts.
+    public var appAccountToken: String?
+    public var inAppOwnershipType: OwnershipType?
+    public var signedDate: Date?
+    public var revocationReason: Int?
+    public var revocationDate: Date?
+    public var isUpgraded: Bool?
+    public var offerType: Int?
+    public var offerIdentifier: String?
+    public var environment: AppStoreEnvironment?
+    public var storefront: String?
+    public var storefrontId: String?
+    public var transactionReason: TransactionReason?
+    public var currency: String?
+    public var price: Int64?
+    public var appTransactionId: String?
+
+    public init(
+        transactionId: String, originalTransactionId: String, bundleId: String, productId: String,
+        purchaseDate: Date, type: ProductType, environment: AppStoreEnvironment, signedDate: Date
+    ) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.bundleId = bundleId
+        self.productId = productId
+        self.purchaseDate = purchaseDate
+        self.originalPurchaseDate = purchaseDate
+        self.type = type
+        self.environment = environment
+        self.signedDate = signedDate
+        quantity = 1
+        inAppOwnershipType = .purchased
+        transactionReason = .purchase
+    }
+
+    public var validationDate: Date? { signedDate }
+    public var claimedEnvironment: AppStoreEnvironment? { environment }
+    public var claimedBundleId: String? { bundleId }
+    public var claimedAppAppleId: Int64? { nil }
+}
+
+/// A subscription's renewal information (`JWSRenewalInfoDecodedPayload`).
+public struct RenewalInfoPayload: AppStoreSignedPayload, Hashable {
+    public var originalTransactionId: String?
+    public var autoRenewProductId: String?
+    public var productId: String?
+    public var autoRenewStatus: Int?
+    public var expirationIntent: Int?
+    public var isInBillingRetryPeriod: Bool?
+    public var priceIncreaseStatus: Int?
+    public var gracePeriodExpiresDate: Date?
+    public var offerType: Int?
+    public var offerIdentifier: String?
+    public var signedDate: Date?
+    public var environment: AppStoreEnvironment?
+    public var recentSubscriptionStartDate: Date?
+    public var renewalDate: Date?
+    public var appAccountToken: String?
+    public var appTransactionId: String?
+
+    public init(originalTransactionId: String, productId: String, environment: AppStoreEnvironment, signedDate: Date) {
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        autoRenewProductId = productId
+        autoRenewStatus = 1
+        self.environment = environment
+        self.signedDate = signedDate
+    }
+
+    public var validationDate: Date? { signedDate }
+    public var claimedEnvironment: AppStoreEnvironment? { environment }
+    public var claimedBundleId: String? { nil }
+    public var claimedAppAppleId: Int64? { nil }
+    public static var carriesBundleId: Bool { false }
+}
+
+/// The app's own purchase record (`AppTransaction`).
+public struct AppTransactionPayload: AppStoreSignedPayload, Hashable {
+    public var receiptType: AppStoreEnvironment?
+    public var appAppleId: Int64?
+    public var bundleId: String?
+    public var applicationVersion: String?
+    public var versionExternalIdentifier: Int64?
+    public var receiptCreationDate: Date?
+    public var originalPurchaseDate: Date?
+    public var originalApplicationVersion: String?
+    public var deviceVerification: String?
+    public var deviceVerificationNonce: String?
+    public var preorderDate: Date?
+    public var appTransactionId: String?
+    public var originalPlatform: String?
+
+    public var validationDate: Date? { receiptCreationDate }
+    public var claimedEnvironment: AppStoreEnvironment? { receiptType }
+    public var claimedBundleId: String? { bundleId }
+    public var claimedAppAppleId: Int64? { appAppleId }
+}

@@ -1,0 +1,73 @@
+import CountersignAppStore
+import CountersignTesting
+import Foundation
+import X509
+
+/// `../shared/vectors/apple/`: the manifest and its files.
+enum AppleVectors {
+    static let directory: URL? = {
+        switch SharedVectors.directory() {
+        case .success(let url): return url.appendingPathComponent("apple")
+        case .failure(let missing):
+            print("skipping Apple vector tests: \(missing.reason)")
+            return nil
+        }
+    }()
+
+    static var isAvailable: Bool { directory != nil }
+
+    nonisolated(unsafe) static let manifest: [String: Any] = {
+        guard let directory else { return [:] }
+        let data = try! Data(contentsOf: directory.appendingPathComponent("manifest.json"))
+        return try! JSONSerialization.jsonObject(with: data) as! [String: Any]
+    }()
+
+    static func entries(_ section: String) -> [[String: Any]] {
+        manifest[section] as? [[String: Any]] ?? []
+    }
+
+    static func text(_ path: String) -> String {
+        try! String(contentsOf: directory!.appendingPathComponent(path), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    static func certificate(_ path: String) -> Certificate {
+        try! TrustAnchor.loadCertificate(from: directory!.appendingPathComponent(path))
+    }
+
+    static var appleRoot: Certificate { certificate("roots/AppleRootCA-G3.cer") }
+    static var appleLibraryTestRoot: Certificate { certificate("roots/apple-lib-testCA.der") }
+
+    /// A verifier for one app, trusting `root` for Production and Sandbox (as Apple's root is).
+    static func verifier(
+        root: Certificate, bundleId: String?, appAppleId: Int64? = nil,
+        environments: Set<AppStoreEnvironment> = [.sandbox, .production], now: Date = Date()
+    ) -> SignedDataVerifier {
+        var configuration = SignedDataVerifier.Configuration(
+            anchors: [TrustAnchor(certificate: root, environments: [.production, .sandbox])],
+            bundleId: bundleId, appAppleId: appAppleId, environments: environments
+        )
+        configuration.now = { now }
+        return try! SignedDataVerifier(configuration: configuration)
+    }
+
+    /// Looks up a dotted path (`data.bundleId`) in a JSON object.
+    static func value(_ object: Any?, at path: String) -> Any? {
+        path.split(separator: ".").reduce(object) { current, key in (current as? [String: Any])?[String(key)] }
+    }
+
+    /// Compares a vector's expected field to what our typed model decoded (re-encoded as JSON).
+    /// Numbers may differ by under 1 ms: our encoder writes whole milliseconds.
+    static func matches(_ actual: Any?, _ expected: Any) -> Bool {
+        switch (actual, expected) {
+        case (nil, is NSNull): return true
+        case (let a as NSNumber, let e as NSNumber): return abs(a.doubleValue - e.doubleValue) < 1
+        case (let a as String, let e as String): return a == e
+        default: return false
+        }
+    }
+
+    static func encodedFields(_ payload: some Encodable) -> Any {
+        try! JSONSerialization.jsonObject(with: AppStoreJSON.makeEncoder().encode(payload))
+    }
+}
