@@ -39,7 +39,7 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark.defaultConfiguration = .init(
         metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .throughput],
-        timeUnits: .microseconds,
+        timeUnits: .nanoseconds,
         warmupIterations: 100,
         maxDuration: .seconds(3),
         maxIterations: 20_000

@@ -9,11 +9,12 @@ public struct SaltSource: Sendable {
         self.make = make
     }
 
-    /// 16 bytes from the system's cryptographically secure generator.
-    public static let system = SaltSource {
-        // BoringSSL's user-space CSPRNG: one call, no system call per response.
-        SymmetricKey(size: .bits128).withUnsafeBytes { Data($0) }
-    }
+    /// 16 bytes from the system's cryptographically secure generator, drawn in batches so a
+    /// response does not pay for a call into the generator.
+    public static let system: SaltSource = {
+        let pool = RandomPool(batchSize: 4096)
+        return SaltSource { pool.take(SignatureBlob.saltCount) }
+    }()
 
     /// Always the same salt: for tests and known-answer vectors only.
     public static func fixed(_ salt: Data) -> SaltSource {
@@ -49,11 +50,38 @@ public struct ResponseSigner: Sendable {
         raw.reserveCapacity(SignatureBlob.byteCount)
         raw.append(contentsOf: salt)
         raw.append(contentsOf: try key.privateKey.signature(for: message))
-        return Data(raw).base64EncodedString()
+        return Base64.encode(raw)
     }
 
     /// The signature blob for one answer, parsed back from ``signature(request:response:)``.
     public func blob(request: SignedRequestParts, response: SignedResponseParts) throws -> SignatureBlob {
         try SignatureBlob(base64: signature(request: request, response: response))
+    }
+}
+
+/// Cryptographically secure random bytes, fetched from the generator a batch at a time.
+private final class RandomPool: @unchecked Sendable {
+    private let lock = NSLock()
+    private let batchSize: Int
+    private var buffer: [UInt8] = []
+    private var offset = 0
+
+    init(batchSize: Int) {
+        self.batchSize = batchSize
+    }
+
+    func take(_ count: Int) -> Data {
+        lock.withLock {
+            if buffer.count - offset < count {
+                buffer = SymmetricKey(size: SymmetricKeySize(bitCount: batchSize * 8)).withUnsafeBytes { Array($0) }
+                offset = 0
+            }
+            defer {
+                // Wipe what was handed out so the pool never holds a salt after use.
+                for index in offset..<offset + count { buffer[index] = 0 }
+                offset += count
+            }
+            return Data(buffer[offset..<offset + count])
+        }
     }
 }

@@ -54,21 +54,38 @@ public struct SignedResponseParts: Sendable, Hashable {
 /// verifier's strict parsing of the answer's parts makes up for the missing length prefixes.
 public enum SignedMessage {
     public static func bytes(salt: Data, request: SignedRequestParts, response: SignedResponseParts) -> [UInt8] {
-        var message = [UInt8]()
-        message.reserveCapacity(
-            salt.count + request.authValue.utf8.count + (request.nonce?.count ?? 0) + request.path.utf8.count
-                + (request.postParamsHash?.utf8.count ?? 0) + (request.headersHash?.utf8.count ?? 0)
-                + response.requestTime.utf8.count + (response.etag?.utf8.count ?? 0) + response.body.count
-        )
-        message.append(contentsOf: salt)
-        message.append(contentsOf: request.authValue.utf8)
-        if let nonce = request.nonce { message.append(contentsOf: nonce) }
-        message.append(contentsOf: request.path.utf8)
-        if let hash = request.postParamsHash { message.append(contentsOf: hash.utf8) }
-        if let hash = request.headersHash { message.append(contentsOf: hash.utf8) }
-        message.append(contentsOf: response.requestTime.utf8)
-        if let etag = response.etag { message.append(contentsOf: etag.utf8) }
-        message.append(contentsOf: response.body)
-        return message
+        var authValue = request.authValue
+        var path = request.path
+        var postParamsHash = request.postParamsHash
+        var headersHash = request.headersHash
+        var requestTime = response.requestTime
+        var etag = response.etag
+        let count = salt.count + authValue.utf8.count + (request.nonce?.count ?? 0) + path.utf8.count
+            + (postParamsHash?.utf8.count ?? 0) + (headersHash?.utf8.count ?? 0)
+            + requestTime.utf8.count + (etag?.utf8.count ?? 0) + response.body.count
+        // Copied part by part into one buffer: the signer builds this for every answer.
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var offset = 0
+            func copy(_ bytes: some ContiguousBytes) {
+                bytes.withUnsafeBytes { source in
+                    UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[offset..<offset + source.count])
+                        .copyMemory(from: source)
+                    offset += source.count
+                }
+            }
+            func copy(_ string: inout String) {
+                string.withUTF8 { copy(UnsafeRawBufferPointer($0)) }
+            }
+            copy(salt)
+            copy(&authValue)
+            if let nonce = request.nonce { copy(nonce) }
+            copy(&path)
+            if postParamsHash != nil { copy(&postParamsHash!) }
+            if headersHash != nil { copy(&headersHash!) }
+            copy(&requestTime)
+            if etag != nil { copy(&etag!) }
+            copy(response.body)
+            initialized = offset
+        }
     }
 }
