@@ -1,0 +1,55 @@
+import Foundation
+
+extension TestStoreCA {
+    /// What to put in a minted test-store transaction.
+    public struct Purchase: Sendable {
+        public var productId: String
+        public var type: ProductType
+        public var bundleId: String
+        public var appAccountToken: UUID?
+        public var purchaseDate: Date
+        /// For subscriptions; defaults to one month after the purchase.
+        public var expiresDate: Date?
+        /// Reuse to mint a renewal of an earlier purchase.
+        public var originalTransactionId: String?
+        public var environment: AppStoreEnvironment = .testStore
+
+        public init(productId: String, type: ProductType, bundleId: String, appAccountToken: UUID? = nil, purchaseDate: Date = Date()) {
+            self.productId = productId
+            self.type = type
+            self.bundleId = bundleId
+            self.appAccountToken = appAccountToken
+            self.purchaseDate = purchaseDate
+        }
+    }
+
+    /// Mints a signed transaction for `purchase`; returns the JWS and the payload it carries.
+    public func mintTransaction(_ purchase: Purchase, signedDate: Date? = nil) throws -> (jws: String, payload: TransactionPayload) {
+        let transactionId = Self.makeTransactionId()
+        var payload = TransactionPayload(
+            transactionId: transactionId,
+            originalTransactionId: purchase.originalTransactionId ?? transactionId,
+            bundleId: purchase.bundleId,
+            productId: purchase.productId,
+            purchaseDate: purchase.purchaseDate,
+            type: purchase.type,
+            environment: purchase.environment,
+            signedDate: signedDate ?? purchase.purchaseDate
+        )
+        payload.appAccountToken = purchase.appAccountToken?.uuidString.lowercased()
+        payload.storefront = "USA"
+        payload.currency = "USD"
+        if purchase.type == .autoRenewable || purchase.type == .nonRenewing {
+            payload.expiresDate = purchase.expiresDate
+                ?? Calendar(identifier: .gregorian).date(byAdding: .month, value: 1, to: purchase.purchaseDate)
+            payload.webOrderLineItemId = Self.makeTransactionId()
+            payload.transactionReason = purchase.originalTransactionId == nil ? .purchase : .renewal
+        }
+        return (try sign(payload), payload)
+    }
+
+    /// A 16-digit numeric id, shaped like Apple's transaction ids.
+    static func makeTransactionId() -> String {
+        String(UInt64.random(in: 1_000_000_000_000_000...9_999_999_999_999_999))
+    }
+}

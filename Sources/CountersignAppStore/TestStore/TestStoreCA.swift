@@ -1,0 +1,159 @@
+import CountersignCore
+import Crypto
+import Foundation
+import SwiftASN1
+import X509
+
+/// A deployment's own certificate authority for the **test store**: a root, an intermediate and
+/// a signing leaf shaped like Apple's (same marker OIDs, our own names), so that the whole
+/// purchase flow runs and is tested on Linux with no Apple account.
+///
+/// Data it signs claims the `TestStore` environment and verifies only against this deployment's
+/// root, which a verifier trusts for `TestStore` alone; Apple's root never verifies it.
+public struct TestStoreCA: Sendable {
+    public let root: Certificate
+    public let intermediate: Certificate
+    public let leaf: Certificate
+    private let rootKey: P256.Signing.PrivateKey
+    private let intermediateKey: P256.Signing.PrivateKey
+    private let leafKey: P256.Signing.PrivateKey
+
+    /// The root as a trust anchor for the `TestStore` environment only.
+    public var anchor: TrustAnchor { TrustAnchor(certificate: root, environments: [.testStore]) }
+
+    /// Makes a new CA. `name` tells deployments apart in the certificates' subjects.
+    public static func create(name: String, now: Date = Date()) throws -> TestStoreCA {
+        let rootKey = P256.Signing.PrivateKey()
+        let intermediateKey = P256.Signing.PrivateKey()
+        let leafKey = P256.Signing.PrivateKey()
+        let organization = "Countersign Test Store (\(name))"
+        let rootName = try DistinguishedName {
+            CommonName("Countersign Test Store Root CA")
+            OrganizationName(organization)
+        }
+        let intermediateName = try DistinguishedName {
+            CommonName("Countersign Test Store Intermediate CA")
+            OrganizationName(organization)
+        }
+        let leafName = try DistinguishedName {
+            CommonName("Countersign Test Store Signing")
+            OrganizationName(organization)
+        }
+        let start = now.addingTimeInterval(-86_400)
+        let year: TimeInterval = 365 * 86_400
+        let root = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(rootKey.publicKey),
+            notValidBefore: start, notValidAfter: now.addingTimeInterval(20 * year),
+            issuer: rootName, subject: rootName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 1))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                SubjectKeyIdentifier(hash: rootKey.publicKey)
+            },
+            issuerPrivateKey: .init(rootKey)
+        )
+        let intermediate = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(intermediateKey.publicKey),
+            notValidBefore: start, notValidAfter: now.addingTimeInterval(15 * year),
+            issuer: rootName, subject: intermediateName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                SubjectKeyIdentifier(hash: intermediateKey.publicKey)
+                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: rootKey.publicKey).keyIdentifier)
+                Certificate.Extension(oid: AppleOIDPolicy.intermediateMarker, critical: false, value: [0x05, 0x00])
+            },
+            issuerPrivateKey: .init(rootKey)
+        )
+        let leaf = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey),
+            notValidBefore: start, notValidAfter: now.addingTimeInterval(10 * year),
+            issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: intermediateKey.publicKey).keyIdentifier)
+                Certificate.Extension(oid: AppleOIDPolicy.leafMarker, critical: false, value: [0x05, 0x00])
+            },
+            issuerPrivateKey: .init(intermediateKey)
+        )
+        return TestStoreCA(root: root, intermediate: intermediate, leaf: leaf, rootKey: rootKey, intermediateKey: intermediateKey, leafKey: leafKey)
+    }
+
+    /// Signs any payload as App Store signed data: `{"alg":"ES256","x5c":[leaf, intermediate, root]}`.
+    public func sign(_ payload: some Encodable) throws -> String {
+        let chain = try [leaf, intermediate, root].map { certificate in
+            var serializer = DER.Serializer()
+            try serializer.serialize(certificate)
+            return Data(serializer.serializedBytes).base64EncodedString()
+        }
+        let header = try JSONSerialization.data(withJSONObject: ["alg": "ES256", "x5c": chain], options: [.sortedKeys])
+        let body = try AppStoreJSON.makeEncoder().encode(payload)
+        let signingInput = header.base64URLEncodedString + "." + body.base64URLEncodedString
+        let signature = try leafKey.signature(for: Data(signingInput.utf8))
+        return signingInput + "." + signature.rawRepresentation.base64URLEncodedString
+    }
+}
+
+extension SubjectKeyIdentifier {
+    /// The SHA-1 of the public key, as RFC 5280 section 4.2.1.2 suggests.
+    init(hash key: P256.Signing.PublicKey) {
+        self.init(keyIdentifier: ArraySlice(Insecure.SHA1.hash(data: key.x963Representation)))
+    }
+}
+
+// MARK: - Storage
+
+extension TestStoreCA {
+    static let fileNames = (root: "root.pem", intermediate: "intermediate.pem", leaf: "leaf.pem", keys: "keys.json")
+
+    private struct Keys: Codable {
+        var root: String
+        var intermediate: String
+        var leaf: String
+    }
+
+    /// Writes the certificates (PEM) and the private keys (`keys.json`, 0600) into `directory`.
+    public func save(to directory: URL) throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let names = Self.fileNames
+        for (certificate, name) in [(root, names.root), (intermediate, names.intermediate), (leaf, names.leaf)] {
+            try Data(certificate.serializeAsPEM().pemString.utf8).write(to: directory.appendingPathComponent(name), options: .atomic)
+        }
+        let keys = Keys(root: rootKey.pemRepresentation, intermediate: intermediateKey.pemRepresentation, leaf: leafKey.pemRepresentation)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try KeyFile.writePrivate(encoder.encode(keys), to: directory.appendingPathComponent(names.keys))
+    }
+
+    /// Loads a CA saved by ``save(to:)``.
+    public static func load(from directory: URL) throws -> TestStoreCA {
+        let names = fileNames
+        func certificate(_ name: String) throws -> Certificate {
+            try TrustAnchor.loadCertificate(from: directory.appendingPathComponent(name))
+        }
+        let keys = try JSONDecoder().decode(Keys.self, from: Data(contentsOf: directory.appendingPathComponent(names.keys)))
+        let ca = TestStoreCA(
+            root: try certificate(names.root),
+            intermediate: try certificate(names.intermediate),
+            leaf: try certificate(names.leaf),
+            rootKey: try P256.Signing.PrivateKey(pemRepresentation: keys.root),
+            intermediateKey: try P256.Signing.PrivateKey(pemRepresentation: keys.intermediate),
+            leafKey: try P256.Signing.PrivateKey(pemRepresentation: keys.leaf)
+        )
+        guard ca.leaf.publicKey == Certificate.PublicKey(ca.leafKey.publicKey) else {
+            throw SignedDataVerifier.ConfigurationError(description: "test store leaf key in \(directory.path) does not match leaf.pem")
+        }
+        return ca
+    }
+
+    /// Loads the CA in `directory`, creating and saving a new one if there is none.
+    public static func loadOrCreate(in directory: URL, name: String, now: Date = Date()) throws -> TestStoreCA {
+        if FileManager.default.fileExists(atPath: directory.appendingPathComponent(fileNames.keys).path) {
+            return try load(from: directory)
+        }
+        let ca = try create(name: name, now: now)
+        try ca.save(to: directory)
+        return ca
+    }
+}
