@@ -51,6 +51,7 @@ let package = Package(
                 "CountersignAppStore",
                 "CountersignTesting",
                 .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
