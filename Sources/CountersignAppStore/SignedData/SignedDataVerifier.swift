@@ -231,3 +231,25 @@ struct VerifiedChain: Sendable {
     let environments: Set<AppStoreEnvironment>
     let validity: ClosedRange<Date>
 }
+
+extension SignedDataVerifier {
+    /// Verifies a JWS of any kind (notification, app transaction, renewal info or transaction,
+    /// told apart by their fields) and returns its payload as pretty, sorted JSON.
+    public func verifyPayload(_ jws: String) async throws(SignedDataError) -> Data {
+        let token = try CompactJWS(jws)
+        guard let fields = try? JSONSerialization.jsonObject(with: token.payload) as? [String: Any] else {
+            throw SignedDataError(.invalidJWTFormat, "payload is not a JSON object")
+        }
+        if fields["notificationUUID"] != nil || fields["notificationType"] != nil {
+            _ = try await verify(jws, as: NotificationPayload.self)
+        } else if fields["receiptType"] != nil {
+            _ = try await verify(jws, as: AppTransactionPayload.self)
+        } else if fields["transactionId"] == nil && (fields["autoRenewStatus"] != nil || fields["autoRenewProductId"] != nil) {
+            _ = try await verify(jws, as: RenewalInfoPayload.self)
+        } else {
+            _ = try await verify(jws, as: TransactionPayload.self)
+        }
+        // Verified: print exactly the signed fields, including any this version does not model.
+        return (try? JSONSerialization.data(withJSONObject: fields, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])) ?? token.payload
+    }
+}

@@ -1,0 +1,148 @@
+import ArgumentParser
+import CountersignAppStore
+import CountersignCore
+import Foundation
+import X509
+
+struct StoreCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "store",
+        abstract: "Mint and check App Store signed data.",
+        subcommands: [Purchase.self, Verify.self]
+    )
+
+    struct Purchase: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Mint a test-store transaction JWS for the app in a data directory and print it.",
+            discussion: """
+                The test store CA lives in DIR/test-store (created on first use). The app and its \
+                products come from DIR/countersign.json, or the built-in demo app when there is none.
+                """
+        )
+
+        @Option(name: .customLong("data-dir"), help: "The server's data directory.")
+        var dataDir: String
+
+        @Option(help: "A product id configured for the app.")
+        var product: String
+
+        @Option(name: .customLong("app-user-id"), help: "Bind the purchase to this app user (its derived appAccountToken).")
+        var appUserId: String?
+
+        @Option(name: .customLong("app-account-token"), help: "Bind the purchase to this appAccountToken (UUID).")
+        var appAccountToken: String?
+
+        @Option(help: "The environment the transaction claims (TestStore unless you are testing rejection).")
+        var environment: String = "TestStore"
+
+        @Option(help: "The app id in countersign.json (default: the first app).")
+        var app: String?
+
+        func run() throws {
+            let directory = URL(fileURLWithPath: dataDir)
+            let configuration = try CLIError.wrapping("configuration") {
+                try DeploymentConfiguration.load(fromDataDirectory: directory)
+            } ?? DeploymentConfiguration(apps: [.makeDemo()])
+            guard let appConfiguration = app.map({ id in configuration.apps.first { $0.id == id } }) ?? configuration.apps.first else {
+                throw CLIError("no app '\(app ?? "")' in \(directory.appendingPathComponent(DeploymentConfiguration.fileName).path)")
+            }
+            guard let productConfiguration = appConfiguration.product(product) else {
+                throw CLIError("product '\(product)' is not configured for app '\(appConfiguration.id)' (known: \(appConfiguration.products.map(\.id).joined(separator: ", ")))")
+            }
+            var token: UUID?
+            if let appAccountToken {
+                guard let uuid = UUID(uuidString: appAccountToken) else { throw CLIError("--app-account-token '\(appAccountToken)' is not a UUID") }
+                token = uuid
+            } else if let appUserId {
+                token = AppAccountToken.forAppUserID(appUserId)
+            }
+            let ca = try CLIError.wrapping("test store CA") {
+                try TestStoreCA.loadOrCreate(in: directory.appendingPathComponent("test-store"), name: directory.lastPathComponent)
+            }
+            var purchase = TestStoreCA.Purchase(
+                productId: productConfiguration.id,
+                type: productConfiguration.type.appStoreType,
+                bundleId: appConfiguration.bundleId,
+                appAccountToken: token
+            )
+            purchase.environment = AppStoreEnvironment(rawValue: environment)
+            if purchase.environment != .testStore {
+                FileHandle.standardError.write(Data("warning: the test store only vouches for TestStore; a \(environment) transaction it signs will be refused\n".utf8))
+            }
+            let (jws, _) = try ca.mintTransaction(purchase)
+            print(jws)
+        }
+    }
+
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Verify App Store signed data and print its payload.",
+            discussion: """
+                Prints the payload JSON and exits 0, or prints 'error: CLASS: reason' and exits 1. \
+                Without --root, Apple Root CA - G3 (built in) is the only trusted root.
+                """
+        )
+
+        @Argument(help: "A file holding one compact JWS.")
+        var file: String
+
+        @Option(help: "A trusted root certificate (DER or PEM); repeat for several.")
+        var root: [String] = []
+
+        @Option(name: .customLong("bundle-id"), help: "The app's bundle id.")
+        var bundleId: String?
+
+        @Option(name: .customLong("app-apple-id"), help: "The app's App Store id (checked on Production data).")
+        var appAppleId: Int64?
+
+        @Option(help: "An environment to accept; repeat for several (default: any the root vouches for).")
+        var environment: [String] = []
+
+        @Option(help: "The current time as Unix seconds (for the future-date check and undated payloads).")
+        var at: Int?
+
+        @Flag(help: "Accept StoreKit Testing in Xcode data (development only).")
+        var xcode = false
+
+        func run() async throws {
+            let jws = String(decoding: try readInputFile(file, what: "JWS"), as: UTF8.self)
+            let allEnvironments: Set<AppStoreEnvironment> = [.production, .sandbox, .testStore, .localTesting]
+            let anchors = try root.map { path throws(CLIError) in
+                let certificate = try CLIError.wrapping("root certificate \(path)") {
+                    try TrustAnchor.loadCertificate(from: URL(fileURLWithPath: path))
+                }
+                return TrustAnchor(certificate: certificate, environments: allEnvironments)
+            }
+            var environments = environment.isEmpty ? allEnvironments : Set(environment.map(AppStoreEnvironment.init(rawValue:)))
+            if xcode { environments.insert(.xcode) }
+            var configuration = SignedDataVerifier.Configuration(
+                anchors: anchors.isEmpty ? [AppleRootCertificates.anchor] : anchors,
+                bundleId: bundleId, appAppleId: appAppleId, environments: environments
+            )
+            configuration.allowsXcode = xcode
+            if let at {
+                let clock = Date(timeIntervalSince1970: TimeInterval(at))
+                configuration.now = { clock }
+            }
+            let verifier = try CLIError.wrapping("configuration") { try SignedDataVerifier(configuration: configuration) }
+            do {
+                let payload = try await verifier.verifyPayload(jws)
+                print(String(decoding: payload, as: UTF8.self))
+            } catch {
+                print("error: \(error)")
+                throw ExitCode(1)
+            }
+        }
+    }
+}
+
+extension AppConfiguration.ProductKind {
+    var appStoreType: ProductType {
+        switch self {
+        case .autoRenewable: .autoRenewable
+        case .nonRenewing: .nonRenewing
+        case .nonConsumable: .nonConsumable
+        case .consumable: .consumable
+        }
+    }
+}

@@ -1,0 +1,170 @@
+import Crypto
+import Foundation
+
+/// One app a deployment serves: its identity, keys, accepted store environments and catalogue.
+///
+/// Stored in `countersign.json` (see DESIGN section 9); environment names are App Store's
+/// (`Production`, `Sandbox`, `Xcode`) plus `TestStore`.
+public struct AppConfiguration: Codable, Sendable, Hashable {
+    public var id: String
+    public var bundleId: String
+    /// App Store app id, checked on Production data.
+    public var appAppleId: Int64?
+    /// Keys shipped in the app: authorize public endpoints only.
+    public var publicApiKeys: [String]
+    /// Keys for your backend: authorize the admin API only.
+    public var secretApiKeys: [String]
+    public var environments: [String]
+    public var transferBehavior: TransferBehavior
+    public var products: [Product]
+    public var offerings: [Offering]
+
+    /// What happens when a purchase already recorded for one user is posted by another.
+    public enum TransferBehavior: String, Codable, Sendable, Hashable {
+        /// Move the purchase to the user who posted it (default).
+        case transfer
+        /// Refuse with a clear error; nothing changes.
+        case keepWithOriginal
+        /// Move it only if the current owner has no active entitlement from it.
+        case transferIfNoActive
+    }
+
+    public struct Product: Codable, Sendable, Hashable {
+        public var id: String
+        public var type: ProductKind
+        public var entitlements: [String]
+
+        public init(id: String, type: ProductKind, entitlements: [String]) {
+            self.id = id
+            self.type = type
+            self.entitlements = entitlements
+        }
+    }
+
+    /// The kinds of product an app sells, named as in the configuration file.
+    public enum ProductKind: String, Codable, Sendable, Hashable {
+        case autoRenewable
+        case nonRenewing
+        case nonConsumable
+        case consumable
+    }
+
+    public struct Offering: Codable, Sendable, Hashable {
+        public var id: String
+        public var isCurrent: Bool
+        public var packages: [Package]
+
+        public struct Package: Codable, Sendable, Hashable {
+            public var id: String
+            public var productId: String
+        }
+    }
+
+    public func product(_ id: String) -> Product? {
+        products.first { $0.id == id }
+    }
+}
+
+extension AppConfiguration {
+    /// The app a fresh data directory starts with: `demo`, bundle `com.example.demo`, the test
+    /// store and Sandbox, products `pro_monthly`, `lifetime` (entitlement `pro`) and `coins_100`.
+    public static func makeDemo() -> AppConfiguration {
+        AppConfiguration(
+            id: "demo",
+            bundleId: "com.example.demo",
+            appAppleId: nil,
+            publicApiKeys: [APIKey.make(.public)],
+            secretApiKeys: [APIKey.make(.secret)],
+            environments: ["TestStore", "Sandbox"],
+            transferBehavior: .transfer,
+            products: [
+                Product(id: "pro_monthly", type: .autoRenewable, entitlements: ["pro"]),
+                Product(id: "lifetime", type: .nonConsumable, entitlements: ["pro"]),
+                Product(id: "coins_100", type: .consumable, entitlements: []),
+            ],
+            offerings: [
+                Offering(id: "default", isCurrent: true, packages: [
+                    .init(id: "$cs_monthly", productId: "pro_monthly"),
+                    .init(id: "$cs_lifetime", productId: "lifetime"),
+                ]),
+            ]
+        )
+    }
+}
+
+/// API keys: a kind prefix and 24 random bytes, base64url.
+public enum APIKey {
+    public enum Kind: String, Sendable {
+        case `public` = "cs_pub_"
+        case secret = "cs_sec_"
+    }
+
+    public static func make(_ kind: Kind) -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<24).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        let text = Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        return kind.rawValue + text
+    }
+}
+
+/// A configuration that cannot be used, with what is wrong in it.
+public struct ConfigurationError: Error, Hashable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// The deployment's configuration file, `countersign.json`.
+public struct DeploymentConfiguration: Codable, Sendable, Hashable {
+    public var apps: [AppConfiguration]
+
+    public init(apps: [AppConfiguration]) {
+        self.apps = apps
+    }
+
+    public static let fileName = "countersign.json"
+
+    /// The configuration in `directory`, or nil when it has none yet.
+    public static func load(fromDataDirectory directory: URL) throws -> DeploymentConfiguration? {
+        let url = directory.appendingPathComponent(fileName)
+        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        do {
+            return try JSONDecoder().decode(DeploymentConfiguration.self, from: Data(contentsOf: url))
+        } catch let error as DecodingError {
+            throw ConfigurationError("\(url.path) is not a valid configuration: \(error.shortDescription)")
+        }
+    }
+}
+
+extension DecodingError {
+    /// The failing field path and what was wrong, in one line.
+    public var shortDescription: String {
+        switch self {
+        case .keyNotFound(let key, let context):
+            return "missing '\((context.codingPath + [key]).map(\.stringValue).joined(separator: "."))'"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? context.debugDescription : "'\(path)': \(context.debugDescription)"
+        @unknown default:
+            return "\(self)"
+        }
+    }
+}
+
+/// The `appAccountToken` of an app user: a name-based UUID (RFC 9562 version 5) of the app
+/// user id, so the SDK, the CLI and the server derive the same token without storing it.
+public enum AppAccountToken {
+    /// The namespace of Countersign app account tokens.
+    static let namespace: [UInt8] = [0x6F, 0x1B, 0x6A, 0x52, 0x3C, 0x0E, 0x4A, 0x8D, 0x9E, 0x21, 0x57, 0xC4, 0x0B, 0x3D, 0x88, 0x12]
+
+    public static func forAppUserID(_ appUserID: String) -> UUID {
+        var hasher = Insecure.SHA1()
+        hasher.update(data: namespace)
+        hasher.update(data: Data(appUserID.utf8))
+        var bytes = Array(hasher.finalize().prefix(16))
+        bytes[6] = (bytes[6] & 0x0F) | 0x50 // version 5
+        bytes[8] = (bytes[8] & 0x3F) | 0x80 // RFC variant
+        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+
+@Suite("countersign store")
+struct StoreCommandTests {
+    @Test("store purchase mints a JWS that store verify accepts with the deployment's root, printing its payload")
+    func purchaseThenVerify() throws {
+        let directory = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let minted = try CLIRunner.run(["store", "purchase", "--data-dir", directory.path, "--product", "lifetime", "--app-user-id", "u1"])
+        #expect(minted.status == 0, "\(minted.stderr)")
+        let file = directory.appendingPathComponent("t.jws")
+        try Data(minted.stdout.utf8).write(to: file)
+        let root = directory.appendingPathComponent("test-store/root.pem").path
+        let now = String(Int(Date().timeIntervalSince1970))
+
+        let verified = try CLIRunner.run(["store", "verify", file.path, "--root", root, "--at", now, "--bundle-id", "com.example.demo"])
+        #expect(verified.status == 0, "\(verified.stdout)")
+        let payload = try JSONSerialization.jsonObject(with: Data(verified.stdout.utf8)) as? [String: Any]
+        #expect(payload?["productId"] as? String == "lifetime")
+        #expect(payload?["environment"] as? String == "TestStore")
+        #expect(payload?["type"] as? String == "Non-Consumable")
+        #expect((payload?["appAccountToken"] as? String)?.count == 36)
+
+        let wrongBundle = try CLIRunner.run(["store", "verify", file.path, "--root", root, "--at", now, "--bundle-id", "com.other"])
+        #expect(wrongBundle.status == 1)
+        #expect(wrongBundle.lines == ["error: INVALID_APP_IDENTIFIER: bundleId 'com.example.demo' is not 'com.other'"])
+
+        let againstApple = try CLIRunner.run(["store", "verify", file.path, "--at", now])
+        #expect(againstApple.status == 1)
+        #expect(againstApple.lines.first?.hasPrefix("error: VERIFICATION_FAILURE: ") == true)
+
+        // One payload character changed.
+        var parts = minted.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".").map(String.init)
+        let index = parts[1].index(parts[1].startIndex, offsetBy: 20)
+        parts[1].replaceSubrange(index...index, with: parts[1][index] == "A" ? "B" : "A")
+        try Data(parts.joined(separator: ".").utf8).write(to: file)
+        let tampered = try CLIRunner.run(["store", "verify", file.path, "--root", root, "--at", now])
+        #expect(tampered.status == 1)
+        #expect(tampered.lines.count == 1)
+        #expect(tampered.lines.first?.hasPrefix("error: ") == true)
+    }
+
+    @Test("store verify on malformed input says INVALID_JWT_FORMAT; unknown products and missing files are errors")
+    func badInput() throws {
+        let directory = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("bad.jws")
+        try Data("a.b.c".utf8).write(to: file)
+        let result = try CLIRunner.run(["store", "verify", file.path])
+        #expect(result.status == 1)
+        #expect(result.lines == ["error: INVALID_JWT_FORMAT: header is not base64url"])
+
+        let missing = try CLIRunner.run(["store", "verify", "/nonexistent.jws"])
+        #expect(missing.status == 2)
+        #expect(missing.lines == ["error: JWS file not found: /nonexistent.jws"])
+
+        let unknown = try CLIRunner.run(["store", "purchase", "--data-dir", directory.path, "--product", "nope"])
+        #expect(unknown.status == 2)
+        #expect(unknown.lines == ["error: product 'nope' is not configured for app 'demo' (known: pro_monthly, lifetime, coins_100)"])
+    }
+}
