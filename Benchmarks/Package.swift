@@ -22,5 +22,15 @@ let package = Package(
             path: "Benchmarks/Signing",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        .executableTarget(
+            name: "AppStore",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "CountersignAppStore", package: "Countersign"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Benchmarks/AppStore",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ]
 )

@@ -100,6 +100,9 @@ public struct NotificationSubtype: OpenStringValue {
 /// JSON coding for App Store payloads: dates are milliseconds since 1970, possibly fractional
 /// (StoreKit Testing in Xcode writes `1697679936049.7297`).
 public enum AppStoreJSON {
+    /// A shared decoder for the hot path (decoding is safe from several threads at once).
+    nonisolated(unsafe) static let decoder = makeDecoder()
+
     public static func makeDecoder() -> JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in

@@ -1,61 +1,95 @@
 import Foundation
 
 /// A compact JWS split into its parts, before any trust is placed in it.
+///
+/// Parts are decoded on demand: a verifier that has already validated a header (it is the same
+/// for every JWS one leaf signs) skips decoding its ~2 KB certificate chain. The text is handled
+/// as bytes: a JWS is ASCII, and String-level work on 3 KB costs more than the signature check.
 struct CompactJWS: Sendable {
     struct Header: Decodable, Sendable {
         var alg: String
         var x5c: [String]
     }
 
-    /// The exact `header.payload` ASCII bytes the signature covers.
-    let signingInput: Substring
-    /// The raw header segment: identical for every JWS signed by one leaf, so a cache key.
-    let headerSegment: Substring
-    let header: Header
-    let payload: Data
-    let signature: Data
+    /// The trimmed JWS bytes.
+    private let bytes: [UInt8]
+    private let firstDot: Int
+    private let secondDot: Int
 
     init(_ text: String) throws(SignedDataError) {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        let segments = trimmed.split(separator: ".", omittingEmptySubsequences: false)
-        guard segments.count == 3, segments.allSatisfy({ !$0.isEmpty }) else {
-            throw SignedDataError(.invalidJWTFormat, "expected 3 non-empty dot-separated segments, got \(segments.count)")
+        let isSpace = { (byte: UInt8) in byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
+        var bytes = Array(text.utf8)
+        while let last = bytes.last, isSpace(last) { bytes.removeLast() }
+        if let start = bytes.firstIndex(where: { !isSpace($0) }), start > 0 { bytes.removeFirst(start) }
+        let dots = bytes.indices.lazy.filter { bytes[$0] == UInt8(ascii: ".") }.prefix(3)
+        guard dots.count == 2 else {
+            throw SignedDataError(.invalidJWTFormat, "expected 3 dot-separated segments, got \(bytes.count { $0 == UInt8(ascii: ".") } + 1)")
         }
-        guard let headerBytes = Data(base64URL: segments[0]) else {
+        firstDot = dots.first!
+        secondDot = dots.dropFirst().first!
+        guard firstDot > 0, secondDot > firstDot + 1, secondDot < bytes.count - 1 else {
+            throw SignedDataError(.invalidJWTFormat, "a JWS segment is empty")
+        }
+        self.bytes = bytes
+    }
+
+    /// The header segment as sent: a cache key for the chain it carries.
+    var headerSegment: ArraySlice<UInt8> { bytes[..<firstDot] }
+
+    /// The exact `header.payload` ASCII bytes the signature covers.
+    var signingInput: ArraySlice<UInt8> { bytes[..<secondDot] }
+
+    /// Decodes the header: `alg` and the `x5c` certificate chain.
+    func header() throws(SignedDataError) -> Header {
+        guard let decoded = Data(base64URL: headerSegment) else {
             throw SignedDataError(.invalidJWTFormat, "header is not base64url")
         }
-        guard let payload = Data(base64URL: segments[1]) else {
-            throw SignedDataError(.invalidJWTFormat, "payload is not base64url")
-        }
-        guard let signature = Data(base64URL: segments[2]) else {
-            throw SignedDataError(.invalidJWTFormat, "signature is not base64url")
-        }
-        let header: Header
         do {
-            header = try JSONDecoder().decode(Header.self, from: headerBytes)
+            return try JSONDecoder().decode(Header.self, from: decoded)
         } catch {
             throw SignedDataError(.invalidJWTFormat, "header is not JSON with 'alg' and an 'x5c' array")
         }
-        self.header = header
-        self.payload = payload
-        self.signature = signature
-        headerSegment = segments[0]
-        signingInput = trimmed[segments[0].startIndex..<segments[1].endIndex]
+    }
+
+    func payload() throws(SignedDataError) -> Data {
+        guard let payload = Data(base64URL: bytes[(firstDot + 1)..<secondDot]) else {
+            throw SignedDataError(.invalidJWTFormat, "payload is not base64url")
+        }
+        return payload
+    }
+
+    func signature() throws(SignedDataError) -> Data {
+        guard let signature = Data(base64URL: bytes[(secondDot + 1)...]) else {
+            throw SignedDataError(.invalidJWTFormat, "signature is not base64url")
+        }
+        return signature
     }
 }
 
 extension Data {
-    /// Decodes unpadded base64url (RFC 4648 section 5), rejecting any other character.
+    /// Decodes unpadded base64url (RFC 4648 section 5), rejecting padding and the `+` `/` alphabet.
     init?(base64URL text: some StringProtocol) {
-        var base64 = String(text).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        guard !base64.contains("=") else { return nil }
-        switch base64.utf8.count % 4 {
+        self.init(base64URL: Array(text.utf8)[...])
+    }
+
+    init?(base64URL encoded: ArraySlice<UInt8>) {
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(encoded.count + 2)
+        for byte in encoded {
+            switch byte {
+            case UInt8(ascii: "-"): bytes.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): bytes.append(UInt8(ascii: "/"))
+            case UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="): return nil
+            default: bytes.append(byte)
+            }
+        }
+        switch bytes.count % 4 {
         case 0: break
-        case 2: base64 += "=="
-        case 3: base64 += "="
+        case 2: bytes.append(contentsOf: [UInt8(ascii: "="), UInt8(ascii: "=")])
+        case 3: bytes.append(UInt8(ascii: "="))
         default: return nil
         }
-        self.init(base64Encoded: base64)
+        self.init(base64Encoded: Data(bytes))
     }
 
     /// Encodes as unpadded base64url.

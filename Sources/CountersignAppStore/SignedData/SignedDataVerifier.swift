@@ -69,7 +69,7 @@ public final class SignedDataVerifier: Sendable {
 
     public let configuration: Configuration
     /// Verified chains by JWS header segment (the same for every JWS one leaf signs).
-    private let chains = BoundedCache<String, VerifiedChain>(capacity: 64)
+    private let chains = BoundedCache<Data, VerifiedChain>(capacity: 64)
 
     public init(configuration: Configuration) throws(ConfigurationError) {
         if configuration.allowsXcode && configuration.environments.contains(.production) {
@@ -82,49 +82,63 @@ public final class SignedDataVerifier: Sendable {
     }
 
     /// Verifies a JWS and returns its decoded payload.
-    public func verify<Payload: AppStoreSignedPayload>(_ jws: String, as type: Payload.Type) async throws(SignedDataError) -> Payload {
+    nonisolated(nonsending) public func verify<Payload: AppStoreSignedPayload>(_ jws: String, as type: Payload.Type) async throws(SignedDataError) -> Payload {
         let token = try CompactJWS(jws)
-        guard token.header.alg == "ES256" else {
-            throw SignedDataError(.invalidJWTFormat, "alg must be ES256, got '\(token.header.alg.prefix(20))'")
+        // A header seen before already passed the alg and x5c checks and its chain validated:
+        // skip decoding its certificates.
+        let cached = chains[Data(token.headerSegment)]
+        let header = cached == nil ? try token.header() : nil
+        if let header {
+            guard header.alg == "ES256" else {
+                throw SignedDataError(.invalidJWTFormat, "alg must be ES256, got '\(header.alg.prefix(20))'")
+            }
         }
         let payload: Payload
         do {
-            payload = try AppStoreJSON.makeDecoder().decode(Payload.self, from: token.payload)
+            payload = try AppStoreJSON.decoder.decode(Payload.self, from: try token.payload())
+        } catch let error as SignedDataError {
+            throw error
         } catch {
             throw SignedDataError(.invalidJWTFormat, "payload is not a valid \(Payload.self)")
         }
+        let signature = try token.signature()
 
         let environments: Set<AppStoreEnvironment>
-        switch token.header.x5c.count {
-        case 3:
-            environments = try await verifyChainAndSignature(token, at: payload.validationDate)
+        switch header?.x5c.count {
+        case nil, 3:
+            environments = try await verifyChainAndSignature(
+                token, signature: signature, x5c: header?.x5c, cached: cached, at: payload.validationDate
+            )
         case 1 where configuration.allowsXcode:
-            try verifyXcode(token)
+            try verifyXcode(token, certificate: header!.x5c[0], signature: signature)
             environments = [.xcode]
-        default:
-            throw SignedDataError(.invalidJWTFormat, "x5c must hold exactly 3 certificates, got \(token.header.x5c.count)")
+        case let count?:
+            throw SignedDataError(.invalidJWTFormat, "x5c must hold exactly 3 certificates, got \(count)")
         }
         try checkClaims(of: payload, rootEnvironments: environments)
         return payload
     }
 
-    private func verifyChainAndSignature(_ token: CompactJWS, at signedDate: Date?) async throws(SignedDataError) -> Set<AppStoreEnvironment> {
+    nonisolated(nonsending) private func verifyChainAndSignature(
+        _ token: CompactJWS, signature: Data, x5c: [String]?, cached: VerifiedChain?, at signedDate: Date?
+    ) async throws(SignedDataError) -> Set<AppStoreEnvironment> {
         let now = configuration.now()
         let validationTime = signedDate ?? now
         if validationTime.timeIntervalSince(now) > configuration.futureTolerance {
             throw SignedDataError(.verificationFailure, "signedDate is \(Int(validationTime.timeIntervalSince(now))) s in the future")
         }
-        let cacheKey = String(token.headerSegment)
         let chain: VerifiedChain
-        if let cached = chains[cacheKey], cached.validity.contains(validationTime) {
+        if let cached, cached.validity.contains(validationTime) {
             chain = cached
         } else {
-            chain = try await validateChain(token.header.x5c, at: validationTime)
-            chains[cacheKey] = chain
+            let certificates: [String]
+            if let x5c { certificates = x5c } else { certificates = try token.header().x5c }
+            chain = try await validateChain(certificates, at: validationTime)
+            chains[Data(token.headerSegment)] = chain
         }
-        guard token.signature.count == 64,
-              let signature = try? P256.Signing.ECDSASignature(rawRepresentation: token.signature),
-              chain.leafKey.isValidSignature(signature, for: Data(token.signingInput.utf8))
+        guard signature.count == 64,
+              let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
+              chain.leafKey.isValidSignature(ecdsa, for: Data(token.signingInput))
         else {
             throw SignedDataError(.verificationFailure, "signature does not verify with the leaf key (ES256 needs a 64-byte R‖S signature)")
         }
@@ -169,16 +183,16 @@ public final class SignedDataVerifier: Sendable {
         return "chain rejected at \(time.formatted(.iso8601)): \(first.policyFailureReason)"
     }
 
-    private func verifyXcode(_ token: CompactJWS) throws(SignedDataError) {
-        guard let der = Data(base64Encoded: token.header.x5c[0]), let certificate = try? Certificate(derEncoded: [UInt8](der)) else {
+    private func verifyXcode(_ token: CompactJWS, certificate encoded: String, signature: Data) throws(SignedDataError) {
+        guard let der = Data(base64Encoded: encoded), let certificate = try? Certificate(derEncoded: [UInt8](der)) else {
             throw SignedDataError(.invalidCertificate, "x5c[0] is not a base64 DER certificate")
         }
         if !configuration.xcodeCertificates.isEmpty && !configuration.xcodeCertificates.contains(certificate) {
             throw SignedDataError(.verificationFailure, "Xcode certificate is not one of the pinned StoreKit Testing certificates")
         }
-        guard let key = P256.Signing.PublicKey(certificate.publicKey), token.signature.count == 64,
-              let signature = try? P256.Signing.ECDSASignature(rawRepresentation: token.signature),
-              key.isValidSignature(signature, for: Data(token.signingInput.utf8))
+        guard let key = P256.Signing.PublicKey(certificate.publicKey), signature.count == 64,
+              let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
+              key.isValidSignature(ecdsa, for: Data(token.signingInput))
         else {
             throw SignedDataError(.verificationFailure, "Xcode signature does not verify with its certificate")
         }
@@ -212,7 +226,7 @@ extension SignedDataVerifier {
         public var renewalInfo: RenewalInfoPayload?
     }
 
-    public func verifyNotification(_ jws: String) async throws(SignedDataError) -> VerifiedNotification {
+    nonisolated(nonsending) public func verifyNotification(_ jws: String) async throws(SignedDataError) -> VerifiedNotification {
         let notification = try await verify(jws, as: NotificationPayload.self)
         var result = VerifiedNotification(notification: notification)
         if let nested = notification.data?.signedTransactionInfo {
@@ -235,9 +249,11 @@ struct VerifiedChain: Sendable {
 extension SignedDataVerifier {
     /// Verifies a JWS of any kind (notification, app transaction, renewal info or transaction,
     /// told apart by their fields) and returns its payload as pretty, sorted JSON.
-    public func verifyPayload(_ jws: String) async throws(SignedDataError) -> Data {
+    nonisolated(nonsending) public func verifyPayload(_ jws: String) async throws(SignedDataError) -> Data {
         let token = try CompactJWS(jws)
-        guard let fields = try? JSONSerialization.jsonObject(with: token.payload) as? [String: Any] else {
+        _ = try token.header()
+        let payload = try token.payload()
+        guard let fields = try? JSONSerialization.jsonObject(with: payload) as? [String: Any] else {
             throw SignedDataError(.invalidJWTFormat, "payload is not a JSON object")
         }
         if fields["notificationUUID"] != nil || fields["notificationType"] != nil {
@@ -250,6 +266,6 @@ extension SignedDataVerifier {
             _ = try await verify(jws, as: TransactionPayload.self)
         }
         // Verified: print exactly the signed fields, including any this version does not model.
-        return (try? JSONSerialization.data(withJSONObject: fields, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])) ?? token.payload
+        return (try? JSONSerialization.data(withJSONObject: fields, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])) ?? payload
     }
 }
