@@ -32,5 +32,14 @@ let package = Package(
             path: "Benchmarks/AppStore",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        .executableTarget(
+            name: "PairedRatios",
+            dependencies: [
+                .product(name: "CountersignCore", package: "Countersign"),
+                .product(name: "CountersignAppStore", package: "Countersign"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Sources/PairedRatios"
+        ),
     ]
 )

@@ -29,8 +29,8 @@ let benchmarks: @Sendable () -> Void = {
         // benchmark to a task and waits for it, which costs a thread switch; batching makes
         // that cost vanish from both sides of the comparison.
         scalingFactor: .kilo,
-        maxDuration: .seconds(4),
-        maxIterations: 40
+        maxDuration: .seconds(8),
+        maxIterations: 100
     )
 
     Benchmark("P-256 verify (bare)") { benchmark in

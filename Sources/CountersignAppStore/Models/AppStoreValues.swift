@@ -100,8 +100,10 @@ public struct NotificationSubtype: OpenStringValue {
 /// JSON coding for App Store payloads: dates are milliseconds since 1970, possibly fractional
 /// (StoreKit Testing in Xcode writes `1697679936049.7297`).
 public enum AppStoreJSON {
-    /// A shared decoder for the hot path (decoding is safe from several threads at once).
-    nonisolated(unsafe) static let decoder = makeDecoder()
+    /// Decodes a payload on the verification hot path (dates in milliseconds).
+    public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+        try JSONValueDecoder.decode(type, from: data)
+    }
 
     public static func makeDecoder() -> JSONDecoder {
         let decoder = JSONDecoder()

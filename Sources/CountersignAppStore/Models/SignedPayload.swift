@@ -13,8 +13,20 @@ public protocol AppStoreSignedPayload: Codable, Sendable {
     var claimedAppAppleId: Int64? { get }
     /// Whether the payload kind always names its bundle (renewal infos do not).
     static var carriesBundleId: Bool { get }
+    /// Decodes the payload JSON (dates in milliseconds).
+    static func decodePayload(from data: Data) throws -> Self
 }
 
 extension AppStoreSignedPayload {
     public static var carriesBundleId: Bool { true }
+
+    public static func decodePayload(from data: Data) throws -> Self {
+        try AppStoreJSON.decode(Self.self, from: data)
+    }
+}
+
+extension TransactionPayload {
+    public static func decodePayload(from data: Data) throws -> TransactionPayload {
+        try decodeFast(from: data)
+    }
 }

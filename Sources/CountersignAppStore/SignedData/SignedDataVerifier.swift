@@ -69,7 +69,7 @@ public final class SignedDataVerifier: Sendable {
 
     public let configuration: Configuration
     /// Verified chains by JWS header segment (the same for every JWS one leaf signs).
-    private let chains = BoundedCache<Data, VerifiedChain>(capacity: 64)
+    private let chains = BoundedCache<HeaderKey, VerifiedChain>(capacity: 64)
 
     public init(configuration: Configuration) throws(ConfigurationError) {
         if configuration.allowsXcode && configuration.environments.contains(.production) {
@@ -86,7 +86,7 @@ public final class SignedDataVerifier: Sendable {
         let token = try CompactJWS(jws)
         // A header seen before already passed the alg and x5c checks and its chain validated:
         // skip decoding its certificates.
-        let cached = chains[Data(token.headerSegment)]
+        let cached = chains[HeaderKey(token.headerSegment)]
         let header = cached == nil ? try token.header() : nil
         if let header {
             guard header.alg == "ES256" else {
@@ -95,7 +95,7 @@ public final class SignedDataVerifier: Sendable {
         }
         let payload: Payload
         do {
-            payload = try AppStoreJSON.decoder.decode(Payload.self, from: try token.payload())
+            payload = try Payload.decodePayload(from: try token.payload())
         } catch let error as SignedDataError {
             throw error
         } catch {
@@ -134,7 +134,7 @@ public final class SignedDataVerifier: Sendable {
             let certificates: [String]
             if let x5c { certificates = x5c } else { certificates = try token.header().x5c }
             chain = try await validateChain(certificates, at: validationTime)
-            chains[Data(token.headerSegment)] = chain
+            chains[HeaderKey(token.headerSegment)] = chain
         }
         guard signature.count == 64,
               let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
@@ -236,6 +236,28 @@ extension SignedDataVerifier {
             result.renewalInfo = try await verify(nested, as: RenewalInfoPayload.self)
         }
         return result
+    }
+}
+
+/// A JWS header segment as a cache key. Hashing reads the first 256 bytes (they hold the start of
+/// the leaf certificate, which differs between leaves) instead of all ~2.5 KB; equality compares
+/// everything.
+struct HeaderKey: Hashable, Sendable {
+    let bytes: ArraySlice<UInt8>
+
+    init(_ bytes: ArraySlice<UInt8>) {
+        self.bytes = bytes
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(bytes.count)
+        bytes.prefix(256).withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
+    static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.bytes.count == rhs.bytes.count && lhs.bytes.withUnsafeBytes { left in
+            rhs.bytes.withUnsafeBytes { right in memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0 }
+        }
     }
 }
 

@@ -1,0 +1,220 @@
+import Foundation
+
+/// A parsed JSON document. Numbers keep their text so 64-bit integers stay exact.
+indirect enum JSONValue: Sendable {
+    case null
+    case bool(Bool)
+    case number(Substring)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+}
+
+/// A strict RFC 8259 parser into ``JSONValue``.
+struct JSONParser {
+    struct SyntaxError: Error {
+        let offset: Int
+    }
+
+    private let bytes: [UInt8]
+    private let text: String
+    private var index = 0
+    private static let maximumDepth = 64
+
+    static func parse(_ data: Data) throws(SyntaxError) -> JSONValue {
+        var parser = JSONParser(bytes: [UInt8](data))
+        parser.skipWhitespace()
+        let value = try parser.value(depth: 0)
+        parser.skipWhitespace()
+        guard parser.index == parser.bytes.count else { throw SyntaxError(offset: parser.index) }
+        return value
+    }
+
+    /// Parses a JSON object into its ordered members (nested objects become `.object`).
+    static func parseMembers(_ data: Data) throws(SyntaxError) -> [(key: String, value: JSONValue)] {
+        var parser = JSONParser(bytes: [UInt8](data))
+        parser.skipWhitespace()
+        guard parser.peek == UInt8(ascii: "{") else { throw SyntaxError(offset: parser.index) }
+        parser.index += 1
+        var members: [(key: String, value: JSONValue)] = []
+        members.reserveCapacity(32)
+        parser.skipWhitespace()
+        if parser.peek == UInt8(ascii: "}") {
+            parser.index += 1
+        } else {
+            while true {
+                parser.skipWhitespace()
+                let key = try parser.string()
+                parser.skipWhitespace()
+                try parser.expect(UInt8(ascii: ":"))
+                parser.skipWhitespace()
+                members.append((key, try parser.value(depth: 1)))
+                parser.skipWhitespace()
+                if parser.peek == UInt8(ascii: "}") { parser.index += 1; break }
+                try parser.expect(UInt8(ascii: ","))
+            }
+        }
+        parser.skipWhitespace()
+        guard parser.index == parser.bytes.count else { throw SyntaxError(offset: parser.index) }
+        return members
+    }
+
+    private init(bytes: [UInt8]) {
+        self.bytes = bytes
+        text = String(decoding: bytes, as: UTF8.self)
+    }
+
+    private var peek: UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    private mutating func skipWhitespace() {
+        while let byte = peek, byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 { index += 1 }
+    }
+
+    private mutating func expect(_ byte: UInt8) throws(SyntaxError) {
+        guard peek == byte else { throw SyntaxError(offset: index) }
+        index += 1
+    }
+
+    private mutating func literal(_ word: String, _ value: JSONValue) throws(SyntaxError) -> JSONValue {
+        for byte in word.utf8 { try expect(byte) }
+        return value
+    }
+
+    private mutating func value(depth: Int) throws(SyntaxError) -> JSONValue {
+        guard depth < Self.maximumDepth, let byte = peek else { throw SyntaxError(offset: index) }
+        switch byte {
+        case UInt8(ascii: "{"): return try object(depth: depth + 1)
+        case UInt8(ascii: "["): return try array(depth: depth + 1)
+        case UInt8(ascii: "\""): return .string(try string())
+        case UInt8(ascii: "t"): return try literal("true", .bool(true))
+        case UInt8(ascii: "f"): return try literal("false", .bool(false))
+        case UInt8(ascii: "n"): return try literal("null", .null)
+        default: return try number()
+        }
+    }
+
+    private mutating func object(depth: Int) throws(SyntaxError) -> JSONValue {
+        index += 1
+        var members: [String: JSONValue] = [:]
+        skipWhitespace()
+        if peek == UInt8(ascii: "}") { index += 1; return .object(members) }
+        while true {
+            skipWhitespace()
+            let key = try string()
+            skipWhitespace()
+            try expect(UInt8(ascii: ":"))
+            skipWhitespace()
+            members[key] = try value(depth: depth)
+            skipWhitespace()
+            if peek == UInt8(ascii: "}") { index += 1; return .object(members) }
+            try expect(UInt8(ascii: ","))
+        }
+    }
+
+    private mutating func array(depth: Int) throws(SyntaxError) -> JSONValue {
+        index += 1
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if peek == UInt8(ascii: "]") { index += 1; return .array(elements) }
+        while true {
+            skipWhitespace()
+            elements.append(try value(depth: depth))
+            skipWhitespace()
+            if peek == UInt8(ascii: "]") { index += 1; return .array(elements) }
+            try expect(UInt8(ascii: ","))
+        }
+    }
+
+    private mutating func string() throws(SyntaxError) -> String {
+        try expect(UInt8(ascii: "\""))
+        let start = index
+        // Fast path: no escapes.
+        while let byte = peek, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") {
+            guard byte >= 0x20 else { throw SyntaxError(offset: index) }
+            index += 1
+        }
+        guard let stop = peek else { throw SyntaxError(offset: index) }
+        var result = String(decoding: bytes[start..<index], as: UTF8.self)
+        if stop == UInt8(ascii: "\"") { index += 1; return result }
+        var scalars = [UInt8]()
+        while let byte = peek {
+            index += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                result += String(decoding: scalars, as: UTF8.self)
+                return result
+            case UInt8(ascii: "\\"):
+                guard let escaped = peek else { throw SyntaxError(offset: index) }
+                index += 1
+                switch escaped {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scalars.append(escaped)
+                case UInt8(ascii: "b"): scalars.append(0x08)
+                case UInt8(ascii: "f"): scalars.append(0x0C)
+                case UInt8(ascii: "n"): scalars.append(0x0A)
+                case UInt8(ascii: "r"): scalars.append(0x0D)
+                case UInt8(ascii: "t"): scalars.append(0x09)
+                case UInt8(ascii: "u"):
+                    var code = try hex4()
+                    if (0xD800..<0xDC00).contains(code) {
+                        try expect(UInt8(ascii: "\\"))
+                        try expect(UInt8(ascii: "u"))
+                        let low = try hex4()
+                        guard (0xDC00..<0xE000).contains(low) else { throw SyntaxError(offset: index) }
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    }
+                    guard let scalar = Unicode.Scalar(code) else { throw SyntaxError(offset: index) }
+                    scalars.append(contentsOf: Array(String(Character(scalar)).utf8))
+                default:
+                    throw SyntaxError(offset: index)
+                }
+            case 0x00..<0x20:
+                throw SyntaxError(offset: index)
+            default:
+                scalars.append(byte)
+            }
+        }
+        throw SyntaxError(offset: index)
+    }
+
+    private mutating func hex4() throws(SyntaxError) -> UInt32 {
+        var code: UInt32 = 0
+        for _ in 0..<4 {
+            guard let byte = peek else { throw SyntaxError(offset: index) }
+            let digit: UInt8
+            switch byte {
+            case 0x30...0x39: digit = byte - 0x30
+            case 0x41...0x46: digit = byte - 0x41 + 10
+            case 0x61...0x66: digit = byte - 0x61 + 10
+            default: throw SyntaxError(offset: index)
+            }
+            code = code << 4 | UInt32(digit)
+            index += 1
+        }
+        return code
+    }
+
+    private mutating func number() throws(SyntaxError) -> JSONValue {
+        let start = index
+        if peek == UInt8(ascii: "-") { index += 1 }
+        if peek == UInt8(ascii: "0") {
+            index += 1
+        } else {
+            try digits()
+        }
+        if peek == UInt8(ascii: ".") { index += 1; try digits() }
+        if peek == UInt8(ascii: "e") || peek == UInt8(ascii: "E") {
+            index += 1
+            if peek == UInt8(ascii: "+") || peek == UInt8(ascii: "-") { index += 1 }
+            try digits()
+        }
+        // The bytes are ASCII, so byte offsets are valid UTF-8 offsets into `text`.
+        let utf8 = text.utf8
+        return .number(Substring(utf8[utf8.index(utf8.startIndex, offsetBy: start)..<utf8.index(utf8.startIndex, offsetBy: index)]))
+    }
+
+    private mutating func digits() throws(SyntaxError) {
+        let start = index
+        while let byte = peek, (0x30...0x39).contains(byte) { index += 1 }
+        guard index > start else { throw SyntaxError(offset: index) }
+    }
+}
