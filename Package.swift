@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "CountersignCore", targets: ["CountersignCore"]),
         .library(name: "CountersignAppStore", targets: ["CountersignAppStore"]),
+        .library(name: "CountersignAppStoreServerAPI", targets: ["CountersignAppStoreServerAPI"]),
         .executable(name: "countersign", targets: ["CountersignCLI"]),
     ],
     dependencies: [
@@ -14,6 +15,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         .target(
@@ -29,6 +34,16 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
+        .target(
+            name: "CountersignAppStoreServerAPI",
+            dependencies: [
+                "CountersignAppStore",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         .executableTarget(
             name: "CountersignCLI",
             dependencies: [
@@ -39,7 +54,13 @@ let package = Package(
         ),
         .target(
             name: "CountersignTesting",
-            dependencies: ["CountersignCore", "CountersignAppStore"]
+            dependencies: [
+                "CountersignCore",
+                "CountersignAppStore",
+                "CountersignAppStoreServerAPI",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ]
         ),
         .testTarget(
             name: "CountersignCoreTests",
@@ -53,6 +74,15 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
+            name: "CountersignAppStoreServerAPITests",
+            dependencies: [
+                "CountersignAppStoreServerAPI",
+                "CountersignTesting",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
         .testTarget(

@@ -1,0 +1,142 @@
+import CountersignAppStore
+import CountersignAppStoreServerAPI
+import Foundation
+import Hummingbird
+import JWTKit
+
+/// A local stand-in for the App Store Server API, answering with data signed by a test store CA.
+///
+/// It checks bearer tokens as Apple does (ES256 with the In-App Purchase Key, audience
+/// `appstoreconnect-v1`, the app's bundle id, not expired) and can be told to rate-limit.
+public actor AppStoreServerStandIn {
+    public let ca: TestStoreCA
+    public let bundleId: String
+    /// History pages hold this many transactions, so tests see pagination.
+    public let pageSize = 2
+    private let keys: JWTKeyCollection
+    private var transactions: [(payload: TransactionPayload, jws: String)] = []
+    private var rateLimited: (remaining: Int, retryAfter: Int) = (0, 0)
+    public private(set) var requestCount = 0
+
+    public init(ca: TestStoreCA, bundleId: String, apiKeyPEM: String) async throws {
+        self.ca = ca
+        self.bundleId = bundleId
+        keys = JWTKeyCollection()
+        await keys.add(ecdsa: try ES256PrivateKey(pem: apiKeyPEM).publicKey)
+    }
+
+    /// Mints a transaction the stand-in will answer for.
+    @discardableResult
+    public func add(_ purchase: TestStoreCA.Purchase) throws -> TransactionPayload {
+        let (jws, payload) = try ca.mintTransaction(purchase)
+        transactions.append((payload, jws))
+        return payload
+    }
+
+    /// Answers the next `count` requests with 429 and `Retry-After: retryAfter`.
+    public func rateLimitNext(_ count: Int, retryAfter: Int) {
+        rateLimited = (count, retryAfter)
+    }
+
+    /// The Hummingbird application serving the stand-in.
+    public nonisolated func makeApplication() -> some ApplicationProtocol {
+        let router = Router()
+        router.get("/inApps/v1/transactions/:id") { request, context in
+            try await self.answer(request, context) { id in try await self.transactionInfo(id) }
+        }
+        router.get("/inApps/v2/history/:id") { request, context in
+            try await self.answer(request, context) { id in
+                try await self.history(id, revision: request.uri.queryParameters.get("revision"))
+            }
+        }
+        router.get("/inApps/v1/subscriptions/:id") { request, context in
+            try await self.answer(request, context) { id in try await self.statuses(id) }
+        }
+        return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+    }
+
+    private nonisolated func answer(
+        _ request: Request, _ context: some RequestContext, _ body: @Sendable (String) async throws -> Data?
+    ) async throws -> Response {
+        if let limited = await takeRateLimit() {
+            return Self.response(.tooManyRequests, APIErrorBody(errorCode: 4290000, errorMessage: "Rate limit exceeded."), headers: [.retryAfter: "\(limited)"])
+        }
+        guard await isAuthorized(request.headers[.authorization]) else {
+            return Response(status: .unauthorized)
+        }
+        let id = context.parameters.get("id") ?? ""
+        guard let data = try await body(id) else {
+            return Self.response(.notFound, APIErrorBody(errorCode: 4040010, errorMessage: "Transaction id not found."))
+        }
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    private static func response(_ status: HTTPResponse.Status, _ body: APIErrorBody, headers: HTTPFields = [:]) -> Response {
+        var fields = headers
+        fields[.contentType] = "application/json"
+        return Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: try! JSONEncoder().encode(body))))
+    }
+
+    private func takeRateLimit() -> Int? {
+        requestCount += 1
+        guard rateLimited.remaining > 0 else { return nil }
+        rateLimited.remaining -= 1
+        return rateLimited.retryAfter
+    }
+
+    private func isAuthorized(_ header: String?) async -> Bool {
+        guard let header, header.hasPrefix("Bearer ") else { return false }
+        guard let claims = try? await keys.verify(String(header.dropFirst(7)), as: AppStoreServerAPIClaims.self) else { return false }
+        return claims.bid == bundleId && !claims.iss.value.isEmpty
+    }
+
+    private func find(_ id: String) -> (payload: TransactionPayload, jws: String)? {
+        transactions.first { $0.payload.transactionId == id }
+    }
+
+    private func transactionInfo(_ id: String) throws -> Data? {
+        guard let found = find(id) else { return nil }
+        return try JSONEncoder().encode(TransactionInfoResponse(signedTransactionInfo: found.jws))
+    }
+
+    /// The customer's history: here, every transaction of the same purchase chain, in pages.
+    private func history(_ id: String, revision: String?) throws -> Data? {
+        guard let found = find(id) else { return nil }
+        let chain = transactions.filter { $0.payload.originalTransactionId == found.payload.originalTransactionId }
+        let start = revision.flatMap(Int.init) ?? 0
+        let page = chain.dropFirst(start).prefix(pageSize)
+        let next = start + page.count
+        return try JSONEncoder().encode(HistoryResponse(
+            revision: String(next), hasMore: next < chain.count, bundleId: bundleId, environment: .testStore,
+            signedTransactions: page.map(\.jws)
+        ))
+    }
+
+    /// The latest transaction of each purchase chain, with a renewal info, grouped by subscription group.
+    private func statuses(_ id: String) throws -> Data? {
+        guard find(id) != nil else { return nil }
+        let now = Date()
+        var latest: [String: (payload: TransactionPayload, jws: String)] = [:]
+        for transaction in transactions where transaction.payload.expiresDate != nil {
+            let key = transaction.payload.originalTransactionId ?? ""
+            if (latest[key]?.payload.purchaseDate ?? .distantPast) <= (transaction.payload.purchaseDate ?? .distantPast) {
+                latest[key] = transaction
+            }
+        }
+        let last = try latest.values.sorted { ($0.payload.originalTransactionId ?? "") < ($1.payload.originalTransactionId ?? "") }.map { item in
+            let renewal = try ca.sign(RenewalInfoPayload(
+                originalTransactionId: item.payload.originalTransactionId ?? "", productId: item.payload.productId ?? "",
+                environment: .testStore, signedDate: now
+            ))
+            let active = (item.payload.expiresDate ?? .distantPast) > now
+            return StatusResponse.LastTransaction(
+                status: active ? 1 : 2, originalTransactionId: item.payload.originalTransactionId,
+                signedTransactionInfo: item.jws, signedRenewalInfo: renewal
+            )
+        }
+        return try JSONEncoder().encode(StatusResponse(
+            environment: .testStore, bundleId: bundleId,
+            data: [StatusResponse.SubscriptionGroup(subscriptionGroupIdentifier: "default", lastTransactions: last)]
+        ))
+    }
+}
