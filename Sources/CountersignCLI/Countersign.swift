@@ -6,7 +6,7 @@ struct Countersign: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "countersign",
         abstract: "Self-hosted, signed in-app purchase entitlements.",
-        subcommands: [KeysCommand.self, VerifyCommand.self, StoreCommand.self]
+        subcommands: [ServeCommand.self, KeysCommand.self, VerifyCommand.self, StoreCommand.self]
     )
 
     /// Runs the command and turns every error into one line on stderr and a non-zero exit:

@@ -124,6 +124,13 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
 
     public static let fileName = "countersign.json"
 
+    /// Writes the configuration (it holds secret API keys, so readable by the owner only).
+    public func save(toDataDirectory directory: URL) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        try KeyFile.writePrivate(encoder.encode(self), to: directory.appendingPathComponent(Self.fileName))
+    }
+
     /// The configuration in `directory`, or nil when it has none yet.
     public static func load(fromDataDirectory directory: URL) throws -> DeploymentConfiguration? {
         let url = directory.appendingPathComponent(fileName)

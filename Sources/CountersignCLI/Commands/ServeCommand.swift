@@ -1,0 +1,65 @@
+import ArgumentParser
+import CountersignCore
+import CountersignServer
+import Foundation
+import Hummingbird
+import Logging
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the Countersign server.",
+        discussion: """
+            On a fresh data directory it writes countersign.json (the default demo app with generated \
+            API keys) and, in managed key mode, keys/root.key and keys/root.pub. Stops gracefully on \
+            SIGINT or SIGTERM.
+            """
+    )
+
+    @Option(help: "The address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The port to listen on (0: any free port).")
+    var port = 8080
+
+    @Option(name: .customLong("data-dir"), help: "The data directory.")
+    var dataDir = "countersign-data"
+
+    @Option(help: "Offline key mode: sign with the intermediates in this directory instead of a managed root.")
+    var intermediates: String?
+
+    func run() async throws {
+        // Line-buffered stdout, so the root key and address show up at once when piped.
+        setvbuf(stdout, nil, _IOLBF, 0)
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .info
+            return handler
+        }
+        let logger = Logger(label: "countersign")
+        var configuration = ServerConfiguration(dataDirectory: URL(fileURLWithPath: dataDir))
+        configuration.host = host
+        configuration.port = port
+        configuration.intermediatesDirectory = intermediates.map { URL(fileURLWithPath: $0) }
+        let server = try CLIError.wrapping("cannot start") { try CountersignServer(configuration: configuration, logger: logger) }
+        if let root = server.keys.managedRootPublicKey {
+            print("root public key (pin it in your app): \(root.rawRepresentation.base64EncodedString())")
+            print("WARNING: managed key mode keeps the root key in \(dataDir)/keys: for development only.")
+        }
+        let application = server.makeApplication { port in
+            print("listening on http://\(host):\(port)")
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await application.runService() }
+            group.addTask {
+                // Check the intermediate hourly; rotation issues or picks up a newer one in time.
+                while !Task.isCancelled {
+                    try await Task.sleep(for: .seconds(3_600))
+                    do { try server.keys.rotateIfNeeded() } catch { logger.error("key rotation failed", metadata: ["error": "\(error)"]) }
+                }
+            }
+            try await group.next()
+            group.cancelAll()
+        }
+    }
+}

@@ -1,0 +1,43 @@
+/// An error answer: `{"code": <int>, "message": "..."}` with a stable code per cause.
+public struct APIError: Error, Codable, Hashable, Sendable, CustomStringConvertible {
+    public var code: Int
+    public var message: String
+
+    public init(_ code: APIErrorCode, _ message: String) {
+        self.code = code.rawValue
+        self.message = message
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+/// Stable error codes. The HTTP status goes with the code; the message says what was wrong
+/// without echoing secrets or raw input.
+public enum APIErrorCode: Int, Sendable, CaseIterable {
+    // 400
+    case malformedNonce = 4001
+    case postParamsHashMismatch = 4002
+    case headersHashMismatch = 4003
+    case malformedJSON = 4004
+    case invalidField = 4005
+    case bodyTooLarge = 4013
+    // 401 / 403
+    case missingAPIKey = 4101
+    case invalidAPIKey = 4102
+    case wrongKeyKind = 4103
+    // 404
+    case notFound = 4404
+    // 500
+    case internalError = 5000
+
+    public var httpStatus: Int {
+        switch self {
+        case .malformedNonce, .postParamsHashMismatch, .headersHashMismatch, .malformedJSON, .invalidField: 400
+        case .bodyTooLarge: 413
+        case .missingAPIKey, .invalidAPIKey: 401
+        case .wrongKeyKind: 403
+        case .notFound: 404
+        case .internalError: 500
+        }
+    }
+}

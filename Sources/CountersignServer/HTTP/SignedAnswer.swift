@@ -1,0 +1,66 @@
+import CountersignCore
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// What a signature-required route answers, before it is signed.
+public struct SignedAnswer: Sendable {
+    public var status: HTTPResponse.Status
+    /// The exact body bytes the signature covers.
+    public var body: Data
+    /// Whether the answer gets an `X-ETag` (and so can be answered 304 later).
+    public var cacheable: Bool
+
+    public init(status: HTTPResponse.Status = .ok, body: Data, cacheable: Bool) {
+        self.status = status
+        self.body = body
+        self.cacheable = cacheable
+    }
+
+    /// Encodes a JSON answer with sorted keys, so equal content gives equal bytes and ETags.
+    public static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok, cacheable: Bool) throws -> SignedAnswer {
+        SignedAnswer(status: status, body: try WireJSON.encode(value), cacheable: cacheable)
+    }
+
+    /// The ETag of a body: 16 lowercase hex characters (the first 8 bytes of its SHA-256), the
+    /// one shape the client's verifier accepts.
+    public static func etag(of body: Data) -> String {
+        SHA256.hash(data: body).prefix(8).hexString
+    }
+}
+
+/// JSON as the server writes it: sorted keys, no escaped slashes, a trailing newline.
+public enum WireJSON {
+    public static func encode(_ value: some Encodable) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var data = try encoder.encode(value)
+        data.append(0x0A)
+        return data
+    }
+}
+
+/// How a signature-required endpoint binds the request into its signature.
+public struct SignedEndpoint: Sendable {
+    /// Whether the bearer API key is part of the signed message (false only for `/v1/health`).
+    public var authenticated: Bool
+    /// The JSON body fields `X-Post-Params-Hash` covers, in order; nil for endpoints without a body.
+    public var postParamKeys: [String]?
+
+    public init(authenticated: Bool, postParamKeys: [String]? = nil) {
+        self.authenticated = authenticated
+        self.postParamKeys = postParamKeys
+    }
+}
+
+/// Header names of the signed exchange.
+public enum SignatureHeader {
+    public static let signature = HTTPField.Name("X-Signature")!
+    public static let requestTime = HTTPField.Name("X-Request-Time")!
+    public static let etag = HTTPField.Name("X-ETag")!
+    public static let nonce = HTTPField.Name("X-Nonce")!
+    public static let postParamsHash = HTTPField.Name("X-Post-Params-Hash")!
+    public static let headersHash = HTTPField.Name("X-Headers-Hash")!
+    public static let isSandbox = HTTPField.Name("X-Is-Sandbox")!
+}
