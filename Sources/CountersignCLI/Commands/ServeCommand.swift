@@ -29,8 +29,6 @@ struct ServeCommand: AsyncParsableCommand {
     var intermediates: String?
 
     func run() async throws {
-        // Line-buffered stdout, so the root key and address show up at once when piped.
-        setvbuf(stdout, nil, _IOLBF, 0)
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = .info
@@ -43,11 +41,11 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.intermediatesDirectory = intermediates.map { URL(fileURLWithPath: $0) }
         let server = try CLIError.wrapping("cannot start") { try CountersignServer(configuration: configuration, logger: logger) }
         if let root = server.keys.managedRootPublicKey {
-            print("root public key (pin it in your app): \(root.rawRepresentation.base64EncodedString())")
-            print("WARNING: managed key mode keeps the root key in \(dataDir)/keys: for development only.")
+            say("root public key (pin it in your app): \(root.rawRepresentation.base64EncodedString())")
+            say("WARNING: managed key mode keeps the root key in \(dataDir)/keys: for development only.")
         }
         let application = server.makeApplication { port in
-            print("listening on http://\(host):\(port)")
+            say("listening on http://\(host):\(port)")
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await application.runService() }
@@ -62,4 +60,10 @@ struct ServeCommand: AsyncParsableCommand {
             group.cancelAll()
         }
     }
+}
+
+/// Writes a line to standard output at once (unbuffered), so scripts reading a piped `serve`
+/// see the root key and the address immediately.
+private func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
