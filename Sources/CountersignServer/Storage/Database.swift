@@ -1,0 +1,116 @@
+import AsyncKit
+import CountersignCore
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresKit
+import SQLiteKit
+import SQLKit
+
+/// The server's database, over sql-kit: one implementation for SQLite and PostgreSQL, with the
+/// few dialect differences kept in this file and in ``Migrations``.
+///
+/// SQLite runs on one connection in WAL mode with `synchronous=FULL`, so a committed purchase
+/// survives a crash; every use is serialized, which also keeps a transaction's statements
+/// together. PostgreSQL uses a connection pool; a transaction holds one connection throughout.
+public final class Database: Sendable {
+    public enum Dialect: String, Sendable {
+        case sqlite
+        case postgres
+    }
+
+    public let location: DatabaseLocation
+    public var dialect: Dialect {
+        switch backend {
+        case .sqlite: .sqlite
+        case .postgres: .postgres
+        }
+    }
+
+    /// `EventLoopGroupConnectionPool` guards its state with a lock but predates `Sendable`.
+    private enum Backend: @unchecked Sendable {
+        case sqlite(SQLiteConnection, AsyncLock)
+        case postgres(EventLoopGroupConnectionPool<PostgresConnectionSource>)
+    }
+
+    private let backend: Backend
+    private let logger: Logger
+
+    private init(location: DatabaseLocation, backend: Backend, logger: Logger) {
+        self.location = location
+        self.backend = backend
+        self.logger = logger
+    }
+
+    /// Opens the database and brings its schema up to date.
+    public static func open(_ location: DatabaseLocation, logger: Logger) async throws -> Database {
+        let database: Database
+        switch location {
+        case .sqlite(let path):
+            let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger).get()
+            let sql = connection.sql()
+            // WAL: readers do not block the writer; FULL: a commit is on disk before it returns.
+            try await sql.raw("PRAGMA journal_mode=WAL").run()
+            try await sql.raw("PRAGMA synchronous=FULL").run()
+            try await sql.raw("PRAGMA foreign_keys=ON").run()
+            try await sql.raw("PRAGMA busy_timeout=5000").run()
+            database = Database(location: location, backend: .sqlite(connection, AsyncLock()), logger: logger)
+        case .postgres(let url):
+            let configuration = try SQLPostgresConfiguration(url: url)
+            let pool = EventLoopGroupConnectionPool(
+                source: PostgresConnectionSource(sqlConfiguration: configuration),
+                maxConnectionsPerEventLoop: 4,
+                pruneInterval: .seconds(60),
+                logger: logger,
+                on: MultiThreadedEventLoopGroup.singleton
+            )
+            database = Database(location: location, backend: .postgres(pool), logger: logger)
+        }
+        do {
+            try await Migrations.run(on: database)
+        } catch {
+            try? await database.close()
+            throw error
+        }
+        return database
+    }
+
+    /// Runs `body` outside a transaction (each statement commits on its own).
+    public func withConnection<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        switch backend {
+        case .sqlite(let connection, let lock):
+            return try await lock.withLock { try await body(connection.sql()) }
+        case .postgres(let pool):
+            let connection = try await pool.requestConnection(logger: logger).get()
+            defer { pool.releaseConnection(connection, logger: logger) }
+            return try await body(connection.sql())
+        }
+    }
+
+    /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
+    /// Whatever the caller answers after this returns is backed by committed data.
+    public func transaction<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        try await withConnection { sql in
+            // IMMEDIATE takes SQLite's write lock at once, so two writers never deadlock upgrading.
+            try await sql.raw(self.dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN").run()
+            do {
+                let result = try await body(sql)
+                try await sql.raw("COMMIT").run()
+                return result
+            } catch {
+                try? await sql.raw("ROLLBACK").run()
+                throw error
+            }
+        }
+    }
+
+    public func close() async throws {
+        switch backend {
+        case .sqlite(let connection, _):
+            try await connection.close()
+        case .postgres(let pool):
+            try await pool.shutdownAsync()
+        }
+    }
+}

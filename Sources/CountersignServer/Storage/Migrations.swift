@@ -1,0 +1,130 @@
+import Foundation
+import SQLKit
+
+/// Versioned schema migrations, run at start. Each version runs once, in its own transaction,
+/// recorded in `schema_migrations`; several servers starting at once on PostgreSQL take turns
+/// through an advisory lock.
+enum Migrations {
+    struct Migration: Sendable {
+        let version: Int
+        let name: String
+        let statements: [String]
+    }
+
+    /// The schema. Types are chosen to mean the same on SQLite and PostgreSQL (TEXT, BIGINT,
+    /// INTEGER); times are milliseconds since 1970. Uniqueness of transaction ids and
+    /// notification ids is enforced here, by primary keys.
+    static let all: [Migration] = [
+        Migration(version: 1, name: "purchases, customers, notifications", statements: [
+            """
+            CREATE TABLE customers (
+                app_id TEXT NOT NULL,
+                app_user_id TEXT NOT NULL,
+                first_seen_ms BIGINT NOT NULL,
+                last_seen_ms BIGINT NOT NULL,
+                PRIMARY KEY (app_id, app_user_id)
+            )
+            """,
+            """
+            CREATE TABLE purchases (
+                transaction_id TEXT PRIMARY KEY,
+                app_id TEXT NOT NULL,
+                original_transaction_id TEXT NOT NULL,
+                product_id TEXT NOT NULL,
+                product_type TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                purchase_date_ms BIGINT,
+                expires_date_ms BIGINT,
+                revocation_date_ms BIGINT,
+                signed_date_ms BIGINT NOT NULL,
+                app_account_token TEXT,
+                signed_transaction TEXT NOT NULL,
+                recorded_at_ms BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX purchases_by_original ON purchases (app_id, original_transaction_id)",
+            """
+            CREATE TABLE purchase_owners (
+                app_id TEXT NOT NULL,
+                original_transaction_id TEXT NOT NULL,
+                app_user_id TEXT NOT NULL,
+                updated_at_ms BIGINT NOT NULL,
+                PRIMARY KEY (app_id, original_transaction_id)
+            )
+            """,
+            "CREATE INDEX purchase_owners_by_user ON purchase_owners (app_id, app_user_id)",
+            """
+            CREATE TABLE subscription_states (
+                app_id TEXT NOT NULL,
+                original_transaction_id TEXT NOT NULL,
+                auto_renew_status INTEGER,
+                in_billing_retry INTEGER NOT NULL DEFAULT 0,
+                grace_period_expires_ms BIGINT,
+                state_signed_date_ms BIGINT NOT NULL,
+                PRIMARY KEY (app_id, original_transaction_id)
+            )
+            """,
+            """
+            CREATE TABLE notifications (
+                notification_uuid TEXT PRIMARY KEY,
+                app_id TEXT NOT NULL,
+                notification_type TEXT NOT NULL,
+                subtype TEXT,
+                signed_date_ms BIGINT NOT NULL,
+                received_at_ms BIGINT NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE promotional_grants (
+                grant_id TEXT PRIMARY KEY,
+                app_id TEXT NOT NULL,
+                app_user_id TEXT NOT NULL,
+                entitlement TEXT NOT NULL,
+                starts_ms BIGINT NOT NULL,
+                expires_ms BIGINT,
+                revoked_ms BIGINT,
+                created_ms BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX promotional_grants_by_user ON promotional_grants (app_id, app_user_id)",
+        ]),
+    ]
+
+    static func run(on database: Database, migrations: [Migration] = all) async throws {
+        try await database.withConnection { sql in
+            try await sql.raw("""
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    version INTEGER PRIMARY KEY,
+                    name TEXT NOT NULL,
+                    applied_at_ms BIGINT NOT NULL
+                )
+                """).run()
+        }
+        for migration in migrations {
+            try await database.transaction { sql in
+                if database.dialect == .postgres {
+                    // Serializes concurrent starts; released at commit.
+                    try await sql.raw("SELECT pg_advisory_xact_lock(727361)").run()
+                }
+                let applied = try await sql.select().column("version").from("schema_migrations")
+                    .where("version", .equal, migration.version).all()
+                guard applied.isEmpty else { return }
+                for statement in migration.statements {
+                    try await sql.raw(SQLQueryString(statement)).run()
+                }
+                try await sql.insert(into: "schema_migrations")
+                    .columns("version", "name", "applied_at_ms")
+                    .values(SQLBind(migration.version), SQLBind(migration.name), SQLBind(Int64(Date().timeIntervalSince1970 * 1000)))
+                    .run()
+            }
+        }
+    }
+
+    /// The versions recorded as applied.
+    static func appliedVersions(on database: Database) async throws -> [Int] {
+        try await database.withConnection { sql in
+            try await sql.select().column("version").from("schema_migrations").orderBy("version").all()
+                .map { try $0.decode(column: "version", as: Int.self) }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+@testable import CountersignServer
+import CountersignTesting
+import Foundation
+import Logging
+import SQLKit
+import Testing
+
+/// The storage foundation, on SQLite and (when available) on a real PostgreSQL server.
+@Suite("Database", .serialized)
+struct DatabaseTests {
+    static let logger: Logger = {
+        var logger = Logger(label: "test.database")
+        logger.logLevel = .warning
+        return logger
+    }()
+
+    /// A fresh, empty database of `kind`; `body` may reopen it through the location it is given.
+    static func withFreshDatabase(_ kind: TestDatabaseKind, _ body: (DatabaseLocation) async throws -> Void) async throws {
+        switch kind {
+        case .sqlite:
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-db-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            try await body(.embedded(in: directory))
+        case .postgres:
+            let location = DatabaseLocation.postgres(url: TestDatabaseKind.postgresURL!)
+            try await resetPostgres(location)
+            try await body(location)
+        }
+    }
+
+    static func resetPostgres(_ location: DatabaseLocation) async throws {
+        // Open without migrating by dropping everything first through a migrated handle.
+        let database = try await Database.open(location, logger: logger)
+        try await database.withConnection { sql in
+            try await sql.raw("DROP SCHEMA public CASCADE").run()
+            try await sql.raw("CREATE SCHEMA public").run()
+        }
+        try await database.close()
+    }
+
+    static func insertPurchase(_ sql: any SQLDatabase, id: String) async throws {
+        try await sql.insert(into: "purchases")
+            .columns("transaction_id", "app_id", "original_transaction_id", "product_id", "product_type", "environment",
+                     "signed_date_ms", "signed_transaction", "recorded_at_ms")
+            .values(SQLBind(id), SQLBind("demo"), SQLBind(id), SQLBind("lifetime"), SQLBind("nonConsumable"), SQLBind("TestStore"),
+                    SQLBind(Int64(1)), SQLBind("jws"), SQLBind(Int64(2)))
+            .run()
+    }
+
+    static func purchaseCount(_ database: Database) async throws -> Int {
+        try await database.withConnection { sql in
+            try await sql.raw("SELECT COUNT(*) AS n FROM purchases").first()!.decode(column: "n", as: Int.self)
+        }
+    }
+
+    @Test("migrations run once and are recorded; reopening does not run them again", arguments: TestDatabaseKind.available)
+    func migrations(_ kind: TestDatabaseKind) async throws {
+        try await Self.withFreshDatabase(kind) { location in
+            let first = try await Database.open(location, logger: Self.logger)
+            #expect(try await Migrations.appliedVersions(on: first) == Migrations.all.map(\.version))
+            try await first.close()
+            let second = try await Database.open(location, logger: Self.logger)
+            #expect(try await Migrations.appliedVersions(on: second) == Migrations.all.map(\.version))
+            try await second.close()
+        }
+    }
+
+    @Test("the database refuses a second row with the same transaction id", arguments: TestDatabaseKind.available)
+    func transactionIdIsUnique(_ kind: TestDatabaseKind) async throws {
+        try await Self.withFreshDatabase(kind) { location in
+            let database = try await Database.open(location, logger: Self.logger)
+            try await database.transaction { try await Self.insertPurchase($0, id: "1000") }
+            await #expect(throws: (any Error).self) {
+                try await database.transaction { try await Self.insertPurchase($0, id: "1000") }
+            }
+            #expect(try await Self.purchaseCount(database) == 1)
+            try await database.close()
+        }
+    }
+
+    @Test("a transaction that throws leaves nothing behind", arguments: TestDatabaseKind.available)
+    func rollback(_ kind: TestDatabaseKind) async throws {
+        struct Abort: Error {}
+        try await Self.withFreshDatabase(kind) { location in
+            let database = try await Database.open(location, logger: Self.logger)
+            await #expect(throws: Abort.self) {
+                try await database.transaction { sql in
+                    try await Self.insertPurchase(sql, id: "2000")
+                    throw Abort()
+                }
+            }
+            #expect(try await Self.purchaseCount(database) == 0)
+            try await database.close()
+        }
+    }
+
+    @Test("committed rows survive closing and reopening", arguments: TestDatabaseKind.available)
+    func durability(_ kind: TestDatabaseKind) async throws {
+        try await Self.withFreshDatabase(kind) { location in
+            let database = try await Database.open(location, logger: Self.logger)
+            try await database.transaction { try await Self.insertPurchase($0, id: "3000") }
+            try await database.close()
+            let reopened = try await Database.open(location, logger: Self.logger)
+            #expect(try await Self.purchaseCount(reopened) == 1)
+            try await reopened.close()
+        }
+    }
+
+    @Test("50 concurrent transactions each commit exactly their own row", arguments: TestDatabaseKind.available)
+    func concurrentTransactions(_ kind: TestDatabaseKind) async throws {
+        try await Self.withFreshDatabase(kind) { location in
+            let database = try await Database.open(location, logger: Self.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<50 {
+                    group.addTask { try await database.transaction { try await Self.insertPurchase($0, id: "4\(index)") } }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await Self.purchaseCount(database) == 50)
+            try await database.close()
+        }
+    }
+
+    @Test("--database arguments", arguments: [
+        ("postgres://u:secret@db:5432/cs", DatabaseLocation.postgres(url: "postgres://u:secret@db:5432/cs")),
+        ("sqlite:///var/lib/cs.sqlite", .sqlite(path: "/var/lib/cs.sqlite")),
+        ("data/cs.sqlite", .sqlite(path: "data/cs.sqlite")),
+    ])
+    func locations(_ argument: String, _ expected: DatabaseLocation) throws {
+        #expect(try DatabaseLocation(argument: argument) == expected)
+        #expect(!"\(expected)".contains("secret"))
+    }
+
+    @Test("unknown database schemes are refused")
+    func unknownScheme() {
+        #expect(throws: (any Error).self) { _ = try DatabaseLocation(argument: "mysql://x") }
+        #expect(throws: (any Error).self) { _ = try DatabaseLocation(argument: "sqlite://") }
+    }
+}
