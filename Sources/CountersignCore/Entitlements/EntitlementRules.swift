@@ -1,0 +1,167 @@
+import Foundation
+
+/// Turns a customer's verified purchases, subscription statuses and promotional grants into
+/// entitlements, evaluated at one instant (the request time). Pure: no I/O, no clock.
+///
+/// - Auto-renewable and non-renewing subscriptions: the latest transaction of each purchase
+///   chain counts; active until its `expiresDate`, or until the grace period ends when Apple
+///   grants one; billing retry without a grace period is not active.
+/// - Non-consumables: active for life.
+/// - Consumables: listed as non-subscriptions; they grant only what the configuration maps.
+/// - Refunds and revocations end access at `revocationDate`; an upgraded transaction grants
+///   nothing (the upgrade's own transaction does).
+/// - Promotional grants: active from their start to their expiry (or for life), unless revoked.
+///
+/// When several sources grant one entitlement, an active one wins, and among those the one that
+/// lasts longest (lifetime first).
+public enum EntitlementRules {
+    public static func evaluate(
+        purchases: [PurchaseRecord],
+        statuses: [SubscriptionStatus] = [],
+        grants: [PromotionalGrant] = [],
+        products: [AppConfiguration.Product],
+        at now: Date
+    ) -> CustomerEntitlements {
+        let entitlementsByProduct = Dictionary(products.map { ($0.id, $0.entitlements) }, uniquingKeysWith: { first, _ in first })
+        let statusByChain = Dictionary(statuses.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { _, last in last })
+        var result = CustomerEntitlements()
+        var candidates: [String: [EntitlementGrant]] = [:]
+
+        // Subscriptions: the newest transaction of each chain.
+        let chains = Dictionary(grouping: purchases.filter(\.isSubscription), by: \.originalTransactionId)
+        for (chainId, transactions) in chains {
+            guard let latest = transactions.max(by: { ($0.expiresDate ?? $0.purchaseDate) < ($1.expiresDate ?? $1.purchaseDate) }) else { continue }
+            let status = statusByChain[chainId]
+            let grace = status?.gracePeriodExpiresDate.flatMap { $0 > (latest.expiresDate ?? .distantPast) ? $0 : nil }
+            var end = latest.expiresDate.map { max($0, grace ?? $0) }
+            if let revoked = latest.revocationDate { end = min(end ?? revoked, revoked) }
+            let active = !latest.isUpgraded && (end.map { now < $0 } ?? false) && now >= latest.purchaseDate
+            let subscription = SubscriptionState(
+                productId: latest.productId,
+                purchaseDate: latest.purchaseDate,
+                originalPurchaseDate: transactions.map(\.purchaseDate).min() ?? latest.purchaseDate,
+                expiresDate: latest.expiresDate,
+                gracePeriodExpiresDate: grace,
+                revocationDate: latest.revocationDate,
+                willRenew: active && latest.kind == .autoRenewable && (status?.willRenew ?? true) && latest.revocationDate == nil,
+                isInBillingRetry: status?.isInBillingRetry ?? false,
+                isActive: active,
+                environment: latest.environment
+            )
+            // One product may have several chains (e.g. after a lapse): show the most relevant.
+            if let existing = result.subscriptions[latest.productId], !subscription.isMoreRelevant(than: existing) {
+                // keep the existing one
+            } else {
+                result.subscriptions[latest.productId] = subscription
+            }
+            for entitlement in entitlementsByProduct[latest.productId] ?? [] {
+                candidates[entitlement, default: []].append(EntitlementGrant(
+                    productId: latest.productId, purchaseDate: latest.purchaseDate, expiresDate: end,
+                    gracePeriodExpiresDate: grace, isActive: active, willRenew: subscription.willRenew, source: .store(latest.environment)
+                ))
+            }
+        }
+
+        // One-time purchases.
+        for purchase in purchases where !purchase.isSubscription {
+            let revoked = purchase.revocationDate.map { $0 <= now } ?? false
+            result.nonSubscriptions[purchase.productId, default: []].append(NonSubscriptionPurchase(
+                transactionId: purchase.transactionId, purchaseDate: purchase.purchaseDate,
+                revocationDate: purchase.revocationDate, environment: purchase.environment
+            ))
+            guard purchase.kind == .nonConsumable || !(entitlementsByProduct[purchase.productId] ?? []).isEmpty else { continue }
+            for entitlement in entitlementsByProduct[purchase.productId] ?? [] {
+                candidates[entitlement, default: []].append(EntitlementGrant(
+                    productId: purchase.productId, purchaseDate: purchase.purchaseDate, expiresDate: purchase.revocationDate,
+                    gracePeriodExpiresDate: nil, isActive: !revoked && now >= purchase.purchaseDate, willRenew: false,
+                    source: .store(purchase.environment)
+                ))
+            }
+        }
+        for productId in result.nonSubscriptions.keys {
+            result.nonSubscriptions[productId]?.sort { $0.purchaseDate < $1.purchaseDate }
+        }
+
+        // Promotional grants.
+        for grant in grants {
+            let end = [grant.expiresDate, grant.revokedDate].compactMap { $0 }.min()
+            let active = now >= grant.startsDate && (end.map { now < $0 } ?? true)
+            candidates[grant.entitlement, default: []].append(EntitlementGrant(
+                productId: "promotional:\(grant.grantId)", purchaseDate: grant.startsDate, expiresDate: end,
+                gracePeriodExpiresDate: nil, isActive: active, willRenew: false, source: .promotional
+            ))
+        }
+
+        for (entitlement, grants) in candidates {
+            result.entitlements[entitlement] = grants.max(by: EntitlementGrant.isLessRelevant)
+        }
+        return result
+    }
+}
+
+/// The outcome of ``EntitlementRules/evaluate(purchases:statuses:grants:products:at:)``.
+public struct CustomerEntitlements: Sendable, Hashable {
+    public var entitlements: [String: EntitlementGrant] = [:]
+    public var subscriptions: [String: SubscriptionState] = [:]
+    public var nonSubscriptions: [String: [NonSubscriptionPurchase]] = [:]
+
+    public init() {}
+
+    public var activeEntitlementIds: Set<String> {
+        Set(entitlements.filter(\.value.isActive).keys)
+    }
+}
+
+/// Why a customer has (or had) an entitlement.
+public struct EntitlementGrant: Sendable, Hashable {
+    public enum Source: Sendable, Hashable {
+        case store(String)
+        case promotional
+    }
+
+    public var productId: String
+    public var purchaseDate: Date
+    /// Nil: for life.
+    public var expiresDate: Date?
+    public var gracePeriodExpiresDate: Date?
+    public var isActive: Bool
+    public var willRenew: Bool
+    public var source: Source
+
+    /// Active beats inactive; then the later end (for life beats any date); then the later purchase.
+    static func isLessRelevant(_ lhs: EntitlementGrant, _ rhs: EntitlementGrant) -> Bool {
+        if lhs.isActive != rhs.isActive { return !lhs.isActive }
+        let left = lhs.expiresDate ?? .distantFuture
+        let right = rhs.expiresDate ?? .distantFuture
+        if left != right { return left < right }
+        return lhs.purchaseDate < rhs.purchaseDate
+    }
+}
+
+/// A subscription product's state for the customer.
+public struct SubscriptionState: Sendable, Hashable {
+    public var productId: String
+    public var purchaseDate: Date
+    public var originalPurchaseDate: Date
+    public var expiresDate: Date?
+    public var gracePeriodExpiresDate: Date?
+    public var revocationDate: Date?
+    public var willRenew: Bool
+    public var isInBillingRetry: Bool
+    public var isActive: Bool
+    public var environment: String
+
+    /// Active first, then the later expiry.
+    func isMoreRelevant(than other: SubscriptionState) -> Bool {
+        if isActive != other.isActive { return isActive }
+        return (expiresDate ?? .distantPast) > (other.expiresDate ?? .distantPast)
+    }
+}
+
+/// A one-time purchase (consumable or non-consumable).
+public struct NonSubscriptionPurchase: Sendable, Hashable {
+    public var transactionId: String
+    public var purchaseDate: Date
+    public var revocationDate: Date?
+    public var environment: String
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+/// One verified store transaction as the entitlement rules see it.
+public struct PurchaseRecord: Sendable, Hashable {
+    public var transactionId: String
+    public var originalTransactionId: String
+    public var productId: String
+    public var kind: AppConfiguration.ProductKind
+    /// `Production`, `Sandbox`, `TestStore`…
+    public var environment: String
+    public var purchaseDate: Date
+    public var originalPurchaseDate: Date?
+    /// For subscriptions: the end of the paid period.
+    public var expiresDate: Date?
+    /// Refunded or revoked: access ends at this instant.
+    public var revocationDate: Date?
+    /// Replaced by an upgrade to another product: grants nothing from then on.
+    public var isUpgraded: Bool
+
+    public init(
+        transactionId: String, originalTransactionId: String, productId: String, kind: AppConfiguration.ProductKind,
+        environment: String, purchaseDate: Date, expiresDate: Date? = nil
+    ) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.kind = kind
+        self.environment = environment
+        self.purchaseDate = purchaseDate
+        self.expiresDate = expiresDate
+        originalPurchaseDate = purchaseDate
+        revocationDate = nil
+        isUpgraded = false
+    }
+
+    public var isSubscription: Bool { kind == .autoRenewable || kind == .nonRenewing }
+}
+
+/// What App Store Server Notifications say about a subscription chain beyond its transactions.
+public struct SubscriptionStatus: Sendable, Hashable {
+    public var originalTransactionId: String
+    /// Whether it will renew (false: the customer turned auto-renew off).
+    public var willRenew: Bool
+    /// Renewal failed and Apple keeps access open until this date (billing grace period).
+    public var gracePeriodExpiresDate: Date?
+    /// Renewal failed and Apple is retrying billing; without a grace period, access has ended.
+    public var isInBillingRetry: Bool
+
+    public init(originalTransactionId: String, willRenew: Bool = true, gracePeriodExpiresDate: Date? = nil, isInBillingRetry: Bool = false) {
+        self.originalTransactionId = originalTransactionId
+        self.willRenew = willRenew
+        self.gracePeriodExpiresDate = gracePeriodExpiresDate
+        self.isInBillingRetry = isInBillingRetry
+    }
+}
+
+/// An entitlement granted by the app's backend with a secret key, never from the client.
+public struct PromotionalGrant: Sendable, Hashable {
+    public var grantId: String
+    public var entitlement: String
+    public var startsDate: Date
+    /// Nil: lifetime.
+    public var expiresDate: Date?
+    public var revokedDate: Date?
+
+    public init(grantId: String, entitlement: String, startsDate: Date, expiresDate: Date?, revokedDate: Date? = nil) {
+        self.grantId = grantId
+        self.entitlement = entitlement
+        self.startsDate = startsDate
+        self.expiresDate = expiresDate
+        self.revokedDate = revokedDate
+    }
+}
