@@ -30,17 +30,6 @@ public struct SignedAnswer: Sendable {
     }
 }
 
-/// JSON as the server writes it: sorted keys, no escaped slashes, a trailing newline.
-public enum WireJSON {
-    public static func encode(_ value: some Encodable) throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        var data = try encoder.encode(value)
-        data.append(0x0A)
-        return data
-    }
-}
-
 /// How a signature-required endpoint binds the request into its signature.
 public struct SignedEndpoint: Sendable {
     /// Whether the bearer API key is part of the signed message (false only for `/v1/health`).

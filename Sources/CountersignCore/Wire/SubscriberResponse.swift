@@ -1,0 +1,153 @@
+import Foundation
+
+/// The CustomerInfo answer of `GET /v1/subscribers/{app_user_id}`, shaped like RevenueCat's v1
+/// subscriber response so migrating apps and tools recognise it. Dates are ISO 8601 (UTC,
+/// whole seconds) except `request_date_ms`.
+public struct SubscriberResponse: Codable, Sendable, Hashable {
+    public var requestDate: String
+    public var requestDateMs: Int64
+    public var subscriber: Subscriber
+
+    enum CodingKeys: String, CodingKey {
+        case requestDate = "request_date"
+        case requestDateMs = "request_date_ms"
+        case subscriber
+    }
+
+    public struct Subscriber: Codable, Sendable, Hashable {
+        public var entitlements: [String: Entitlement]
+        public var subscriptions: [String: Subscription]
+        public var nonSubscriptions: [String: [NonSubscription]]
+        public var firstSeen: String
+        public var lastSeen: String
+        public var originalAppUserId: String
+        public var managementUrl: String?
+
+        enum CodingKeys: String, CodingKey {
+            case entitlements, subscriptions
+            case nonSubscriptions = "non_subscriptions"
+            case firstSeen = "first_seen"
+            case lastSeen = "last_seen"
+            case originalAppUserId = "original_app_user_id"
+            case managementUrl = "management_url"
+        }
+    }
+
+    public struct Entitlement: Codable, Sendable, Hashable {
+        /// Nil: for life. Clients treat the entitlement as active while the signed request date
+        /// is before this (or before the grace period's end).
+        public var expiresDate: String?
+        public var gracePeriodExpiresDate: String?
+        public var productIdentifier: String
+        public var purchaseDate: String
+
+        enum CodingKeys: String, CodingKey {
+            case expiresDate = "expires_date"
+            case gracePeriodExpiresDate = "grace_period_expires_date"
+            case productIdentifier = "product_identifier"
+            case purchaseDate = "purchase_date"
+        }
+    }
+
+    public struct Subscription: Codable, Sendable, Hashable {
+        public var expiresDate: String?
+        public var purchaseDate: String
+        public var originalPurchaseDate: String
+        public var periodType: String
+        public var store: String
+        public var isSandbox: Bool
+        public var unsubscribeDetectedAt: String?
+        public var billingIssuesDetectedAt: String?
+        public var gracePeriodExpiresDate: String?
+        public var refundedAt: String?
+
+        enum CodingKeys: String, CodingKey {
+            case expiresDate = "expires_date"
+            case purchaseDate = "purchase_date"
+            case originalPurchaseDate = "original_purchase_date"
+            case periodType = "period_type"
+            case store
+            case isSandbox = "is_sandbox"
+            case unsubscribeDetectedAt = "unsubscribe_detected_at"
+            case billingIssuesDetectedAt = "billing_issues_detected_at"
+            case gracePeriodExpiresDate = "grace_period_expires_date"
+            case refundedAt = "refunded_at"
+        }
+    }
+
+    public struct NonSubscription: Codable, Sendable, Hashable {
+        public var id: String
+        public var purchaseDate: String
+        public var store: String
+        public var isSandbox: Bool
+
+        enum CodingKeys: String, CodingKey {
+            case id
+            case purchaseDate = "purchase_date"
+            case store
+            case isSandbox = "is_sandbox"
+        }
+    }
+}
+
+extension SubscriberResponse {
+    /// The answer for one customer at `requestDate`, from the evaluated entitlements.
+    public init(
+        appUserId: String, firstSeen: Date, lastSeen: Date, entitlements: CustomerEntitlements, requestDate: Date
+    ) {
+        let format = WireDate.format
+        let milliseconds = Int64((requestDate.timeIntervalSince1970 * 1000).rounded(.down))
+        self.requestDate = format(requestDate)
+        requestDateMs = milliseconds
+        subscriber = Subscriber(
+            entitlements: entitlements.entitlements.mapValues { grant in
+                Entitlement(
+                    expiresDate: grant.expiresDate.map(format),
+                    gracePeriodExpiresDate: grant.gracePeriodExpiresDate.map(format),
+                    productIdentifier: grant.productId,
+                    purchaseDate: format(grant.purchaseDate)
+                )
+            },
+            subscriptions: entitlements.subscriptions.mapValues { state in
+                Subscription(
+                    expiresDate: state.expiresDate.map(format),
+                    purchaseDate: format(state.purchaseDate),
+                    originalPurchaseDate: format(state.originalPurchaseDate),
+                    periodType: "normal",
+                    store: WireDate.store(of: state.environment),
+                    isSandbox: state.environment != "Production",
+                    unsubscribeDetectedAt: state.willRenew || !state.isActive ? nil : format(state.purchaseDate),
+                    billingIssuesDetectedAt: state.isInBillingRetry ? format(state.expiresDate ?? state.purchaseDate) : nil,
+                    gracePeriodExpiresDate: state.gracePeriodExpiresDate.map(format),
+                    refundedAt: state.revocationDate.map(format)
+                )
+            },
+            nonSubscriptions: entitlements.nonSubscriptions.mapValues { purchases in
+                purchases.map {
+                    NonSubscription(id: $0.transactionId, purchaseDate: format($0.purchaseDate),
+                                    store: WireDate.store(of: $0.environment), isSandbox: $0.environment != "Production")
+                }
+            },
+            firstSeen: format(firstSeen),
+            lastSeen: format(lastSeen),
+            originalAppUserId: appUserId,
+            managementUrl: nil
+        )
+    }
+}
+
+/// Date and store spellings on the wire.
+public enum WireDate {
+    /// `2026-01-01T00:00:00Z`: UTC, whole seconds.
+    public static func format(_ date: Date) -> String {
+        Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down)).formatted(.iso8601)
+    }
+
+    public static func parse(_ text: String) -> Date? {
+        try? Date(text, strategy: .iso8601)
+    }
+
+    static func store(of environment: String) -> String {
+        environment == "TestStore" ? "test_store" : "app_store"
+    }
+}
