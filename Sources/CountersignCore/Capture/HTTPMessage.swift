@@ -36,7 +36,7 @@ public struct HTTPMessage: Sendable {
                 sawEmptyLine = true
                 break
             }
-            guard let text = String(validating: line, as: UTF8.self) else {
+            guard let text = String(bytes: line, encoding: .utf8) else {
                 throw HTTPMessageError("header line \(lines.count + 1) is not UTF-8")
             }
             lines.append(text)

@@ -105,23 +105,28 @@ public enum KeyFile {
     }
 
     /// Writes `data` to `url` readable by the owner only (0600), replacing the file atomically.
+    ///
+    /// The temporary file is created with mode 0600 from the start (never briefly readable by
+    /// others) and flushed to disk before it is renamed into place.
     public static func writePrivate(_ data: Data, to url: URL) throws {
         let temporary = url.deletingLastPathComponent()
             .appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).tmp")
-        guard FileManager.default.createFile(
-            atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600]
-        ) else {
-            throw KeyFormatError("cannot write \(url.path)")
-        }
-        do {
-            if FileManager.default.fileExists(atPath: url.path) {
-                _ = try FileManager.default.replaceItemAt(url, withItemAt: temporary)
-            } else {
-                try FileManager.default.moveItem(at: temporary, to: url)
+        let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard descriptor >= 0 else { throw KeyFormatError("cannot write \(url.path): \(String(cString: strerror(errno)))") }
+        let written = data.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let count = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if count <= 0 { return false }
+                offset += count
             }
-        } catch {
-            try? FileManager.default.removeItem(at: temporary)
-            throw KeyFormatError("cannot write \(url.path): \(error.localizedDescription)")
+            return true
+        }
+        let synced = fsync(descriptor) == 0
+        close(descriptor)
+        guard written, synced, rename(temporary.path, url.path) == 0 else {
+            unlink(temporary.path)
+            throw KeyFormatError("cannot write \(url.path): \(String(cString: strerror(errno)))")
         }
     }
 }
