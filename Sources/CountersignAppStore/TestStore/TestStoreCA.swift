@@ -27,56 +27,45 @@ public struct TestStoreCA: Sendable {
         let intermediateKey = P256.Signing.PrivateKey()
         let leafKey = P256.Signing.PrivateKey()
         let organization = "Countersign Test Store (\(name))"
-        let rootName = try DistinguishedName {
-            CommonName("Countersign Test Store Root CA")
-            OrganizationName(organization)
+        func distinguishedName(_ commonName: String) throws -> DistinguishedName {
+            try DistinguishedName {
+                CommonName(commonName)
+                OrganizationName(organization)
+            }
         }
-        let intermediateName = try DistinguishedName {
-            CommonName("Countersign Test Store Intermediate CA")
-            OrganizationName(organization)
+        let rootName = try distinguishedName("Countersign Test Store Root CA")
+        let intermediateName = try distinguishedName("Countersign Test Store Intermediate CA")
+        /// A certificate valid from a day before `now` for `years`, signed by `issuerKey`.
+        func issue(
+            _ key: P256.Signing.PrivateKey, subject: DistinguishedName, issuer: DistinguishedName,
+            issuerKey: P256.Signing.PrivateKey, years: Double, extensions: Certificate.Extensions
+        ) throws -> Certificate {
+            try Certificate(
+                version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
+                notValidBefore: now.addingTimeInterval(-86_400), notValidAfter: now.addingTimeInterval(years * 365 * 86_400),
+                issuer: issuer, subject: subject, signatureAlgorithm: .ecdsaWithSHA256,
+                extensions: extensions, issuerPrivateKey: .init(issuerKey)
+            )
         }
-        let leafName = try DistinguishedName {
-            CommonName("Countersign Test Store Signing")
-            OrganizationName(organization)
-        }
-        let start = now.addingTimeInterval(-86_400)
-        let year: TimeInterval = 365 * 86_400
-        let root = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(rootKey.publicKey),
-            notValidBefore: start, notValidAfter: now.addingTimeInterval(20 * year),
-            issuer: rootName, subject: rootName, signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 1))
-                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-                SubjectKeyIdentifier(hash: rootKey.publicKey)
-            },
-            issuerPrivateKey: .init(rootKey)
-        )
-        let intermediate = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(intermediateKey.publicKey),
-            notValidBefore: start, notValidAfter: now.addingTimeInterval(15 * year),
-            issuer: rootName, subject: intermediateName, signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
-                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-                SubjectKeyIdentifier(hash: intermediateKey.publicKey)
-                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: rootKey.publicKey).keyIdentifier)
-                Certificate.Extension(oid: AppleOIDPolicy.intermediateMarker, critical: false, value: [0x05, 0x00])
-            },
-            issuerPrivateKey: .init(rootKey)
-        )
-        let leaf = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey),
-            notValidBefore: start, notValidAfter: now.addingTimeInterval(10 * year),
-            issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.notCertificateAuthority)
-                Critical(KeyUsage(digitalSignature: true))
-                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: intermediateKey.publicKey).keyIdentifier)
-                Certificate.Extension(oid: AppleOIDPolicy.leafMarker, critical: false, value: [0x05, 0x00])
-            },
-            issuerPrivateKey: .init(intermediateKey)
-        )
+        let root = try issue(rootKey, subject: rootName, issuer: rootName, issuerKey: rootKey, years: 20, extensions: .init {
+            Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 1))
+            Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+            SubjectKeyIdentifier(hash: rootKey.publicKey)
+        })
+        let intermediate = try issue(intermediateKey, subject: intermediateName, issuer: rootName, issuerKey: rootKey, years: 15, extensions: .init {
+            Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+            Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+            SubjectKeyIdentifier(hash: intermediateKey.publicKey)
+            AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: rootKey.publicKey).keyIdentifier)
+            Certificate.Extension(oid: AppleOIDPolicy.intermediateMarker, critical: false, value: [0x05, 0x00])
+        })
+        let leaf = try issue(leafKey, subject: try distinguishedName("Countersign Test Store Signing"), issuer: intermediateName,
+                             issuerKey: intermediateKey, years: 10, extensions: .init {
+            Critical(BasicConstraints.notCertificateAuthority)
+            Critical(KeyUsage(digitalSignature: true))
+            AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: intermediateKey.publicKey).keyIdentifier)
+            Certificate.Extension(oid: AppleOIDPolicy.leafMarker, critical: false, value: [0x05, 0x00])
+        })
         return TestStoreCA(root: root, intermediate: intermediate, leaf: leaf, rootKey: rootKey, intermediateKey: intermediateKey, leafKey: leafKey)
     }
 
