@@ -2,6 +2,7 @@ import CountersignCore
 import Foundation
 import Hummingbird
 import Logging
+import CountersignAppStore
 
 /// Where and how a Countersign server runs.
 public struct ServerConfiguration: Sendable {
@@ -12,22 +13,30 @@ public struct ServerConfiguration: Sendable {
     public var dataDirectory: URL
     /// Offline key mode: read intermediates from here instead of managing a root.
     public var intermediatesDirectory: URL?
+    /// Nil: SQLite in the data directory.
+    public var database: DatabaseLocation?
 
     public init(dataDirectory: URL) {
         self.dataDirectory = dataDirectory
     }
 }
 
-/// The Countersign server: the deployment's configuration, its signing keys and its routes.
+/// The Countersign server: the deployment's configuration, its signing keys, its database and
+/// its routes.
 public struct CountersignServer: Sendable {
     public let configuration: ServerConfiguration
     public let deployment: DeploymentConfiguration
     public let keys: SigningKeyRing
+    public let database: Database
+    public let store: PurchaseStore
+    /// Each app's signed-data verifier: Apple's root for Production and Sandbox, the deployment's
+    /// test store root for TestStore, as far as the app lists those environments.
+    public let verifiers: [String: SignedDataVerifier]
     public let logger: Logger
 
-    /// Prepares a data directory: writes the default configuration on first start and loads or
-    /// creates the signing keys.
-    public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "countersign")) throws {
+    /// Prepares a data directory (the default configuration on first start, the signing keys,
+    /// the test store CA when an app uses it) and opens and migrates the database.
+    public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "countersign")) async throws {
         self.configuration = configuration
         self.logger = logger
         let directory = configuration.dataDirectory
@@ -43,12 +52,53 @@ public struct CountersignServer: Sendable {
             ?? .managed(dataDirectory: directory)
         keys = try SigningKeyRing(mode: mode, logger: logger)
         try keys.rotateIfNeeded()
+        verifiers = try Self.makeVerifiers(for: deployment, dataDirectory: directory)
+        database = try await Database.open(configuration.database ?? .embedded(in: directory), logger: logger)
+        store = PurchaseStore(database: database)
+    }
+
+    static func makeVerifiers(for deployment: DeploymentConfiguration, dataDirectory: URL) throws -> [String: SignedDataVerifier] {
+        var testStore: TestStoreCA?
+        var verifiers: [String: SignedDataVerifier] = [:]
+        for app in deployment.apps {
+            let environments = Set(app.environments.map(AppStoreEnvironment.init(rawValue:)))
+            var anchors: [TrustAnchor] = []
+            if !environments.isDisjoint(with: [.production, .sandbox]) { anchors.append(AppleRootCertificates.anchor) }
+            if environments.contains(.testStore) {
+                if environments.contains(.production) {
+                    throw ConfigurationError("app '\(app.id)' lists both Production and TestStore: test-store purchases would unlock a production app")
+                }
+                let ca = try testStore ?? TestStoreCA.loadOrCreate(in: dataDirectory.appendingPathComponent("test-store"), name: dataDirectory.lastPathComponent)
+                testStore = ca
+                anchors.append(ca.anchor)
+            }
+            var configuration = SignedDataVerifier.Configuration(
+                anchors: anchors, bundleId: app.bundleId, appAppleId: app.appAppleId, environments: environments
+            )
+            configuration.allowsXcode = environments.contains(.xcode)
+            do {
+                verifiers[app.id] = try SignedDataVerifier(configuration: configuration)
+            } catch {
+                throw ConfigurationError("app '\(app.id)': \(error)")
+            }
+        }
+        return verifiers
     }
 
     public func makeRouter() -> Router<ServerRequestContext> {
         let router = Router(context: ServerRequestContext.self)
-        router.addHealthRoutes(signing: ResponseSigning(keys: keys))
+        let signing = ResponseSigning(keys: keys)
+        router.addHealthRoutes(signing: signing)
+        SubscriberRoutes(
+            signing: signing, authentication: APIKeyAuthentication(deployment: deployment), store: store,
+            verifiers: verifiers, now: { Date() }
+        ).add(to: router)
         return router
+    }
+
+    /// Closes the database; call after the application stopped.
+    public func shutdown() async throws {
+        try await database.close()
     }
 
     public func makeApplication(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {

@@ -17,8 +17,9 @@ struct HealthTests {
         configuration.port = 0
         var logger = Logger(label: "test")
         logger.logLevel = .error
-        let server = try CountersignServer(configuration: configuration, logger: logger)
+        let server = try await CountersignServer(configuration: configuration, logger: logger)
         try await server.makeApplication().test(.live) { client in try await body(server, client) }
+        try await server.shutdown()
     }
 
     static func verify(_ response: TestResponse, nonce: Data?, server: CountersignServer, path: String = "/v1/health") -> VerificationOutcome {
@@ -105,13 +106,15 @@ struct HealthTests {
     }
 
     @Test("restarting on the same data directory keeps the root and the intermediate")
-    func restartKeepsKeys() throws {
+    func restartKeepsKeys() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-restart-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         var logger = Logger(label: "test")
         logger.logLevel = .error
-        let first = try CountersignServer(configuration: ServerConfiguration(dataDirectory: directory), logger: logger)
-        let second = try CountersignServer(configuration: ServerConfiguration(dataDirectory: directory), logger: logger)
+        let first = try await CountersignServer(configuration: ServerConfiguration(dataDirectory: directory), logger: logger)
+        try await first.shutdown()
+        let second = try await CountersignServer(configuration: ServerConfiguration(dataDirectory: directory), logger: logger)
+        try await second.shutdown()
         #expect(first.keys.managedRootPublicKey?.rawRepresentation == second.keys.managedRootPublicKey?.rawRepresentation)
         #expect(first.keys.currentSigner.key.certificate == second.keys.currentSigner.key.certificate)
         #expect(first.deployment == second.deployment)

@@ -28,6 +28,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Offline key mode: sign with the intermediates in this directory instead of a managed root.")
     var intermediates: String?
 
+    @Option(help: "postgres://user:password@host:5432/db, or an SQLite file (default: DATA/countersign.sqlite).")
+    var database: String?
+
     func run() async throws {
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -39,7 +42,15 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         configuration.intermediatesDirectory = intermediates.map { URL(fileURLWithPath: $0) }
-        let server = try CLIError.wrapping("cannot start") { try CountersignServer(configuration: configuration, logger: logger) }
+        if let database {
+            configuration.database = try CLIError.wrapping("--database") { try DatabaseLocation(argument: database) }
+        }
+        let server: CountersignServer
+        do {
+            server = try await CountersignServer(configuration: configuration, logger: logger)
+        } catch {
+            throw CLIError("cannot start: \(error)")
+        }
         if let root = server.keys.managedRootPublicKey {
             say("root public key (pin it in your app): \(root.rawRepresentation.base64EncodedString())")
             say("WARNING: managed key mode keeps the root key in \(dataDir)/keys: for development only.")
@@ -59,6 +70,7 @@ struct ServeCommand: AsyncParsableCommand {
             try await group.next()
             group.cancelAll()
         }
+        try await server.shutdown()
     }
 }
 

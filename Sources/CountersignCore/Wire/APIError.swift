@@ -25,14 +25,23 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     case missingAPIKey = 4101
     case invalidAPIKey = 4102
     case wrongKeyKind = 4103
-    // 404
+    // 404 / 409 / 422: purchases
     case notFound = 4404
+    case invalidAppUserId = 4006
+    case invalidStoreSignature = 4201
+    case wrongApp = 4202
+    case wrongEnvironment = 4203
+    case unknownProduct = 4204
+    case purchaseOwnedByAnotherUser = 4209
+    case purchaseBoundToAnotherUser = 4210
     // 500
     case internalError = 5000
 
     public var httpStatus: Int {
         switch self {
-        case .malformedNonce, .postParamsHashMismatch, .headersHashMismatch, .malformedJSON, .invalidField: 400
+        case .malformedNonce, .postParamsHashMismatch, .headersHashMismatch, .malformedJSON, .invalidField, .invalidAppUserId: 400
+        case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct: 422
+        case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: 409
         case .bodyTooLarge: 413
         case .missingAPIKey, .invalidAPIKey: 401
         case .wrongKeyKind: 403

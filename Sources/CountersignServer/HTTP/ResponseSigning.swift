@@ -30,7 +30,16 @@ public struct ResponseSigning: Sendable {
         case .success(let checked): parts = checked
         case .failure(let error): return ErrorAnswer.response(error)
         }
-        var answer = try await handler()
+        var answer: SignedAnswer
+        do {
+            answer = try await handler()
+        } catch let error as APIError {
+            return ErrorAnswer.response(error)
+        } catch {
+            // Never echo internals to the client; the log has them, with the request id.
+            context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
+            return ErrorAnswer.response(APIError(.internalError, "internal error; the server log has the details"))
+        }
         var etag: String?
         if answer.cacheable && answer.status == .ok {
             let current = SignedAnswer.etag(of: answer.body)

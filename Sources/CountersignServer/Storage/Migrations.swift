@@ -20,11 +20,13 @@ enum Migrations {
             CREATE TABLE customers (
                 app_id TEXT NOT NULL,
                 app_user_id TEXT NOT NULL,
+                app_account_token TEXT NOT NULL,
                 first_seen_ms BIGINT NOT NULL,
                 last_seen_ms BIGINT NOT NULL,
                 PRIMARY KEY (app_id, app_user_id)
             )
             """,
+            "CREATE INDEX customers_by_token ON customers (app_id, app_account_token)",
             """
             CREATE TABLE purchases (
                 transaction_id TEXT PRIMARY KEY,

@@ -1,0 +1,35 @@
+import CountersignCore
+import HTTPTypes
+import Hummingbird
+
+/// Finds the app an API key belongs to. Public keys (shipped in apps) open public endpoints
+/// only; secret keys open the admin API only.
+public struct APIKeyAuthentication: Sendable {
+    public let deployment: DeploymentConfiguration
+
+    public init(deployment: DeploymentConfiguration) {
+        self.deployment = deployment
+    }
+
+    /// The bearer value of `Authorization`, if the header is well formed.
+    static func bearer(_ request: Request) throws(APIError) -> String {
+        guard let header = request.headers[.authorization] else {
+            throw APIError(.missingAPIKey, "send the API key as 'Authorization: Bearer <key>'")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else {
+            throw APIError(.missingAPIKey, "Authorization must be 'Bearer <key>'")
+        }
+        return String(parts[1])
+    }
+
+    /// The app whose public key the request carries, with the key.
+    public func publicApp(_ request: Request) throws(APIError) -> (app: AppConfiguration, key: String) {
+        let key = try Self.bearer(request)
+        if let app = deployment.apps.first(where: { $0.publicApiKeys.contains(key) }) { return (app, key) }
+        if deployment.apps.contains(where: { $0.secretApiKeys.contains(key) }) {
+            throw APIError(.wrongKeyKind, "a secret key cannot be used on a public endpoint; apps ship their public key")
+        }
+        throw APIError(.invalidAPIKey, "unknown API key")
+    }
+}

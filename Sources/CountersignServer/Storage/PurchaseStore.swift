@@ -1,0 +1,204 @@
+import CountersignAppStore
+import CountersignCore
+import Foundation
+import SQLKit
+
+/// What happened to a posted purchase; sent back as `purchase_status`.
+public enum PurchaseStatus: String, Codable, Sendable {
+    case new
+    case alreadyRecorded = "already_recorded"
+    case transferred
+    /// Recorded for the user its app account token names, not for the one who posted it.
+    case boundToAnotherUser = "bound_to_another_user"
+}
+
+/// Reads and writes customers and their purchases. Every write runs in one database
+/// transaction; a caller answers "recorded" only after ``record(_:app:poster:now:)`` returns,
+/// that is after the commit.
+public struct PurchaseStore: Sendable {
+    public let database: Database
+
+    public init(database: Database) {
+        self.database = database
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000) }
+
+    /// Records a verified transaction for `poster`, or for the user its app account token names
+    /// (``PurchaseStatus/boundToAnotherUser``: committed for that user), applying the app's
+    /// transfer behaviour. Throws an ``APIError`` and changes nothing when the purchase belongs to
+    /// someone else and may not move.
+    public func record(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws -> PurchaseStatus {
+        try await database.transaction { sql in
+            try await Self.touchCustomer(sql, app: app.id, user: poster, now: now)
+            var owner = poster
+            if let token = transaction.payload.appAccountToken?.lowercased(),
+               token != AppAccountToken.forAppUserID(poster).uuidString.lowercased(),
+               let bound = try await Self.customer(sql, app: app.id, token: token) {
+                owner = bound
+            }
+            let existingPurchase = try await sql.select().column("transaction_id").from("purchases")
+                .where("transaction_id", .equal, transaction.transactionId).first()
+            if existingPurchase == nil {
+                try await Self.insertPurchase(sql, transaction, app: app, now: now)
+            }
+            let currentOwner = try await sql.select().column("app_user_id").from("purchase_owners")
+                .where("app_id", .equal, app.id).where("original_transaction_id", .equal, transaction.originalTransactionId)
+                .first().map { try $0.decode(column: "app_user_id", as: String.self) }
+            switch currentOwner {
+            case nil:
+                try await Self.setOwner(sql, app: app.id, chain: transaction.originalTransactionId, user: owner, now: now, insert: true)
+                return owner != poster ? .boundToAnotherUser : .new
+            case owner?:
+                if owner != poster { return .boundToAnotherUser }
+                return existingPurchase == nil ? .new : .alreadyRecorded
+            case let other?:
+                if owner != poster {
+                    // The token's user wins over whoever holds the chain now.
+                    try await Self.setOwner(sql, app: app.id, chain: transaction.originalTransactionId, user: owner, now: now, insert: false)
+                    return .boundToAnotherUser
+                }
+                switch app.transferBehavior {
+                case .transfer:
+                    break
+                case .keepWithOriginal:
+                    throw APIError(.purchaseOwnedByAnotherUser, "this purchase belongs to another user and the app keeps purchases with their first owner")
+                case .transferIfNoActive:
+                    let entitlements = try await Self.entitlements(sql, app: app, user: other, now: now, onlyChain: transaction.originalTransactionId)
+                    if !entitlements.activeEntitlementIds.isEmpty {
+                        throw APIError(.purchaseOwnedByAnotherUser, "this purchase still gives another user an active entitlement")
+                    }
+                }
+                try await Self.setOwner(sql, app: app.id, chain: transaction.originalTransactionId, user: poster, now: now, insert: false)
+                return .transferred
+            }
+        }
+    }
+
+    /// The customer's entitlements at `now`, creating the customer on first sight.
+    public func customerInfo(app: AppConfiguration, user: String, now: Date) async throws -> SubscriberResponse {
+        try await database.transaction { sql in
+            let seen = try await Self.touchCustomer(sql, app: app.id, user: user, now: now)
+            let entitlements = try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
+            return SubscriberResponse(appUserId: user, firstSeen: seen.first, lastSeen: now, entitlements: entitlements, requestDate: now)
+        }
+    }
+
+    /// The number of purchase rows, for tests and the admin API.
+    public func purchaseCount(transactionId: String) async throws -> Int {
+        try await database.withConnection { sql in
+            try await sql.select().column(SQLFunction("COUNT", args: SQLLiteral.all), as: "n").from("purchases")
+                .where("transaction_id", .equal, transactionId).first()!.decode(column: "n", as: Int.self)
+        }
+    }
+
+    // MARK: Statements
+
+    @discardableResult
+    static func touchCustomer(_ sql: any SQLDatabase, app: String, user: String, now: Date) async throws -> (first: Date, last: Date) {
+        if let row = try await sql.select().column("first_seen_ms").from("customers")
+            .where("app_id", .equal, app).where("app_user_id", .equal, user).first() {
+            try await sql.update("customers").set("last_seen_ms", to: milliseconds(now))
+                .where("app_id", .equal, app).where("app_user_id", .equal, user).run()
+            return (date(try row.decode(column: "first_seen_ms", as: Int64.self)), now)
+        }
+        try await sql.insert(into: "customers")
+            .columns("app_id", "app_user_id", "app_account_token", "first_seen_ms", "last_seen_ms")
+            .values(SQLBind(app), SQLBind(user), SQLBind(AppAccountToken.forAppUserID(user).uuidString.lowercased()),
+                    SQLBind(milliseconds(now)), SQLBind(milliseconds(now)))
+            .ignoringConflicts(with: ["app_id", "app_user_id"])
+            .run()
+        return (now, now)
+    }
+
+    static func customer(_ sql: any SQLDatabase, app: String, token: String) async throws -> String? {
+        try await sql.select().column("app_user_id").from("customers")
+            .where("app_id", .equal, app).where("app_account_token", .equal, token).first()
+            .map { try $0.decode(column: "app_user_id", as: String.self) }
+    }
+
+    static func insertPurchase(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws {
+        let payload = transaction.payload
+        try await sql.insert(into: "purchases")
+            .columns("transaction_id", "app_id", "original_transaction_id", "product_id", "product_type", "environment",
+                     "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "signed_date_ms", "app_account_token",
+                     "signed_transaction", "recorded_at_ms")
+            .values(
+                SQLBind(transaction.transactionId), SQLBind(app.id), SQLBind(transaction.originalTransactionId),
+                SQLBind(transaction.product.id), SQLBind(transaction.product.type.rawValue), SQLBind(payload.environment?.rawValue ?? ""),
+                SQLBind(payload.purchaseDate.map(milliseconds)), SQLBind(payload.expiresDate.map(milliseconds)),
+                SQLBind(payload.revocationDate.map(milliseconds)), SQLBind(milliseconds(payload.signedDate ?? now)),
+                SQLBind(payload.appAccountToken), SQLBind(transaction.jws), SQLBind(milliseconds(now))
+            )
+            .run()
+    }
+
+    static func setOwner(_ sql: any SQLDatabase, app: String, chain: String, user: String, now: Date, insert: Bool) async throws {
+        if insert {
+            try await sql.insert(into: "purchase_owners")
+                .columns("app_id", "original_transaction_id", "app_user_id", "updated_at_ms")
+                .values(SQLBind(app), SQLBind(chain), SQLBind(user), SQLBind(milliseconds(now)))
+                .run()
+        } else {
+            try await sql.update("purchase_owners").set("app_user_id", to: user).set("updated_at_ms", to: milliseconds(now))
+                .where("app_id", .equal, app).where("original_transaction_id", .equal, chain).run()
+        }
+    }
+
+    /// Evaluates the entitlement rules over what the user owns (optionally one chain only).
+    static func entitlements(_ sql: any SQLDatabase, app: AppConfiguration, user: String, now: Date, onlyChain: String?) async throws -> CustomerEntitlements {
+        var query = sql.select()
+            .columns(["transaction_id", "original_transaction_id", "product_id", "product_type", "environment",
+                      "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms"].map { SQLColumn($0, table: "p") })
+            .from(SQLAlias(SQLIdentifier("purchases"), as: SQLIdentifier("p")))
+            .join(SQLAlias(SQLIdentifier("purchase_owners"), as: SQLIdentifier("o")), method: SQLJoinMethod.inner,
+                  on: SQLBinaryExpression(SQLColumn("original_transaction_id", table: "p"), .equal, SQLColumn("original_transaction_id", table: "o")))
+            .where(SQLColumn("app_id", table: "o"), .equal, SQLBind(app.id))
+            .where(SQLColumn("app_id", table: "p"), .equal, SQLBind(app.id))
+            .where(SQLColumn("app_user_id", table: "o"), .equal, SQLBind(user))
+        if let onlyChain {
+            query = query.where(SQLColumn("original_transaction_id", table: "p"), .equal, SQLBind(onlyChain))
+        }
+        let purchases = try await query.all().compactMap { row -> PurchaseRecord? in
+            guard let kind = AppConfiguration.ProductKind(rawValue: try row.decode(column: "product_type", as: String.self)) else { return nil }
+            var record = PurchaseRecord(
+                transactionId: try row.decode(column: "transaction_id", as: String.self),
+                originalTransactionId: try row.decode(column: "original_transaction_id", as: String.self),
+                productId: try row.decode(column: "product_id", as: String.self),
+                kind: kind,
+                environment: try row.decode(column: "environment", as: String.self),
+                purchaseDate: date(try row.decode(column: "purchase_date_ms", as: Int64?.self) ?? row.decode(column: "recorded_at_ms", as: Int64.self)),
+                expiresDate: try row.decode(column: "expires_date_ms", as: Int64?.self).map(date)
+            )
+            record.revocationDate = try row.decode(column: "revocation_date_ms", as: Int64?.self).map(date)
+            return record
+        }
+        return EntitlementRules.evaluate(purchases: purchases, products: app.products, at: now)
+    }
+}
+
+/// A store transaction that passed signed-data verification and names a configured product.
+public struct VerifiedTransaction: Sendable {
+    public let jws: String
+    public let payload: TransactionPayload
+    public let transactionId: String
+    public let originalTransactionId: String
+    public let product: AppConfiguration.Product
+
+    /// Checks the fields the server relies on; throws an ``APIError`` naming what is missing.
+    public init(jws: String, payload: TransactionPayload, app: AppConfiguration) throws(APIError) {
+        guard let transactionId = payload.transactionId, !transactionId.isEmpty,
+              let originalTransactionId = payload.originalTransactionId, !originalTransactionId.isEmpty,
+              let productId = payload.productId
+        else { throw APIError(.invalidField, "the transaction lacks a transaction id, original transaction id or product id") }
+        guard let product = app.product(productId) else {
+            throw APIError(.unknownProduct, "product '\(productId.prefix(100))' is not configured for app '\(app.id)'")
+        }
+        self.jws = jws
+        self.payload = payload
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.product = product
+    }
+}

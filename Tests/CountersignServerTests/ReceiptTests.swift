@@ -1,0 +1,170 @@
+import CountersignAppStore
+import CountersignCore
+@testable import CountersignServer
+import CountersignTesting
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import Testing
+
+/// Purchases end to end over real HTTP: post a test-store transaction, get a signed CustomerInfo.
+@Suite("Receipts and subscribers")
+struct ReceiptTests {
+    struct Harness: Sendable {
+        let server: CountersignServer
+        let client: any TestClientProtocol
+        let app: AppConfiguration
+        let ca: TestStoreCA
+        var key: String { app.publicApiKeys[0] }
+
+        func mint(_ productId: String, type: ProductType = .autoRenewable, token: UUID? = nil, bundleId: String? = nil) throws -> (jws: String, payload: TransactionPayload) {
+            try ca.mintTransaction(.init(productId: productId, type: type, bundleId: bundleId ?? app.bundleId, appAccountToken: token))
+        }
+
+        /// Posts a receipt; verifies the signature of a 200 and returns the status and JSON body.
+        func post(user: String, jws: String, key: String? = nil) async throws -> (status: Int, json: [String: Any]) {
+            let body = try JSONSerialization.data(withJSONObject: ["app_user_id": user, "fetch_token": jws])
+            let nonce = SignedRequestParts.makeNonce()
+            let hash = FieldsHash.headerValue([("app_user_id", user), ("fetch_token", jws)])!
+            var headers: HTTPFields = [.authorization: "Bearer \(key ?? self.key)", .contentType: "application/json"]
+            headers[SignatureHeader.nonce] = nonce.base64EncodedString()
+            headers[SignatureHeader.postParamsHash] = hash
+            return try await client.execute(uri: "/v1/receipts", method: .post, headers: headers, body: ByteBuffer(data: body)) { response in
+                let data = Data(response.body.readableBytesView)
+                if response.status == .ok {
+                    let outcome = verify(response, data: data, request: SignedRequestParts(
+                        authValue: key ?? self.key, nonce: nonce, path: "/v1/receipts", postParamsHash: hash
+                    ))
+                    #expect(outcome == .verified)
+                }
+                return (Int(response.status.code), (try? JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:])
+            }
+        }
+
+        func customerInfo(_ user: String) async throws -> [String: Any] {
+            let nonce = SignedRequestParts.makeNonce()
+            var headers: HTTPFields = [.authorization: "Bearer \(key)"]
+            headers[SignatureHeader.nonce] = nonce.base64EncodedString()
+            let path = "/v1/subscribers/\(user.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+            return try await client.execute(uri: path, method: .get, headers: headers) { response in
+                let data = Data(response.body.readableBytesView)
+                #expect(response.status == .ok)
+                #expect(verify(response, data: data, request: SignedRequestParts(authValue: key, nonce: nonce, path: path)) == .verified)
+                return try JSONSerialization.jsonObject(with: data) as! [String: Any]
+            }
+        }
+
+        func verify(_ response: TestResponse, data: Data, request: SignedRequestParts) -> VerificationOutcome {
+            SignatureVerifier(rootKeys: [server.keys.managedRootPublicKey!]).verify(
+                request: request,
+                response: ReceivedResponse(
+                    statusCode: Int(response.status.code), signature: response.headers[SignatureHeader.signature],
+                    requestTime: response.headers[SignatureHeader.requestTime], etag: response.headers[SignatureHeader.etag], body: data
+                )
+            )
+        }
+    }
+
+    static func withHarness(transferBehavior: AppConfiguration.TransferBehavior = .transfer, _ body: @Sendable (Harness) async throws -> Void) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-receipts-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var app = AppConfiguration.makeDemo()
+        app.transferBehavior = transferBehavior
+        try DeploymentConfiguration(apps: [app]).save(toDataDirectory: directory)
+        var configuration = ServerConfiguration(dataDirectory: directory)
+        configuration.port = 0
+        var logger = Logger(label: "test")
+        logger.logLevel = .error
+        let server = try await CountersignServer(configuration: configuration, logger: logger)
+        let ca = try TestStoreCA.load(from: directory.appendingPathComponent("test-store"))
+        let configuredApp = app
+        try await server.makeApplication().test(.live) { client in
+            try await body(Harness(server: server, client: client, app: configuredApp, ca: ca))
+        }
+        try await server.shutdown()
+    }
+
+    static func entitlement(_ json: [String: Any], _ id: String) -> [String: Any]? {
+        ((json["subscriber"] as? [String: Any])?["entitlements"] as? [String: Any])?[id] as? [String: Any]
+    }
+
+    @Test("post a pro_monthly purchase: new, then already recorded (one row), then transferred to u2")
+    func transferFlow() async throws {
+        try await Self.withHarness { harness in
+            let (jws, payload) = try harness.mint("pro_monthly")
+            let first = try await harness.post(user: "u1", jws: jws)
+            #expect(first.status == 200)
+            #expect(first.json["purchase_status"] as? String == "new")
+            #expect(Self.entitlement(first.json, "pro")?["product_identifier"] as? String == "pro_monthly")
+
+            let again = try await harness.post(user: "u1", jws: jws)
+            #expect(again.json["purchase_status"] as? String == "already_recorded")
+            #expect(try await harness.server.store.purchaseCount(transactionId: payload.transactionId!) == 1)
+
+            let moved = try await harness.post(user: "u2", jws: jws)
+            #expect(moved.json["purchase_status"] as? String == "transferred")
+            #expect(Self.entitlement(moved.json, "pro") != nil)
+            #expect(Self.entitlement(try await harness.customerInfo("u1"), "pro") == nil)
+        }
+    }
+
+    @Test("keepWithOriginal: another user's post is refused with a distinct code and changes nothing")
+    func keepWithOriginal() async throws {
+        try await Self.withHarness(transferBehavior: .keepWithOriginal) { harness in
+            let (jws, _) = try harness.mint("lifetime", type: .nonConsumable)
+            #expect(try await harness.post(user: "u1", jws: jws).status == 200)
+            let refused = try await harness.post(user: "u2", jws: jws)
+            #expect(refused.status == 409)
+            #expect(refused.json["code"] as? Int == APIErrorCode.purchaseOwnedByAnotherUser.rawValue)
+            #expect(Self.entitlement(try await harness.customerInfo("u1"), "pro") != nil)
+            #expect(Self.entitlement(try await harness.customerInfo("u2"), "pro") == nil)
+        }
+    }
+
+    @Test("a transaction carrying u1's app account token, posted by u2, stays with u1")
+    func appAccountTokenBinding() async throws {
+        try await Self.withHarness { harness in
+            _ = try await harness.customerInfo("u1")
+            let (jws, _) = try harness.mint("lifetime", type: .nonConsumable, token: AppAccountToken.forAppUserID("u1"))
+            let posted = try await harness.post(user: "u2", jws: jws)
+            #expect(posted.status == 409)
+            #expect(posted.json["code"] as? Int == APIErrorCode.purchaseBoundToAnotherUser.rawValue)
+            #expect(Self.entitlement(try await harness.customerInfo("u1"), "pro") != nil)
+            #expect(Self.entitlement(try await harness.customerInfo("u2"), "pro") == nil)
+        }
+    }
+
+    @Test("bad purchases get a 4xx with a stable code and record nothing")
+    func badPurchases() async throws {
+        try await Self.withHarness { harness in
+            let (good, _) = try harness.mint("lifetime", type: .nonConsumable)
+            let (unknown, unknownPayload) = try harness.mint("not_configured", type: .nonConsumable)
+            let (otherBundle, otherPayload) = try harness.mint("lifetime", type: .nonConsumable, bundleId: "com.attacker.app")
+            let forged = TestStoreCA.Purchase(productId: "lifetime", type: .nonConsumable, bundleId: harness.app.bundleId)
+            let (foreignJWS, _) = try TestStoreCA.create(name: "attacker").mintTransaction(forged)
+            let cases: [(String, String, String?, APIErrorCode)] = [
+                ("u1", unknown, nil, .unknownProduct),
+                ("u1", otherBundle, nil, .wrongApp),
+                ("u1", foreignJWS, nil, .invalidStoreSignature),
+                ("u1", "a.b.c", nil, .invalidStoreSignature),
+                ("", good, nil, .invalidAppUserId),
+                (String(repeating: "x", count: 2_048), good, nil, .invalidAppUserId),
+                ("u\u{0}1", good, nil, .invalidAppUserId),
+                ("u1", good, harness.app.secretApiKeys[0], .wrongKeyKind),
+                ("u1", good, "cs_pub_unknown", .invalidAPIKey),
+            ]
+            for (user, jws, key, code) in cases {
+                let result = try await harness.post(user: user, jws: jws, key: key)
+                #expect(result.status == code.httpStatus, "\(code)")
+                #expect(result.json["code"] as? Int == code.rawValue, "\(code)")
+            }
+            #expect(try await harness.server.store.purchaseCount(transactionId: unknownPayload.transactionId!) == 0)
+            #expect(try await harness.server.store.purchaseCount(transactionId: otherPayload.transactionId!) == 0)
+            #expect(Self.entitlement(try await harness.customerInfo("u1"), "pro") == nil)
+        }
+    }
+}
