@@ -8,35 +8,10 @@ import Testing
 /// The storage foundation, on SQLite and (when available) on a real PostgreSQL server.
 @Suite("Database", .serialized)
 struct DatabaseTests {
-    static let logger: Logger = {
-        var logger = Logger(label: "test.database")
-        logger.logLevel = .warning
-        return logger
-    }()
+    static var logger: Logger { FreshDatabase.logger }
 
-    /// A fresh, empty database of `kind`; `body` may reopen it through the location it is given.
-    static func withFreshDatabase(_ kind: TestDatabaseKind, _ body: (DatabaseLocation) async throws -> Void) async throws {
-        switch kind {
-        case .sqlite:
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-db-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
-            try await body(.embedded(in: directory))
-        case .postgres:
-            let location = DatabaseLocation.postgres(url: TestDatabaseKind.postgresURL!)
-            try await resetPostgres(location)
-            try await body(location)
-        }
-    }
-
-    static func resetPostgres(_ location: DatabaseLocation) async throws {
-        // Open without migrating by dropping everything first through a migrated handle.
-        let database = try await Database.open(location, logger: logger)
-        try await database.withConnection { sql in
-            try await sql.raw("DROP SCHEMA public CASCADE").run()
-            try await sql.raw("CREATE SCHEMA public").run()
-        }
-        try await database.close()
+    static func withFreshDatabase(_ kind: TestDatabaseKind, _ body: @Sendable (DatabaseLocation) async throws -> Void) async throws {
+        try await FreshDatabase.with(kind) { location, _ in try await body(location) }
     }
 
     static func insertPurchase(_ sql: any SQLDatabase, id: String) async throws {

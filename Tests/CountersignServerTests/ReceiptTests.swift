@@ -68,33 +68,35 @@ struct ReceiptTests {
         }
     }
 
-    static func withHarness(transferBehavior: AppConfiguration.TransferBehavior = .transfer, _ body: @Sendable (Harness) async throws -> Void) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-receipts-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        var app = AppConfiguration.makeDemo()
-        app.transferBehavior = transferBehavior
-        try DeploymentConfiguration(apps: [app]).save(toDataDirectory: directory)
-        var configuration = ServerConfiguration(dataDirectory: directory)
-        configuration.port = 0
-        var logger = Logger(label: "test")
-        logger.logLevel = .error
-        let server = try await CountersignServer(configuration: configuration, logger: logger)
-        let ca = try TestStoreCA.load(from: directory.appendingPathComponent("test-store"))
-        let configuredApp = app
-        try await server.makeApplication().test(.live) { client in
-            try await body(Harness(server: server, client: client, app: configuredApp, ca: ca))
+    static func withHarness(
+        _ kind: TestDatabaseKind, transferBehavior: AppConfiguration.TransferBehavior = .transfer, _ body: @Sendable @escaping (Harness) async throws -> Void
+    ) async throws {
+        try await FreshDatabase.with(kind) { location, directory in
+            var app = AppConfiguration.makeDemo()
+            app.transferBehavior = transferBehavior
+            try DeploymentConfiguration(apps: [app]).save(toDataDirectory: directory)
+            var configuration = ServerConfiguration(dataDirectory: directory)
+            configuration.port = 0
+            configuration.database = location
+            var logger = Logger(label: "test")
+            logger.logLevel = .error
+            let server = try await CountersignServer(configuration: configuration, logger: logger)
+            let ca = try TestStoreCA.load(from: directory.appendingPathComponent("test-store"))
+            let configuredApp = app
+            try await server.makeApplication().test(.live) { client in
+                try await body(Harness(server: server, client: client, app: configuredApp, ca: ca))
+            }
+            try await server.shutdown()
         }
-        try await server.shutdown()
     }
 
     static func entitlement(_ json: [String: Any], _ id: String) -> [String: Any]? {
         ((json["subscriber"] as? [String: Any])?["entitlements"] as? [String: Any])?[id] as? [String: Any]
     }
 
-    @Test("post a pro_monthly purchase: new, then already recorded (one row), then transferred to u2")
-    func transferFlow() async throws {
-        try await Self.withHarness { harness in
+    @Test("post a pro_monthly purchase: new, then already recorded (one row), then transferred to u2", arguments: TestDatabaseKind.available)
+    func transferFlow(_ kind: TestDatabaseKind) async throws {
+        try await Self.withHarness(kind) { harness in
             let (jws, payload) = try harness.mint("pro_monthly")
             let first = try await harness.post(user: "u1", jws: jws)
             #expect(first.status == 200)
@@ -112,9 +114,9 @@ struct ReceiptTests {
         }
     }
 
-    @Test("keepWithOriginal: another user's post is refused with a distinct code and changes nothing")
-    func keepWithOriginal() async throws {
-        try await Self.withHarness(transferBehavior: .keepWithOriginal) { harness in
+    @Test("keepWithOriginal: another user's post is refused with a distinct code and changes nothing", arguments: TestDatabaseKind.available)
+    func keepWithOriginal(_ kind: TestDatabaseKind) async throws {
+        try await Self.withHarness(kind, transferBehavior: .keepWithOriginal) { harness in
             let (jws, _) = try harness.mint("lifetime", type: .nonConsumable)
             #expect(try await harness.post(user: "u1", jws: jws).status == 200)
             let refused = try await harness.post(user: "u2", jws: jws)
@@ -125,9 +127,9 @@ struct ReceiptTests {
         }
     }
 
-    @Test("a transaction carrying u1's app account token, posted by u2, stays with u1")
-    func appAccountTokenBinding() async throws {
-        try await Self.withHarness { harness in
+    @Test("a transaction carrying u1's app account token, posted by u2, stays with u1", arguments: TestDatabaseKind.available)
+    func appAccountTokenBinding(_ kind: TestDatabaseKind) async throws {
+        try await Self.withHarness(kind) { harness in
             _ = try await harness.customerInfo("u1")
             let (jws, _) = try harness.mint("lifetime", type: .nonConsumable, token: AppAccountToken.forAppUserID("u1"))
             let posted = try await harness.post(user: "u2", jws: jws)
@@ -138,9 +140,9 @@ struct ReceiptTests {
         }
     }
 
-    @Test("bad purchases get a 4xx with a stable code and record nothing")
-    func badPurchases() async throws {
-        try await Self.withHarness { harness in
+    @Test("bad purchases get a 4xx with a stable code and record nothing", arguments: TestDatabaseKind.available)
+    func badPurchases(_ kind: TestDatabaseKind) async throws {
+        try await Self.withHarness(kind) { harness in
             let (good, _) = try harness.mint("lifetime", type: .nonConsumable)
             let (unknown, unknownPayload) = try harness.mint("not_configured", type: .nonConsumable)
             let (otherBundle, otherPayload) = try harness.mint("lifetime", type: .nonConsumable, bundleId: "com.attacker.app")
@@ -165,6 +167,50 @@ struct ReceiptTests {
             #expect(try await harness.server.store.purchaseCount(transactionId: unknownPayload.transactionId!) == 0)
             #expect(try await harness.server.store.purchaseCount(transactionId: otherPayload.transactionId!) == 0)
             #expect(Self.entitlement(try await harness.customerInfo("u1"), "pro") == nil)
+        }
+    }
+
+    @Test("100 concurrent posts of one transaction for one user: one record, 100 successes", arguments: TestDatabaseKind.available)
+    func concurrentSameUser(_ kind: TestDatabaseKind) async throws {
+        try await Self.withHarness(kind) { harness in
+            let (jws, payload) = try harness.mint("lifetime", type: .nonConsumable)
+            let transaction = try VerifiedTransaction(jws: jws, payload: payload, app: harness.app)
+            let statuses = try await withThrowingTaskGroup(of: PurchaseStatus.self) { group in
+                for _ in 0..<100 {
+                    group.addTask { try await harness.server.store.record(transaction, app: harness.app, poster: "u1", now: Date()) }
+                }
+                return try await group.reduce(into: [PurchaseStatus]()) { $0.append($1) }
+            }
+            #expect(statuses.count == 100)
+            #expect(statuses.filter { $0 == .new }.count == 1)
+            #expect(statuses.filter { $0 == .alreadyRecorded }.count == 99)
+            #expect(try await harness.server.store.purchaseCount(transactionId: payload.transactionId!) == 1)
+        }
+    }
+
+    @Test("100 concurrent posts by 100 users under keepWithOriginal: exactly one owner", arguments: TestDatabaseKind.available)
+    func concurrentUsersKeepWithOriginal(_ kind: TestDatabaseKind) async throws {
+        try await Self.withHarness(kind, transferBehavior: .keepWithOriginal) { harness in
+            let (jws, payload) = try harness.mint("lifetime", type: .nonConsumable)
+            let transaction = try VerifiedTransaction(jws: jws, payload: payload, app: harness.app)
+            let winners = try await withThrowingTaskGroup(of: String?.self) { group in
+                for index in 0..<100 {
+                    group.addTask {
+                        do {
+                            _ = try await harness.server.store.record(transaction, app: harness.app, poster: "user\(index)", now: Date())
+                            return "user\(index)"
+                        } catch let error as APIError {
+                            #expect(error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue)
+                            return nil
+                        }
+                    }
+                }
+                return try await group.reduce(into: [String]()) { if let winner = $1 { $0.append(winner) } }
+            }
+            #expect(winners.count == 1)
+            let owner = try #require(winners.first)
+            #expect(Self.entitlement(try await harness.customerInfo(owner), "pro") != nil)
+            #expect(try await harness.server.store.purchaseCount(transactionId: payload.transactionId!) == 1)
         }
     }
 }

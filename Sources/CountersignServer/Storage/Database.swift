@@ -105,6 +105,29 @@ public final class Database: Sendable {
         }
     }
 
+    /// Runs `body` in a transaction, again (up to `attempts` times) when it loses a race on a
+    /// unique key: two servers recording one purchase at once both insert it; the loser's retry
+    /// sees the winner's committed row and answers "already recorded".
+    public func transactionRetryingUniqueViolations<T: Sendable>(
+        attempts: Int = 3, _ body: @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await transaction(body)
+            } catch where attempt < attempts && Self.isUniqueViolation(error) {
+                attempt += 1
+            }
+        }
+    }
+
+    /// Whether `error` is a unique or primary key violation (SQLSTATE 23505 on PostgreSQL).
+    static func isUniqueViolation(_ error: any Error) -> Bool {
+        if let postgres = error as? PSQLError { return postgres.serverInfo?[.sqlState] == "23505" }
+        if let sqlite = error as? SQLiteError { return sqlite.reason == .constraintUniqueFailed || sqlite.reason == .constraintPrimaryKeyFailed }
+        return false
+    }
+
     public func close() async throws {
         switch backend {
         case .sqlite(let connection, _):

@@ -30,7 +30,7 @@ public struct PurchaseStore: Sendable {
     /// transfer behaviour. Throws an ``APIError`` and changes nothing when the purchase belongs to
     /// someone else and may not move.
     public func record(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws -> PurchaseStatus {
-        try await database.transaction { sql in
+        try await database.transactionRetryingUniqueViolations { sql in
             try await Self.touchCustomer(sql, app: app.id, user: poster, now: now)
             var owner = poster
             if let token = transaction.payload.appAccountToken?.lowercased(),
