@@ -93,6 +93,7 @@ public struct CountersignServer: Sendable {
             signing: signing, authentication: APIKeyAuthentication(deployment: deployment), store: store,
             verifiers: verifiers, now: { Date() }
         ).add(to: router)
+        NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, now: { Date() }).add(to: router)
         return router
     }
 

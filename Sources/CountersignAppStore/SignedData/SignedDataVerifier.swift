@@ -291,3 +291,12 @@ extension SignedDataVerifier {
         return (try? JSONSerialization.data(withJSONObject: fields, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])) ?? payload
     }
 }
+
+extension SignedDataVerifier {
+    /// The bundle id a notification *claims*, read without any verification: only for choosing
+    /// which app's verifier to run. Nil when the JWS cannot be read.
+    public static func claimedBundleId(ofNotification jws: String) -> String? {
+        guard let token = try? CompactJWS(jws), let payload = try? token.payload() else { return nil }
+        return (try? AppStoreJSON.decode(NotificationPayload.self, from: payload))?.claimedBundleId
+    }
+}

@@ -174,7 +174,8 @@ public struct PurchaseStore: Sendable {
             record.revocationDate = try row.decode(column: "revocation_date_ms", as: Int64?.self).map(date)
             return record
         }
-        return EntitlementRules.evaluate(purchases: purchases, products: app.products, at: now)
+        let statuses = try await subscriptionStatuses(sql, app: app.id, user: user)
+        return EntitlementRules.evaluate(purchases: purchases, statuses: statuses, products: app.products, at: now)
     }
 }
 

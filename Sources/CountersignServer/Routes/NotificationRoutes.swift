@@ -1,0 +1,58 @@
+import CountersignAppStore
+import CountersignCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// `POST /v1/notifications/apple`: App Store Server Notifications V2. Authenticated by Apple's
+/// signature, not by an API key; answered 200 only once the notification is stored, so Apple
+/// retries anything we did not keep.
+struct NotificationRoutes: Sendable {
+    let deployment: DeploymentConfiguration
+    let store: PurchaseStore
+    let verifiers: [String: SignedDataVerifier]
+    let now: @Sendable () -> Date
+
+    struct Body: Decodable {
+        var signedPayload: String
+    }
+
+    func add(to router: Router<ServerRequestContext>) {
+        router.post("/v1/notifications/apple") { request, context in
+            var request = request
+            let data: Data
+            do {
+                data = Data(try await request.collectBody(upTo: context.maxUploadSize).readableBytesView)
+            } catch {
+                return ErrorAnswer.response(APIError(.bodyTooLarge, "request body is larger than \(context.maxUploadSize) bytes"))
+            }
+            do {
+                guard let body = try? JSONDecoder().decode(Body.self, from: data) else {
+                    throw APIError(.malformedJSON, "body must be a JSON object with a string signedPayload")
+                }
+                guard let bundleId = SignedDataVerifier.claimedBundleId(ofNotification: body.signedPayload),
+                      let app = deployment.apps.first(where: { $0.bundleId == bundleId }), let verifier = verifiers[app.id]
+                else {
+                    throw APIError(.wrongApp, "the notification is not for an app this server serves")
+                }
+                let notification: SignedDataVerifier.VerifiedNotification
+                do throws(SignedDataError) {
+                    notification = try await verifier.verifyNotification(body.signedPayload)
+                } catch {
+                    throw APIError(.invalidStoreSignature, "signedPayload is not a valid signed notification (\(error.errorClass.rawValue))")
+                }
+                let outcome = try await store.apply(notification, app: app, now: now())
+                context.logger.info("notification stored", metadata: [
+                    "type": "\(notification.notification.notificationType)", "outcome": "\(outcome.rawValue)",
+                ])
+                return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: "{}\n")))
+            } catch let error as APIError {
+                return ErrorAnswer.response(error)
+            } catch {
+                // Not stored: Apple retries on a non-200.
+                context.logger.error("notification not stored", metadata: ["error": "\(String(reflecting: error))"])
+                return ErrorAnswer.response(APIError(.internalError, "internal error; the server log has the details"))
+            }
+        }
+    }
+}

@@ -1,0 +1,104 @@
+import CountersignAppStore
+import CountersignCore
+import Foundation
+import SQLKit
+
+extension PurchaseStore {
+    /// What became of a notification.
+    public enum NotificationOutcome: String, Sendable {
+        case applied
+        /// The same `notificationUUID` was stored before: nothing changed.
+        case duplicate
+    }
+
+    /// Stores a verified App Store Server Notification V2 and applies it, in one transaction.
+    ///
+    /// Idempotent on `notificationUUID`; safe out of order: transactions are only ever added
+    /// (the rules pick the newest of a chain), a revocation is only ever set, and the renewal
+    /// state is replaced only by one signed later than the stored one.
+    public func apply(_ notification: SignedDataVerifier.VerifiedNotification, app: AppConfiguration, now: Date) async throws -> NotificationOutcome {
+        let payload = notification.notification
+        return try await database.transactionRetryingUniqueViolations { sql in
+            let seen = try await sql.select().column("notification_uuid").from("notifications")
+                .where("notification_uuid", .equal, payload.notificationUUID).first()
+            guard seen == nil else { return .duplicate }
+            try await sql.insert(into: "notifications")
+                .columns("notification_uuid", "app_id", "notification_type", "subtype", "signed_date_ms", "received_at_ms")
+                .values(SQLBind(payload.notificationUUID), SQLBind(app.id), SQLBind(payload.notificationType.rawValue),
+                        SQLBind(payload.subtype?.rawValue), SQLBind(Self.milliseconds(payload.signedDate ?? now)), SQLBind(Self.milliseconds(now)))
+                .run()
+            if let transactionPayload = notification.transaction, let jws = payload.data?.signedTransactionInfo,
+               let transaction = try? VerifiedTransaction(jws: jws, payload: transactionPayload, app: app) {
+                try await Self.upsertTransaction(sql, transaction, app: app, now: now)
+            }
+            if let renewal = notification.renewalInfo, let chain = renewal.originalTransactionId {
+                try await Self.updateSubscriptionState(sql, app: app.id, chain: chain, renewal: renewal, now: now)
+            }
+            return .applied
+        }
+    }
+
+    /// Adds a transaction a notification carries (a renewal, say) and sets its revocation; the
+    /// chain's owner, if it has one, owns it; a purchase bound by app account token to a known
+    /// customer gets that owner.
+    static func upsertTransaction(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws {
+        let exists = try await sql.select().column("transaction_id").from("purchases")
+            .where("transaction_id", .equal, transaction.transactionId).first() != nil
+        if !exists {
+            try await insertPurchase(sql, transaction, app: app, now: now)
+        } else if let revoked = transaction.payload.revocationDate {
+            try await sql.update("purchases").set("revocation_date_ms", to: milliseconds(revoked))
+                .where("transaction_id", .equal, transaction.transactionId).run()
+        }
+        let owner = try await sql.select().column("app_user_id").from("purchase_owners")
+            .where("app_id", .equal, app.id).where("original_transaction_id", .equal, transaction.originalTransactionId).first()
+        if owner == nil, let token = transaction.payload.appAccountToken?.lowercased(),
+           let user = try await customer(sql, app: app.id, token: token) {
+            try await setOwner(sql, app: app.id, chain: transaction.originalTransactionId, user: user, now: now, insert: true)
+        }
+    }
+
+    static func updateSubscriptionState(_ sql: any SQLDatabase, app: String, chain: String, renewal: RenewalInfoPayload, now: Date) async throws {
+        let signed = milliseconds(renewal.signedDate ?? now)
+        let stored = try await sql.select().column("state_signed_date_ms").from("subscription_states")
+            .where("app_id", .equal, app).where("original_transaction_id", .equal, chain).first()
+            .map { try $0.decode(column: "state_signed_date_ms", as: Int64.self) }
+        if let stored, stored >= signed { return } // an older state arriving late changes nothing
+        let values: [any SQLExpression] = [
+            SQLBind(renewal.autoRenewStatus), SQLBind((renewal.isInBillingRetryPeriod ?? false) ? 1 : 0),
+            SQLBind(renewal.gracePeriodExpiresDate.map(milliseconds)), SQLBind(signed),
+        ]
+        if stored == nil {
+            try await sql.insert(into: "subscription_states")
+                .columns("app_id", "original_transaction_id", "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "state_signed_date_ms")
+                .values([SQLBind(app), SQLBind(chain)] + values)
+                .run()
+        } else {
+            try await sql.update("subscription_states")
+                .set("auto_renew_status", to: values[0]).set("in_billing_retry", to: values[1])
+                .set("grace_period_expires_ms", to: values[2]).set("state_signed_date_ms", to: values[3])
+                .where("app_id", .equal, app).where("original_transaction_id", .equal, chain).run()
+        }
+    }
+
+    /// The renewal states of the chains a user owns.
+    static func subscriptionStatuses(_ sql: any SQLDatabase, app: String, user: String) async throws -> [SubscriptionStatus] {
+        try await sql.select()
+            .columns(["original_transaction_id", "auto_renew_status", "in_billing_retry", "grace_period_expires_ms"].map { SQLColumn($0, table: "s") })
+            .from(SQLAlias(SQLIdentifier("subscription_states"), as: SQLIdentifier("s")))
+            .join(SQLAlias(SQLIdentifier("purchase_owners"), as: SQLIdentifier("o")), method: SQLJoinMethod.inner,
+                  on: SQLBinaryExpression(SQLColumn("original_transaction_id", table: "s"), .equal, SQLColumn("original_transaction_id", table: "o")))
+            .where(SQLColumn("app_id", table: "s"), .equal, SQLBind(app))
+            .where(SQLColumn("app_id", table: "o"), .equal, SQLBind(app))
+            .where(SQLColumn("app_user_id", table: "o"), .equal, SQLBind(user))
+            .all()
+            .map { row in
+                SubscriptionStatus(
+                    originalTransactionId: try row.decode(column: "original_transaction_id", as: String.self),
+                    willRenew: (try row.decode(column: "auto_renew_status", as: Int?.self) ?? 1) == 1,
+                    gracePeriodExpiresDate: try row.decode(column: "grace_period_expires_ms", as: Int64?.self).map(date),
+                    isInBillingRetry: try row.decode(column: "in_billing_retry", as: Int.self) != 0
+                )
+            }
+    }
+}
