@@ -158,6 +158,7 @@ struct ReceiptTests {
                 ("u\u{0}1", good, nil, .invalidAppUserId),
                 ("u1", good, harness.app.secretApiKeys[0], .wrongKeyKind),
                 ("u1", good, "cs_pub_unknown", .invalidAPIKey),
+                ("u1", String(repeating: "a", count: 70_000), nil, .bodyTooLarge),
             ]
             for (user, jws, key, code) in cases {
                 let result = try await harness.post(user: user, jws: jws, key: key)

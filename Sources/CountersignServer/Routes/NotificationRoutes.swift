@@ -21,10 +21,9 @@ struct NotificationRoutes: Sendable {
         router.post("/v1/notifications/apple") { request, context in
             var request = request
             let data: Data
-            do {
-                data = Data(try await request.collectBody(upTo: context.maxUploadSize).readableBytesView)
-            } catch {
-                return ErrorAnswer.response(APIError(.bodyTooLarge, "request body is larger than \(context.maxUploadSize) bytes"))
+            switch await request.collectBody(context: context) {
+            case .success(let collected): data = collected
+            case .failure(let error): return ErrorAnswer.response(error)
             }
             do {
                 guard let body = try? JSONDecoder().decode(Body.self, from: data) else {

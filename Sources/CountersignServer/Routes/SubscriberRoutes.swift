@@ -55,10 +55,9 @@ struct SubscriberRoutes: Sendable {
         router.post("/v1/receipts") { request, context in
             var request = request
             let body: Data
-            do {
-                body = Data(try await request.collectBody(upTo: context.maxUploadSize).readableBytesView)
-            } catch {
-                return ErrorAnswer.response(APIError(.bodyTooLarge, "request body is larger than \(context.maxUploadSize) bytes"))
+            switch await request.collectBody(context: context) {
+            case .success(let collected): body = collected
+            case .failure(let error): return ErrorAnswer.response(error)
             }
             let endpoint = SignedEndpoint(authenticated: true, postParamKeys: Self.receiptParamKeys)
             return try await authenticated(request, context, endpoint: endpoint, body: body) { app in
