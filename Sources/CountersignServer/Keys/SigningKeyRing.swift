@@ -66,7 +66,8 @@ public final class SigningKeyRing: @unchecked Sendable {
         let replacement: IntermediateSigningKey?
         switch mode {
         case .managed(let dataDirectory):
-            let root = try Self.loadOrCreateRoot(in: dataDirectory, logger: logger)
+            // Never create a root here: a vanished root must stop rotation, not replace the pinned one.
+            let root = try KeyFile.loadRoot(from: Self.keysDirectory(dataDirectory).appendingPathComponent("root.key"))
             replacement = try Self.newestManagedIntermediate(root: root, dataDirectory: dataDirectory, now: date, logger: logger)
         case .offline(let directory):
             replacement = try Self.newestValid(in: directory, now: date)
