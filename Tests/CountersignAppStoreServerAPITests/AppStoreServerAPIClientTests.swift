@@ -158,7 +158,7 @@ struct AppStoreServerAPIClientTests {
     @Test("the bearer token carries Apple's claims and header, and is reused until near expiry")
     func tokenClaims() async throws {
         let start = Date(timeIntervalSince1970: 1_767_225_600)
-        let clock = TestClock(start)
+        let clock = ManualClock(start)
         let source = try await AppStoreServerAPITokenSource(
             privateKeyPEM: apiKey.pemRepresentation, keyId: "TESTKEY123", issuerId: "issuer", bundleId: Self.bundleId,
             lifetime: 1_200, now: { clock.now }
@@ -187,17 +187,6 @@ struct AppStoreServerAPIClientTests {
         #expect(AppStoreServerAPIClient.retryAfterSeconds("120") == 120)
         #expect(AppStoreServerAPIClient.retryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0)
         #expect(AppStoreServerAPIClient.retryAfterSeconds("soon") == nil)
-    }
-}
-
-/// A clock a test moves by hand.
-final class TestClock: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Date
-    init(_ start: Date) { value = start }
-    var now: Date {
-        get { lock.withLock { value } }
-        set { lock.withLock { value = newValue } }
     }
 }
 

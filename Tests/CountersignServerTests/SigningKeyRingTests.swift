@@ -1,21 +1,12 @@
 import CountersignCore
 @testable import CountersignServer
+import CountersignTesting
 import Foundation
 import Logging
 import Testing
 
 @Suite("Signing key ring")
 struct SigningKeyRingTests {
-    final class Clock: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value: Date
-        init(_ start: Date) { value = start }
-        var now: Date {
-            get { lock.withLock { value } }
-            set { lock.withLock { value = newValue } }
-        }
-    }
-
     static func temporaryDirectory() throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-keys-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
@@ -26,7 +17,7 @@ struct SigningKeyRingTests {
     func managedRotation() throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let clock = Clock(Date(timeIntervalSince1970: 1_767_225_600))
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_767_225_600))
         let ring = try SigningKeyRing(mode: .managed(dataDirectory: directory), now: { clock.now }, logger: Logger(label: "test"))
         let first = ring.currentSigner.key.certificate
         try ring.rotateIfNeeded()
