@@ -1,5 +1,6 @@
 import CountersignCore
 import Crypto
+import CountersignTesting
 import Foundation
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 struct KeysCommandTests {
     @Test("keys root writes a 0600 root.key and prints its public key as the last line")
     func root() throws {
-        let directory = try CLIRunner.temporaryDirectory()
+        let directory = try makeTemporaryDirectory("countersign-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
         let out = directory.appendingPathComponent("new/dir")
         let result = try CLIRunner.run(["keys", "root", "--out", out.path])
@@ -25,7 +26,7 @@ struct KeysCommandTests {
 
     @Test("keys intermediate issues a key another Ed25519 implementation accepts; keys show prints key and expiry")
     func intermediate() throws {
-        let directory = try CLIRunner.temporaryDirectory()
+        let directory = try makeTemporaryDirectory("countersign-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
         #expect(try CLIRunner.run(["keys", "root", "--out", directory.path]).status == 0)
         let rootFile = directory.appendingPathComponent("root.key")
@@ -100,7 +101,7 @@ struct KeysCommandTests {
 
     @Test("malformed key files are one error line naming the problem")
     func malformedKeyFile() throws {
-        let directory = try CLIRunner.temporaryDirectory()
+        let directory = try makeTemporaryDirectory("countersign-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("bad.key")
         try Data(#"{"privateKey":"AAAA","publicKey":"AAAA"}"#.utf8).write(to: file)

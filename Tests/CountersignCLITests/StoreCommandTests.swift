@@ -1,3 +1,4 @@
+import CountersignTesting
 import Foundation
 import Testing
 
@@ -5,7 +6,7 @@ import Testing
 struct StoreCommandTests {
     @Test("store purchase mints a JWS that store verify accepts with the deployment's root, printing its payload")
     func purchaseThenVerify() throws {
-        let directory = try CLIRunner.temporaryDirectory()
+        let directory = try makeTemporaryDirectory("countersign-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
         let minted = try CLIRunner.run(["store", "purchase", "--data-dir", directory.path, "--product", "lifetime", "--app-user-id", "u1"])
         #expect(minted.status == 0, "\(minted.stderr)")
@@ -43,7 +44,7 @@ struct StoreCommandTests {
 
     @Test("store verify on malformed input says INVALID_JWT_FORMAT; unknown products and missing files are errors")
     func badInput() throws {
-        let directory = try CLIRunner.temporaryDirectory()
+        let directory = try makeTemporaryDirectory("countersign-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("bad.jws")
         try Data("a.b.c".utf8).write(to: file)

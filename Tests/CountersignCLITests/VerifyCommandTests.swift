@@ -15,7 +15,7 @@ struct VerifyCommandTests {
         var response: URL { directory.appendingPathComponent("response.http") }
 
         init(body: Data? = nil, signature: String? = nil, responseText: String? = nil) throws {
-            directory = try CLIRunner.temporaryDirectory()
+            directory = try makeTemporaryDirectory("countersign-cli")
             let exchange = SampleExchange.make()
             let request = """
                 GET \(exchange.request.path) HTTP/1.1\r

@@ -6,15 +6,10 @@ import Testing
 
 @Suite("Key files")
 struct KeyFileTests {
-    static func temporaryDirectory() throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-keys-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        return url
-    }
 
     @Test("root and intermediate files round trip, are 0600, and the intermediate checks against its root")
     func roundTrip() throws {
-        let directory = try Self.temporaryDirectory()
+        let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let root = RootSigningKey()
         let rootFile = directory.appendingPathComponent("root.key")

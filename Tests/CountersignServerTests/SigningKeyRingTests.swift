@@ -7,15 +7,10 @@ import Testing
 
 @Suite("Signing key ring")
 struct SigningKeyRingTests {
-    static func temporaryDirectory() throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-keys-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        return url
-    }
 
     @Test("managed mode issues a new intermediate when 7 days or less are left, under the same root")
     func managedRotation() throws {
-        let directory = try Self.temporaryDirectory()
+        let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let clock = ManualClock(Date(timeIntervalSince1970: 1_767_225_600))
         let ring = try SigningKeyRing(mode: .managed(dataDirectory: directory), now: { clock.now }, logger: Logger(label: "test"))
@@ -35,7 +30,7 @@ struct SigningKeyRingTests {
 
     @Test("offline mode refuses to start without a valid intermediate and signs with the newest valid one")
     func offline() throws {
-        let directory = try Self.temporaryDirectory()
+        let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let now = Date(timeIntervalSince1970: 1_767_225_600)
         #expect(throws: ConfigurationError.self) {
