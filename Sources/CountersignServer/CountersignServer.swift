@@ -15,6 +15,9 @@ public struct ServerConfiguration: Sendable {
     public var intermediatesDirectory: URL?
     /// Nil: SQLite in the data directory.
     public var database: DatabaseLocation?
+    /// The apps' configuration; nil: `countersign.json` in the data directory (written with the
+    /// demo app on first start). A given file must exist.
+    public var configurationFile: URL?
 
     public init(dataDirectory: URL) {
         self.dataDirectory = dataDirectory
@@ -32,6 +35,9 @@ public struct CountersignServer: Sendable {
     /// Each app's signed-data verifier: Apple's root for Production and Sandbox, the deployment's
     /// test store root for TestStore, as far as the app lists those environments.
     public let verifiers: [String: SignedDataVerifier]
+    /// The deployment's test store, when an app lists TestStore.
+    public let testStore: TestStoreCA?
+    public let metrics = ServerMetrics()
     public let logger: Logger
 
     /// Prepares a data directory (the default configuration on first start, the signing keys,
@@ -41,7 +47,9 @@ public struct CountersignServer: Sendable {
         self.logger = logger
         let directory = configuration.dataDirectory
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        if let existing = try DeploymentConfiguration.load(fromDataDirectory: directory) {
+        if let file = configuration.configurationFile {
+            deployment = try DeploymentConfiguration.load(from: file)
+        } else if let existing = try DeploymentConfiguration.load(fromDataDirectory: directory) {
             deployment = existing
         } else {
             deployment = DeploymentConfiguration(apps: [.makeDemo()])
@@ -52,12 +60,12 @@ public struct CountersignServer: Sendable {
             ?? .managed(dataDirectory: directory)
         keys = try SigningKeyRing(mode: mode, logger: logger)
         try keys.rotateIfNeeded()
-        verifiers = try Self.makeVerifiers(for: deployment, dataDirectory: directory)
+        (verifiers, testStore) = try Self.makeVerifiers(for: deployment, dataDirectory: directory)
         database = try await Database.open(configuration.database ?? .embedded(in: directory), logger: logger)
         store = PurchaseStore(database: database)
     }
 
-    static func makeVerifiers(for deployment: DeploymentConfiguration, dataDirectory: URL) throws -> [String: SignedDataVerifier] {
+    static func makeVerifiers(for deployment: DeploymentConfiguration, dataDirectory: URL) throws -> ([String: SignedDataVerifier], TestStoreCA?) {
         var testStore: TestStoreCA?
         var verifiers: [String: SignedDataVerifier] = [:]
         for app in deployment.apps {
@@ -82,18 +90,27 @@ public struct CountersignServer: Sendable {
                 throw ConfigurationError("app '\(app.id)': \(error)")
             }
         }
-        return verifiers
+        return (verifiers, testStore)
     }
 
     public func makeRouter() -> Router<ServerRequestContext> {
         let router = Router(context: ServerRequestContext.self)
-        let signing = ResponseSigning(keys: keys)
+        router.add(middleware: RequestObservation(metrics: metrics))
+        let signing = ResponseSigning(keys: keys, metrics: metrics)
+        let authentication = APIKeyAuthentication(deployment: deployment)
+        let now: @Sendable () -> Date = { Date() }
         router.addHealthRoutes(signing: signing)
-        SubscriberRoutes(
-            signing: signing, authentication: APIKeyAuthentication(deployment: deployment), store: store,
-            verifiers: verifiers, now: { Date() }
+        PublicRoutes(
+            signing: signing, authentication: authentication, store: store, verifiers: verifiers, testStore: testStore,
+            metrics: metrics, now: now
         ).add(to: router)
-        NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, now: { Date() }).add(to: router)
+        NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, now: now).add(to: router)
+        AdminRoutes(authentication: authentication, store: store, keys: keys, now: now).add(to: router)
+        DiagnosticsRoutes(authentication: authentication, store: store, metrics: metrics, now: now).add(to: router)
+        router.get("/metrics") { _, _ in
+            let text = metrics.exposition(keyExpiresIn: keys.daysUntilExpiry * 86_400)
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(bytes: text)))
+        }
         return router
     }
 

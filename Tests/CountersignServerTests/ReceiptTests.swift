@@ -69,11 +69,13 @@ struct ReceiptTests {
     }
 
     static func withHarness(
-        _ kind: TestDatabaseKind, transferBehavior: AppConfiguration.TransferBehavior = .transfer, _ body: @Sendable @escaping (Harness) async throws -> Void
+        _ kind: TestDatabaseKind, transferBehavior: AppConfiguration.TransferBehavior = .transfer, environments: [String]? = nil,
+        _ body: @Sendable @escaping (Harness) async throws -> Void
     ) async throws {
         try await FreshDatabase.with(kind) { location, directory in
             var app = AppConfiguration.makeDemo()
             app.transferBehavior = transferBehavior
+            if let environments { app.environments = environments }
             try DeploymentConfiguration(apps: [app]).save(toDataDirectory: directory)
             var configuration = ServerConfiguration(dataDirectory: directory)
             configuration.port = 0
@@ -81,7 +83,7 @@ struct ReceiptTests {
             var logger = Logger(label: "test")
             logger.logLevel = .error
             let server = try await CountersignServer(configuration: configuration, logger: logger)
-            let ca = try TestStoreCA.load(from: directory.appendingPathComponent("test-store"))
+            let ca = try TestStoreCA.loadOrCreate(in: directory.appendingPathComponent("test-store"), name: "test")
             let configuredApp = app
             try await server.makeApplication().test(.live) { client in
                 try await body(Harness(server: server, client: client, app: configuredApp, ca: ca))
@@ -92,6 +94,14 @@ struct ReceiptTests {
 
     static func entitlement(_ json: [String: Any], _ id: String) -> [String: Any]? {
         ((json["subscriber"] as? [String: Any])?["entitlements"] as? [String: Any])?[id] as? [String: Any]
+    }
+
+    /// Whether the CustomerInfo lists `id` as active at its own request date (RevenueCat's rule:
+    /// entitlements stay listed after they end, with their end date).
+    static func isActive(_ json: [String: Any], _ id: String) -> Bool {
+        guard let entitlement = entitlement(json, id), let requestDate = json["request_date_ms"] as? Int64 ?? (json["request_date_ms"] as? Int).map(Int64.init) else { return false }
+        guard let expires = entitlement["expires_date"] as? String else { return true }
+        return WireDate.parse(expires).map { Int64($0.timeIntervalSince1970 * 1000) > requestDate } ?? false
     }
 
     @Test("post a pro_monthly purchase: new, then already recorded (one row), then transferred to u2", arguments: TestDatabaseKind.available)

@@ -1,4 +1,5 @@
 import Foundation
+import CountersignCore
 
 extension TestStoreCA {
     /// What to put in a minted test-store transaction.
@@ -51,5 +52,17 @@ extension TestStoreCA {
     /// A 16-digit numeric id, shaped like Apple's transaction ids.
     static func makeTransactionId() -> String {
         String(UInt64.random(in: 1_000_000_000_000_000...9_999_999_999_999_999))
+    }
+}
+
+extension AppConfiguration.ProductKind {
+    /// The App Store product type of a configured product kind.
+    public var appStoreType: ProductType {
+        switch self {
+        case .autoRenewable: .autoRenewable
+        case .nonRenewing: .nonRenewing
+        case .nonConsumable: .nonConsumable
+        case .consumable: .consumable
+        }
     }
 }

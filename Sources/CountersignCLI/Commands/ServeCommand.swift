@@ -28,8 +28,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Offline key mode: sign with the intermediates in this directory instead of a managed root.")
     var intermediates: String?
 
-    @Option(help: "postgres://user:password@host:5432/db, or an SQLite file (default: DATA/countersign.sqlite).")
+    @Option(help: "postgres://user:password@host:5432/db, or an SQLite file (default: DATA/countersign.sqlite; env COUNTERSIGN_DATABASE_URL).")
     var database: String?
+
+    @Option(help: "The apps' configuration file (default: DATA/countersign.json, written with the demo app on first start).")
+    var config: String?
 
     func run() async throws {
         LoggingSystem.bootstrap { label in
@@ -42,7 +45,9 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         configuration.intermediatesDirectory = intermediates.map { URL(fileURLWithPath: $0) }
-        if let database {
+        configuration.configurationFile = config.map { URL(fileURLWithPath: $0) }
+        // A database URL holds a password: the environment keeps it out of `ps`.
+        if let database = database ?? ProcessInfo.processInfo.environment["COUNTERSIGN_DATABASE_URL"] {
             configuration.database = try CLIError.wrapping("--database") { try DatabaseLocation(argument: database) }
         }
         let server: CountersignServer

@@ -135,14 +135,3 @@ struct StoreCommand: ParsableCommand {
         }
     }
 }
-
-extension AppConfiguration.ProductKind {
-    var appStoreType: ProductType {
-        switch self {
-        case .autoRenewable: .autoRenewable
-        case .nonRenewing: .nonRenewing
-        case .nonConsumable: .nonConsumable
-        case .consumable: .consumable
-        }
-    }
-}

@@ -135,6 +135,12 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
     public static func load(fromDataDirectory directory: URL) throws -> DeploymentConfiguration? {
         let url = directory.appendingPathComponent(fileName)
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        return try load(from: url)
+    }
+
+    /// The configuration in a file that must exist.
+    public static func load(from url: URL) throws -> DeploymentConfiguration {
+        guard FileManager.default.fileExists(atPath: url.path) else { throw ConfigurationError("\(url.path): no such configuration file") }
         do {
             return try JSONDecoder().decode(DeploymentConfiguration.self, from: Data(contentsOf: url))
         } catch let error as DecodingError {

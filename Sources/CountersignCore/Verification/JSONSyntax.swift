@@ -5,10 +5,10 @@ import Foundation
 /// The verifier only needs to know that a body is well-formed JSON of the promised kind; a
 /// byte scanner does that in a fraction of the time of a full parse. Leading and trailing JSON
 /// whitespace (including the trailing newline servers commonly send) is allowed.
-enum JSONSyntax {
-    enum TopLevel { case object, anyValue }
+public enum JSONSyntax {
+    public enum TopLevel: Sendable { case object, anyValue }
 
-    static func isValid(_ data: Data, topLevel: TopLevel) -> Bool {
+    public static func isValid(_ data: Data, topLevel: TopLevel) -> Bool {
         data.withUnsafeBytes { raw in
             var scanner = Scanner(bytes: raw.bindMemory(to: UInt8.self))
             scanner.skipWhitespace()

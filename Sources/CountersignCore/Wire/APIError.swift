@@ -15,6 +15,8 @@ public struct APIError: Error, Codable, Hashable, Sendable, CustomStringConverti
 /// without echoing secrets or raw input.
 public enum APIErrorCode: Int, Sendable, CaseIterable {
     // 400
+    /// The request could not be read at all (bad framing, bad encoding).
+    case malformedRequest = 4000
     case malformedNonce = 4001
     case postParamsHashMismatch = 4002
     case headersHashMismatch = 4003
@@ -27,11 +29,16 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     case wrongKeyKind = 4103
     // 404 / 409 / 422: purchases
     case notFound = 4404
+    case methodNotAllowed = 4405
     case invalidAppUserId = 4006
     case invalidStoreSignature = 4201
     case wrongApp = 4202
     case wrongEnvironment = 4203
     case unknownProduct = 4204
+    /// A promotional grant names an entitlement no product of the app unlocks.
+    case unknownEntitlement = 4205
+    /// The app does not list the TestStore environment, so it cannot mint test purchases.
+    case testStoreNotEnabled = 4206
     case purchaseOwnedByAnotherUser = 4209
     case purchaseBoundToAnotherUser = 4210
     // 500
@@ -39,13 +46,14 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
 
     public var httpStatus: Int {
         switch self {
-        case .malformedNonce, .postParamsHashMismatch, .headersHashMismatch, .malformedJSON, .invalidField, .invalidAppUserId: 400
-        case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct: 422
+        case .malformedRequest, .malformedNonce, .postParamsHashMismatch, .headersHashMismatch, .malformedJSON, .invalidField, .invalidAppUserId: 400
+        case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement: 422
         case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: 409
         case .bodyTooLarge: 413
         case .missingAPIKey, .invalidAPIKey: 401
-        case .wrongKeyKind: 403
+        case .wrongKeyKind, .testStoreNotEnabled: 403
         case .notFound: 404
+        case .methodNotAllowed: 405
         case .internalError: 500
         }
     }

@@ -32,4 +32,14 @@ public struct APIKeyAuthentication: Sendable {
         }
         throw APIError(.invalidAPIKey, "unknown API key")
     }
+
+    /// The app whose secret key the request carries.
+    public func secretApp(_ request: Request) throws(APIError) -> AppConfiguration {
+        let key = try Self.bearer(request)
+        if let app = deployment.apps.first(where: { $0.secretApiKeys.contains(key) }) { return app }
+        if deployment.apps.contains(where: { $0.publicApiKeys.contains(key) }) {
+            throw APIError(.wrongKeyKind, "a public key cannot be used on the admin API; use a secret key")
+        }
+        throw APIError(.invalidAPIKey, "unknown API key")
+    }
 }

@@ -10,10 +10,12 @@ import Hummingbird
 /// `X-Post-Params-Hash` / `X-Headers-Hash` that does not match what arrived is a 400.
 public struct ResponseSigning: Sendable {
     public let keys: SigningKeyRing
+    public let metrics: ServerMetrics?
     public let now: @Sendable () -> Date
 
-    public init(keys: SigningKeyRing, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(keys: SigningKeyRing, metrics: ServerMetrics? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
         self.keys = keys
+        self.metrics = metrics
         self.now = now
     }
 
@@ -49,9 +51,11 @@ public struct ResponseSigning: Sendable {
             }
         }
         let requestTime = String(Int64((now().timeIntervalSince1970 * 1000).rounded(.down)))
+        let signingStart = ContinuousClock.now
         let signature = try keys.currentSigner.signature(
             request: parts, response: SignedResponseParts(requestTime: requestTime, etag: etag, body: answer.body)
         )
+        metrics?.recordSigning(ContinuousClock.now - signingStart)
         var headers: HTTPFields = [
             SignatureHeader.signature: signature,
             SignatureHeader.requestTime: requestTime,

@@ -90,6 +90,18 @@ enum Migrations {
             """,
             "CREATE INDEX promotional_grants_by_user ON promotional_grants (app_id, app_user_id)",
         ]),
+        Migration(version: 2, name: "verification failure telemetry", statements: [
+            """
+            CREATE TABLE verification_failures (
+                app_id TEXT NOT NULL,
+                day TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                mode TEXT NOT NULL,
+                failure_count BIGINT NOT NULL,
+                PRIMARY KEY (app_id, day, reason, mode)
+            )
+            """,
+        ]),
     ]
 
     static func run(on database: Database, migrations: [Migration] = all) async throws {

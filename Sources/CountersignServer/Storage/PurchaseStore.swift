@@ -175,7 +175,9 @@ public struct PurchaseStore: Sendable {
             return record
         }
         let statuses = try await subscriptionStatuses(sql, app: app.id, user: user)
-        return EntitlementRules.evaluate(purchases: purchases, statuses: statuses, products: app.products, at: now)
+        // One chain only (may it move?): promotional grants are not the chain's.
+        let grants = onlyChain == nil ? try await grants(sql, app: app.id, user: user) : []
+        return EntitlementRules.evaluate(purchases: purchases, statuses: statuses, grants: grants, products: app.products, at: now)
     }
 }
 

@@ -1,0 +1,74 @@
+import CountersignCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// Runs around every route: gives the request an id (the caller's `X-Request-Id` when it is a
+/// sane token, else a fresh one), puts it in every log line of the request and in the answer,
+/// turns routing errors into the JSON error shape, logs one line per request and counts it in
+/// the metrics.
+struct RequestObservation: RouterMiddleware {
+    typealias Context = ServerRequestContext
+    static let requestIdHeader = HTTPField.Name("X-Request-Id")!
+
+    let metrics: ServerMetrics
+
+    func handle(_ request: Request, context: ServerRequestContext, next: (Request, ServerRequestContext) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
+        let id = request.headers[Self.requestIdHeader].flatMap(Self.acceptableId) ?? Self.newId()
+        var context = context
+        context.logger[metadataKey: "request_id"] = "\(id)"
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch let error as HTTPError {
+            response = ErrorAnswer.response(Self.apiError(for: error))
+        } catch {
+            context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
+            response = ErrorAnswer.response(APIError(.internalError, "internal error; the server log has the details"))
+        }
+        response.headers[Self.requestIdHeader] = id
+        let duration = ContinuousClock.now - start
+        let route = context.endpointPath ?? "unmatched"
+        metrics.recordRequest(route: route, method: request.method.rawValue, status: Int(response.status.code), duration: duration)
+        context.logger.info("request", metadata: [
+            "method": "\(request.method.rawValue)",
+            "route": "\(route)",
+            "status": "\(response.status.code)",
+            "duration_ms": "\(String(format: "%.2f", Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000))",
+        ])
+        return response
+    }
+
+    /// Hummingbird's own errors (no route, wrong method, unreadable request) in our error shape.
+    static func apiError(for error: HTTPError) -> APIError {
+        switch error.status {
+        case .notFound: APIError(.notFound, "no such endpoint")
+        case .methodNotAllowed: APIError(.methodNotAllowed, "this endpoint does not accept that method")
+        case .contentTooLarge: APIError(.bodyTooLarge, "request body is too large")
+        case .internalServerError: APIError(.internalError, "internal error; the server log has the details")
+        default: APIError(.malformedRequest, "the request could not be read (\(error.status.code))")
+        }
+    }
+
+    /// 1 to 64 characters of letters, digits, `-`, `_`, `.`: nothing that could forge a log line.
+    static func acceptableId(_ value: String) -> String? {
+        guard (1...64).contains(value.utf8.count),
+              value.utf8.allSatisfy({ $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".") })
+        else { return nil }
+        return value
+    }
+
+    static func newId() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<8).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &generator)) }.joined()
+    }
+}
+
+extension UInt8 {
+    var isASCIIAlphanumeric: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self)
+            || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self)
+    }
+}

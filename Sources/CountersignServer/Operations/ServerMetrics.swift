@@ -1,0 +1,72 @@
+import Foundation
+import Prometheus
+
+/// The server's metrics, in its own Prometheus registry (one per server, so several servers in
+/// one process, as in tests, never mix their counts). `GET /metrics` emits them as text.
+public final class ServerMetrics: Sendable {
+    public let registry = PrometheusCollectorRegistry()
+    private let signingTime: DurationHistogram
+    private let keyExpiry: Gauge
+
+    private static let latencyBuckets: [Duration] = [
+        .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2.5),
+        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+        .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
+    ]
+
+    public init() {
+        signingTime = registry.makeDurationHistogram(
+            descriptor: Self.name("response_signing", unit: "seconds", help: "Time to sign one answer (message assembly and Ed25519)."),
+            buckets: [.microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100), .microseconds(250),
+                      .microseconds(500), .milliseconds(1), .milliseconds(5)]
+        )
+        keyExpiry = registry.makeGauge(
+            descriptor: Self.name("intermediate_key_expiry", unit: "seconds", help: "Seconds until the signing intermediate key expires.")
+        )
+    }
+
+    static func name(_ metric: String, unit: String, help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "countersign", metricName: metric, unitName: unit, helpText: help)
+    }
+
+    /// One answered request: `route` is the matched route pattern (never the raw path, so user
+    /// ids do not become label values).
+    func recordRequest(route: String, method: String, status: Int, duration: Duration) {
+        let labels = [("route", route), ("method", method), ("status", String(status))]
+        registry.makeCounter(
+            descriptor: Self.name("http_requests", unit: "total", help: "Answered requests by route, method and status."), labels: labels
+        ).increment()
+        registry.makeDurationHistogram(
+            descriptor: Self.name("http_request_duration", unit: "seconds", help: "Request latency by route."),
+            labels: [("route", route)], buckets: Self.latencyBuckets
+        ).record(duration)
+    }
+
+    func recordSigning(_ duration: Duration) {
+        signingTime.record(duration)
+    }
+
+    /// Verification failures that SDKs reported, by app and reason.
+    func recordReportedFailures(app: String, reason: String, mode: String, count: Int) {
+        registry.makeCounter(
+            descriptor: Self.name("verification_failures_reported", unit: "total",
+                                  help: "Signature verification failures reported by SDKs, by app, reason and mode."),
+            labels: [("app", app), ("reason", reason), ("mode", mode)]
+        ).increment(by: Int64(count))
+    }
+
+    /// Purchases posted, by outcome (`new`, `already_recorded`, `transferred`, `bound_to_another_user`,
+    /// or the error code of a refusal).
+    func recordPurchase(app: String, outcome: String) {
+        registry.makeCounter(
+            descriptor: Self.name("purchases", unit: "total", help: "Posted purchases by app and outcome."),
+            labels: [("app", app), ("outcome", outcome)]
+        ).increment()
+    }
+
+    /// The metrics as Prometheus text, with the key expiry gauge brought up to date.
+    func exposition(keyExpiresIn seconds: Double) -> [UInt8] {
+        keyExpiry.set(seconds)
+        return registry.emitToBuffer()
+    }
+}

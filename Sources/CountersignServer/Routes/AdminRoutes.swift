@@ -1,0 +1,269 @@
+import CountersignCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// `/v1/admin/...`: for the app's own backend, with a secret API key. Answers are not signed
+/// (they never reach a device) and never create customers as a side effect of reading.
+///
+/// - `GET /v1/admin/customers/{id}`: the customer, their entitlements, transactions and grants.
+/// - `GET /v1/admin/customers/{id}/customer_info`: the CustomerInfo the app would see, unsigned.
+/// - `POST /v1/admin/customers/{id}/entitlements/{entitlement}/promotional`: grant, body
+///   `{"duration": "weekly"}` (or another ``PromotionalDuration``) or `{"end_time_ms": N}`.
+/// - `POST /v1/admin/customers/{id}/entitlements/{entitlement}/revoke_promotionals`.
+/// - `DELETE /v1/admin/customers/{id}`.
+/// - `GET /v1/admin/keys`: the signing key's status.
+/// - `GET /v1/admin/diagnostics/verification_failures?days=N`: SDK-reported failure counts.
+struct AdminRoutes: Sendable {
+    let authentication: APIKeyAuthentication
+    let store: PurchaseStore
+    let keys: SigningKeyRing
+    let now: @Sendable () -> Date
+
+    /// Promotional durations, as RevenueCat names them.
+    enum PromotionalDuration: String, CaseIterable {
+        case daily, threeDay = "three_day", weekly, twoWeek = "two_week", monthly, twoMonth = "two_month"
+        case threeMonth = "three_month", sixMonth = "six_month", yearly, lifetime
+
+        func end(from start: Date) -> Date? {
+            let calendar = Calendar(identifier: .gregorian)
+            let (component, value): (Calendar.Component, Int)
+            switch self {
+            case .daily: (component, value) = (.day, 1)
+            case .threeDay: (component, value) = (.day, 3)
+            case .weekly: (component, value) = (.day, 7)
+            case .twoWeek: (component, value) = (.day, 14)
+            case .monthly: (component, value) = (.month, 1)
+            case .twoMonth: (component, value) = (.month, 2)
+            case .threeMonth: (component, value) = (.month, 3)
+            case .sixMonth: (component, value) = (.month, 6)
+            case .yearly: (component, value) = (.year, 1)
+            case .lifetime: return nil
+            }
+            return calendar.date(byAdding: component, value: value, to: start)
+        }
+    }
+
+    struct GrantRequest: Decodable {
+        var duration: String?
+        var endTimeMs: Int64?
+
+        enum CodingKeys: String, CodingKey {
+            case duration, endTimeMs = "end_time_ms"
+        }
+    }
+
+    struct KeyStatus: Encodable {
+        var mode: String
+        var rootPublicKey: String?
+        var intermediatePublicKey: String
+        var intermediateExpires: String
+        var intermediateDaysLeft: Double
+        var renewalWindowDays: Int
+
+        enum CodingKeys: String, CodingKey {
+            case mode, rootPublicKey = "root_public_key", intermediatePublicKey = "intermediate_public_key"
+            case intermediateExpires = "intermediate_expires", intermediateDaysLeft = "intermediate_days_left"
+            case renewalWindowDays = "renewal_window_days"
+        }
+    }
+
+    struct Deleted: Encodable {
+        var appUserId: String
+        var deleted: Bool
+
+        enum CodingKeys: String, CodingKey {
+            case appUserId = "app_user_id", deleted
+        }
+    }
+
+    struct FailureCounts: Encodable {
+        var appId: String
+        var days: Int
+        var counts: [PurchaseStore.FailureCount]
+
+        enum CodingKeys: String, CodingKey {
+            case appId = "app_id", days, counts
+        }
+    }
+
+    func add(to router: Router<ServerRequestContext>) {
+        let customer = "/v1/admin/customers/:app_user_id"
+        func path(_ suffix: String = "") -> RouterPath { RouterPath(customer + suffix) }
+        route(router, .get, path()) { app, _, context in
+            try await Self.json(try await existing(app: app, context: context))
+        }
+        route(router, .get, path("/customer_info")) { app, _, context in
+            try await Self.json(try await existing(app: app, context: context).customerInfo)
+        }
+        route(router, .post, path("/entitlements/:entitlement/promotional")) { app, request, context in
+            var request = request
+            let user = try Self.user(context)
+            let entitlement = try Self.entitlement(context, app: app)
+            let data = try await request.collectBody(context: context).get()
+            let grant = try JSONBody.decode(GrantRequest.self, from: data)
+            let start = now()
+            let expires: Date?
+            switch (grant.duration, grant.endTimeMs) {
+            case (let name?, nil):
+                guard let duration = PromotionalDuration(rawValue: name) else {
+                    throw APIError(.invalidField, "duration must be one of \(PromotionalDuration.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                expires = duration.end(from: start)
+            case (nil, let end?):
+                guard end > PurchaseStore.milliseconds(start) else { throw APIError(.invalidField, "end_time_ms must be in the future") }
+                expires = PurchaseStore.date(end)
+            default:
+                throw APIError(.invalidField, "give exactly one of duration and end_time_ms")
+            }
+            try await store.grantPromotional(app: app, user: user, entitlement: entitlement, expires: expires, now: start)
+            return try await Self.json(try await existing(app: app, context: context), status: .created)
+        }
+        route(router, .post, path("/entitlements/:entitlement/revoke_promotionals")) { app, _, context in
+            let user = try Self.user(context)
+            let entitlement = try Self.entitlement(context, app: app)
+            _ = try await existing(app: app, context: context)
+            _ = try await store.revokePromotionals(app: app, user: user, entitlement: entitlement, now: now())
+            return try await Self.json(try await existing(app: app, context: context))
+        }
+        route(router, .delete, path()) { app, _, context in
+            let user = try Self.user(context)
+            guard try await store.deleteCustomer(app: app, user: user, now: now()) else { throw Self.unknownCustomer }
+            context.logger.notice("customer deleted", metadata: ["app": "\(app.id)"])
+            return try await Self.json(Deleted(appUserId: user, deleted: true))
+        }
+        route(router, .get, "/v1/admin/keys") { _, _, _ in
+            let certificate = keys.currentSigner.key.certificate
+            let mode = switch keys.mode {
+            case .managed: "managed"
+            case .offline: "offline"
+            }
+            return try await Self.json(KeyStatus(
+                mode: mode,
+                rootPublicKey: keys.managedRootPublicKey?.rawRepresentation.base64EncodedString(),
+                intermediatePublicKey: certificate.publicKey.base64EncodedString(),
+                intermediateExpires: WireDate.format(certificate.expirationDate),
+                intermediateDaysLeft: (keys.daysUntilExpiry * 100).rounded(.down) / 100,
+                renewalWindowDays: Int(SigningKeyRing.renewalWindow / 86_400)
+            ))
+        }
+        route(router, .get, "/v1/admin/diagnostics/verification_failures") { app, request, _ in
+            let days: Int
+            if let text = request.uri.queryParameters.get("days") {
+                guard let value = Int(text), (1...366).contains(value) else { throw APIError(.invalidField, "days must be 1 to 366") }
+                days = value
+            } else {
+                days = 30
+            }
+            let counts = try await store.verificationFailures(app: app.id, days: days, now: now())
+            return try await Self.json(FailureCounts(appId: app.id, days: days, counts: counts))
+        }
+    }
+
+    static let unknownCustomer = APIError(.notFound, "no customer with that app user id")
+
+    private func existing(app: AppConfiguration, context: ServerRequestContext) async throws -> PurchaseStore.CustomerRecord {
+        guard let record = try await store.lookup(app: app, user: try Self.user(context), now: now()) else { throw Self.unknownCustomer }
+        return record
+    }
+
+    private static func user(_ context: ServerRequestContext) throws(APIError) -> String {
+        try PublicRoutes.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+    }
+
+    /// The entitlement in the path, which some product of the app must unlock.
+    private static func entitlement(_ context: ServerRequestContext, app: AppConfiguration) throws(APIError) -> String {
+        let raw = context.parameters.get("entitlement")?.removingPercentEncoding ?? ""
+        guard app.products.contains(where: { $0.entitlements.contains(raw) }) else {
+            throw APIError(.unknownEntitlement, "no product of app '\(app.id)' unlocks entitlement '\(raw.prefix(100))'")
+        }
+        return raw
+    }
+
+    private static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) async throws -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: try WireJSON.encode(value))))
+    }
+
+    /// An admin route: the secret key picks the app; API errors become JSON error answers.
+    private func route(
+        _ router: Router<ServerRequestContext>, _ method: HTTPRequest.Method, _ path: RouterPath,
+        handler: @escaping @Sendable (AppConfiguration, Request, ServerRequestContext) async throws -> Response
+    ) {
+        router.on(path, method: method) { request, context in
+            do {
+                let app = try authentication.secretApp(request)
+                return try await handler(app, request, context)
+            } catch let error as APIError {
+                return ErrorAnswer.response(error)
+            }
+        }
+    }
+}
+
+/// `POST /v1/diagnostics/verification_failures`: SDKs report the signature verification
+/// failures they saw, in batches. Counted by app, UTC day, reason and mode; nothing personal is
+/// stored (not even the app user id the report may carry).
+struct DiagnosticsRoutes: Sendable {
+    let authentication: APIKeyAuthentication
+    let store: PurchaseStore
+    let metrics: ServerMetrics
+    let now: @Sendable () -> Date
+
+    static let maximumBatch = 100
+    static let modes: Set<String> = ["disabled", "informational", "enforced"]
+
+    struct Report: Decodable {
+        struct Failure: Decodable {
+            var reason: String
+            var path: String
+            var mode: String
+            var sdkVersion: String?
+            var appUserId: String?
+            var count: Int?
+
+            enum CodingKeys: String, CodingKey {
+                case reason, path, mode, sdkVersion = "sdk_version", appUserId = "app_user_id", count
+            }
+        }
+
+        var failures: [Failure]
+    }
+
+    func add(to router: Router<ServerRequestContext>) {
+        router.post("/v1/diagnostics/verification_failures") { request, context in
+            var request = request
+            do {
+                let (app, _) = try authentication.publicApp(request)
+                let report = try JSONBody.decode(Report.self, from: try await request.collectBody(context: context).get())
+                let counts = try Self.validated(report)
+                try await store.addVerificationFailures(app: app.id, counts: counts, at: now())
+                for entry in counts {
+                    metrics.recordReportedFailures(app: app.id, reason: entry.reason, mode: entry.mode, count: entry.count)
+                }
+                return Response(status: .accepted, headers: [.contentType: "application/json"],
+                                body: .init(byteBuffer: ByteBuffer(bytes: try WireJSON.encode(["accepted": counts.count]))))
+            } catch let error as APIError {
+                return ErrorAnswer.response(error)
+            }
+        }
+    }
+
+    /// Checks every entry before anything is stored: a bad entry refuses the whole batch.
+    static func validated(_ report: Report) throws(APIError) -> [(reason: String, mode: String, count: Int)] {
+        guard (1...maximumBatch).contains(report.failures.count) else {
+            throw APIError(.invalidField, "failures must hold 1 to \(maximumBatch) entries")
+        }
+        return try report.failures.map { failure throws(APIError) in
+            guard (1...64).contains(failure.reason.utf8.count), failure.reason.utf8.allSatisfy(\.isASCIIAlphanumeric) else {
+                throw APIError(.invalidField, "reason must be 1 to 64 ASCII letters or digits")
+            }
+            guard modes.contains(failure.mode) else { throw APIError(.invalidField, "mode must be disabled, informational or enforced") }
+            guard failure.path.utf8.count <= 1024, (failure.sdkVersion?.utf8.count ?? 0) <= 64, (failure.appUserId?.utf8.count ?? 0) <= 256 else {
+                throw APIError(.invalidField, "path, sdk_version or app_user_id is too long")
+            }
+            let count = failure.count ?? 1
+            guard (1...10_000).contains(count) else { throw APIError(.invalidField, "count must be 1 to 10000") }
+            return (failure.reason, failure.mode, count)
+        }
+    }
+}

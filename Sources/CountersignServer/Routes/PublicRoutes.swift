@@ -1,0 +1,300 @@
+import CountersignAppStore
+import CountersignCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// The endpoints apps call with their public API key; every answer is signed (DESIGN 3).
+///
+/// - `GET /v1/subscribers/{app_user_id}`: CustomerInfo (cacheable: `X-ETag`, signed 304s).
+/// - `POST /v1/receipts`: record a purchase, answer CustomerInfo with `purchase_status`.
+/// - `POST /v1/subscribers/identify`: logIn; an anonymous user's purchases merge into the new one.
+/// - `GET /v1/subscribers/{app_user_id}/offerings`, `GET /v1/product_entitlement_mapping`: the
+///   catalogue, static and cacheable (the mapping is what the SDK computes offline entitlements with).
+/// - `POST /v1/test_store/purchases`: mint a test-store transaction, for apps that list TestStore.
+struct PublicRoutes: Sendable {
+    let signing: ResponseSigning
+    let authentication: APIKeyAuthentication
+    let store: PurchaseStore
+    let verifiers: [String: SignedDataVerifier]
+    let testStore: TestStoreCA?
+    let metrics: ServerMetrics
+    let now: @Sendable () -> Date
+
+    /// The body of `POST /v1/receipts`.
+    struct ReceiptRequest: Decodable {
+        static let paramKeys = ["app_user_id", "fetch_token"]
+        var appUserId: String
+        var fetchToken: String
+        var productId: String?
+
+        enum CodingKeys: String, CodingKey {
+            case appUserId = "app_user_id", fetchToken = "fetch_token", productId = "product_id"
+        }
+    }
+
+    /// The body of `POST /v1/subscribers/identify`.
+    struct IdentifyRequest: Decodable {
+        static let paramKeys = ["app_user_id", "new_app_user_id"]
+        var appUserId: String
+        var newAppUserId: String
+
+        enum CodingKeys: String, CodingKey {
+            case appUserId = "app_user_id", newAppUserId = "new_app_user_id"
+        }
+    }
+
+    /// The body of `POST /v1/test_store/purchases`.
+    struct TestPurchaseRequest: Decodable {
+        static let paramKeys = ["app_user_id", "product_id", "app_account_token"]
+        var appUserId: String
+        var productId: String
+        var appAccountToken: String?
+
+        enum CodingKeys: String, CodingKey {
+            case appUserId = "app_user_id", productId = "product_id", appAccountToken = "app_account_token"
+        }
+    }
+
+    /// CustomerInfo plus one more top-level field (`purchase_status`, `created`).
+    struct CustomerInfoAnswer<Extra: Encodable>: Encodable {
+        var customerInfo: SubscriberResponse
+        var extraKey: String
+        var extra: Extra
+
+        struct Key: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(customerInfo.requestDate, forKey: Key(stringValue: "request_date"))
+            try container.encode(customerInfo.requestDateMs, forKey: Key(stringValue: "request_date_ms"))
+            try container.encode(customerInfo.subscriber, forKey: Key(stringValue: "subscriber"))
+            try container.encode(extra, forKey: Key(stringValue: extraKey))
+        }
+    }
+
+    struct OfferingsAnswer: Encodable {
+        struct Offering: Encodable {
+            var identifier: String
+            var packages: [Package]
+        }
+
+        struct Package: Encodable {
+            var identifier: String
+            var platformProductIdentifier: String
+
+            enum CodingKeys: String, CodingKey {
+                case identifier, platformProductIdentifier = "platform_product_identifier"
+            }
+        }
+
+        var currentOfferingId: String?
+        var offerings: [Offering]
+
+        enum CodingKeys: String, CodingKey {
+            case currentOfferingId = "current_offering_id", offerings
+        }
+    }
+
+    struct MappingAnswer: Encodable {
+        struct Product: Encodable {
+            var productIdentifier: String
+            var entitlements: [String]
+
+            enum CodingKeys: String, CodingKey {
+                case productIdentifier = "product_identifier", entitlements
+            }
+        }
+
+        var productEntitlementMapping: [String: Product]
+
+        enum CodingKeys: String, CodingKey {
+            case productEntitlementMapping = "product_entitlement_mapping"
+        }
+    }
+
+    struct TestPurchaseAnswer: Encodable {
+        var signedTransaction: String
+        var transactionId: String
+        var productId: String
+
+        enum CodingKeys: String, CodingKey {
+            case signedTransaction = "signed_transaction", transactionId = "transaction_id", productId = "product_id"
+        }
+    }
+
+    func add(to router: Router<ServerRequestContext>) {
+        get(router, "/v1/subscribers/:app_user_id") { app, context in
+            let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+            return try SignedAnswer.json(try await store.customerInfo(app: app, user: user, now: now()), cacheable: true)
+        }
+        get(router, "/v1/subscribers/:app_user_id/offerings") { app, context in
+            _ = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+            let answer = OfferingsAnswer(
+                currentOfferingId: app.offerings.first(where: \.isCurrent)?.id,
+                offerings: app.offerings.map { offering in
+                    .init(identifier: offering.id, packages: offering.packages.map { .init(identifier: $0.id, platformProductIdentifier: $0.productId) })
+                }
+            )
+            return try SignedAnswer.json(answer, cacheable: true)
+        }
+        get(router, "/v1/product_entitlement_mapping") { app, _ in
+            let mapping = Dictionary(uniqueKeysWithValues: app.products.map { ($0.id, MappingAnswer.Product(productIdentifier: $0.id, entitlements: $0.entitlements)) })
+            return try SignedAnswer.json(MappingAnswer(productEntitlementMapping: mapping), cacheable: true)
+        }
+        post(router, "/v1/receipts", ReceiptRequest.self) { app, receipt in
+            let user = try Self.appUserId(receipt.appUserId, percentEncoded: false)
+            let status: PurchaseStatus
+            do {
+                let transaction = try await verify(receipt.fetchToken, app: app)
+                status = try await store.record(transaction, app: app, poster: user, now: now())
+            } catch let error as APIError {
+                metrics.recordPurchase(app: app.id, outcome: String(error.code))
+                throw error
+            }
+            metrics.recordPurchase(app: app.id, outcome: status.rawValue)
+            if status == .boundToAnotherUser {
+                throw APIError(.purchaseBoundToAnotherUser, "this purchase carries another user's app account token and stays with that user")
+            }
+            let info = try await store.customerInfo(app: app, user: user, now: now())
+            return try SignedAnswer.json(CustomerInfoAnswer(customerInfo: info, extraKey: "purchase_status", extra: status), cacheable: false)
+        }
+        post(router, "/v1/subscribers/identify", IdentifyRequest.self) { app, identify in
+            let current = try Self.appUserId(identify.appUserId, percentEncoded: false)
+            let new = try Self.appUserId(identify.newAppUserId, percentEncoded: false)
+            if PurchaseStore.isAnonymous(new) {
+                throw APIError(.invalidAppUserId, "new_app_user_id must be a real user id, not an anonymous one")
+            }
+            let time = now()
+            let created = try await store.identify(app: app, currentUser: current, newUser: new, now: time)
+            let info = try await store.customerInfo(app: app, user: new, now: time)
+            // 201 when the user is new, as RevenueCat answers logIn.
+            return try SignedAnswer.json(CustomerInfoAnswer(customerInfo: info, extraKey: "created", extra: created),
+                                         status: created ? .created : .ok, cacheable: false)
+        }
+        post(router, "/v1/test_store/purchases", TestPurchaseRequest.self) { app, request in
+            guard let testStore, app.environments.contains(AppStoreEnvironment.testStore.rawValue) else {
+                throw APIError(.testStoreNotEnabled, "app '\(app.id)' does not accept TestStore purchases")
+            }
+            _ = try Self.appUserId(request.appUserId, percentEncoded: false)
+            guard let product = app.product(request.productId) else {
+                throw APIError(.unknownProduct, "product '\(request.productId.prefix(100))' is not configured for app '\(app.id)'")
+            }
+            var token: UUID?
+            if let text = request.appAccountToken {
+                guard let uuid = UUID(uuidString: text) else { throw APIError(.invalidField, "app_account_token must be a UUID") }
+                token = uuid
+            }
+            let (jws, payload) = try testStore.mintTransaction(
+                .init(productId: product.id, type: product.type.appStoreType, bundleId: app.bundleId, appAccountToken: token, purchaseDate: now())
+            )
+            return try SignedAnswer.json(TestPurchaseAnswer(signedTransaction: jws, transactionId: payload.transactionId ?? "", productId: product.id), cacheable: false)
+        }
+    }
+
+    /// A signed GET: authenticated by the public key, the key bound into the signature.
+    private func get(
+        _ router: Router<ServerRequestContext>, _ path: RouterPath,
+        handler: @escaping @Sendable (AppConfiguration, ServerRequestContext) async throws -> SignedAnswer
+    ) {
+        router.get(path) { request, context in
+            try await authenticated(request, context, endpoint: SignedEndpoint(authenticated: true), body: nil) { app in
+                try await handler(app, context)
+            }
+        }
+    }
+
+    /// A signed POST of a JSON body: the body is collected (413 beyond the limit), checked
+    /// against `X-Post-Params-Hash` over `Body.paramKeys`, and decoded (400 naming the field).
+    private func post<Body: PostBody>(
+        _ router: Router<ServerRequestContext>, _ path: RouterPath, _ type: Body.Type,
+        handler: @escaping @Sendable (AppConfiguration, Body) async throws -> SignedAnswer
+    ) {
+        router.post(path) { request, context in
+            var request = request
+            let data: Data
+            switch await request.collectBody(context: context) {
+            case .success(let collected): data = collected
+            case .failure(let error): return ErrorAnswer.response(error)
+            }
+            let endpoint = SignedEndpoint(authenticated: true, postParamKeys: Body.paramKeys)
+            return try await authenticated(request, context, endpoint: endpoint, body: data) { app in
+                try await handler(app, try JSONBody.decode(Body.self, from: data))
+            }
+        }
+    }
+
+    private func authenticated(
+        _ request: Request, _ context: ServerRequestContext, endpoint: SignedEndpoint, body: Data?,
+        handler: @escaping (AppConfiguration) async throws -> SignedAnswer
+    ) async throws -> Response {
+        let app: AppConfiguration
+        let key: String
+        do {
+            (app, key) = try authentication.publicApp(request)
+        } catch {
+            return ErrorAnswer.response(error)
+        }
+        return try await signing.respond(to: request, context: context, endpoint: endpoint, body: body, apiKey: key) {
+            try await handler(app)
+        }
+    }
+
+    /// Verifies a signed transaction for `app`, mapping store errors to API errors.
+    private func verify(_ jws: String, app: AppConfiguration) async throws -> VerifiedTransaction {
+        guard let verifier = verifiers[app.id] else { throw APIError(.internalError, "no store verifier for app '\(app.id)'") }
+        let payload: TransactionPayload
+        do {
+            payload = try await verifier.verify(jws, as: TransactionPayload.self)
+        } catch {
+            switch error.errorClass {
+            case .invalidAppIdentifier: throw APIError(.wrongApp, "the transaction is for another app: \(error.reason)")
+            case .invalidEnvironment: throw APIError(.wrongEnvironment, "the transaction's environment is not accepted: \(error.reason)")
+            case .invalidJWTFormat, .invalidCertificate, .verificationFailure:
+                throw APIError(.invalidStoreSignature, "fetch_token is not a valid signed transaction (\(error.errorClass.rawValue))")
+            }
+        }
+        return try VerifiedTransaction(jws: jws, payload: payload, app: app)
+    }
+
+    /// App user ids: 1 to 256 bytes of UTF-8 without control characters.
+    static func appUserId(_ raw: String, percentEncoded: Bool) throws(APIError) -> String {
+        guard let decoded = percentEncoded ? raw.removingPercentEncoding : raw else {
+            throw APIError(.invalidAppUserId, "app user id is not valid percent-encoded UTF-8")
+        }
+        guard (1...256).contains(decoded.utf8.count), !decoded.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw APIError(.invalidAppUserId, "app user id must be 1 to 256 bytes without control characters")
+        }
+        return decoded
+    }
+}
+
+/// A JSON request body with the fields its `X-Post-Params-Hash` covers.
+protocol PostBody: Decodable, Sendable {
+    static var paramKeys: [String] { get }
+}
+
+extension PublicRoutes.ReceiptRequest: PostBody {}
+extension PublicRoutes.IdentifyRequest: PostBody {}
+extension PublicRoutes.TestPurchaseRequest: PostBody {}
+
+/// Decoding of JSON request bodies with errors that tell bad JSON from a bad field.
+enum JSONBody {
+    static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(APIError) -> T {
+        guard JSONSyntax.isValid(data, topLevel: .object) else {
+            throw APIError(.malformedJSON, "the body must be one JSON object")
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: data)
+        } catch let error as DecodingError {
+            throw APIError(.invalidField, "invalid body: \(error.shortDescription)")
+        } catch {
+            throw APIError(.malformedJSON, "the body is not valid JSON")
+        }
+    }
+}

@@ -1,0 +1,112 @@
+import CountersignCore
+@testable import CountersignServer
+import CountersignTesting
+import Foundation
+import Testing
+
+/// The admin API over real HTTP: secret keys only; lookups, promotional grants, deletion, keys.
+@Suite("Admin API")
+struct AdminTests {
+    static func grant(_ harness: ReceiptTests.Harness, _ user: String, _ body: [String: Any], entitlement: String = "pro") async throws -> Reply {
+        try await harness.send(.post, "/v1/admin/customers/\(user)/entitlements/\(entitlement)/promotional", key: harness.secretKey,
+                               body: try JSONSerialization.data(withJSONObject: body))
+    }
+
+    @Test("lookup lists the customer's transactions; an unknown customer is a 404 and is not created", arguments: TestDatabaseKind.available)
+    func lookup(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            let (jws, payload) = try harness.mint("pro_monthly")
+            _ = try await harness.post(user: "u1", jws: jws)
+            let found = try await harness.send(.get, "/v1/admin/customers/u1", key: harness.secretKey)
+            #expect(found.status == 200)
+            #expect(found.headers[SignatureHeader.signature] == nil)
+            let transactions = found.json["transactions"] as? [[String: Any]] ?? []
+            #expect(transactions.map { $0["transaction_id"] as? String } == [payload.transactionId])
+            #expect(((found.json["customer_info"] as? [String: Any]).map { ReceiptTests.entitlement($0, "pro") } ?? nil) != nil)
+
+            let before = try await harness.snapshot()
+            let missing = try await harness.send(.get, "/v1/admin/customers/nobody", key: harness.secretKey)
+            #expect(missing.status == 404)
+            #expect(missing.code == APIErrorCode.notFound.rawValue)
+            #expect(try await harness.snapshot() == before)
+
+            let info = try await harness.send(.get, "/v1/admin/customers/u1/customer_info", key: harness.secretKey)
+            #expect(info.status == 200)
+            #expect(ReceiptTests.entitlement(info.json, "pro") != nil)
+        }
+    }
+
+    @Test("a weekly promotional grant unlocks pro in the signed CustomerInfo until revoked", arguments: TestDatabaseKind.available)
+    func grantAndRevoke(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            let granted = try await Self.grant(harness, "u7", ["duration": "weekly"])
+            #expect(granted.status == 201)
+            let info = try await harness.customerInfo("u7")
+            #expect(ReceiptTests.isActive(info, "pro"))
+            let pro = try #require(ReceiptTests.entitlement(info, "pro"))
+            let expires = try #require(WireDate.parse(pro["expires_date"] as? String ?? ""))
+            #expect(abs(expires.timeIntervalSinceNow - 7 * 86_400) < 120)
+
+            let revoked = try await harness.send(.post, "/v1/admin/customers/u7/entitlements/pro/revoke_promotionals", key: harness.secretKey)
+            #expect(revoked.status == 200)
+            #expect(!ReceiptTests.isActive(try await harness.customerInfo("u7"), "pro"))
+
+            #expect(try await Self.grant(harness, "u8", ["duration": "lifetime"]).status == 201)
+            let lifetime = try #require(ReceiptTests.entitlement(try await harness.customerInfo("u8"), "pro"))
+            #expect(lifetime["expires_date"] == nil)
+        }
+    }
+
+    @Test("bad grants are refused and store nothing")
+    func badGrants() async throws {
+        try await ReceiptTests.withHarness(.sqlite) { harness in
+            let before = try await harness.snapshot()
+            let cases: [([String: Any], String, APIErrorCode)] = [
+                (["duration": "fortnightish"], "pro", .invalidField),
+                (["duration": "weekly", "end_time_ms": 1], "pro", .invalidField),
+                ([:], "pro", .invalidField),
+                (["end_time_ms": 1000], "pro", .invalidField),
+                (["duration": 7], "pro", .invalidField),
+                (["duration": "weekly"], "gold", .unknownEntitlement),
+            ]
+            for (body, entitlement, code) in cases {
+                let reply = try await Self.grant(harness, "u1", body, entitlement: entitlement)
+                #expect(reply.code == code.rawValue, "\(body)")
+                #expect(reply.status == code.httpStatus)
+            }
+            #expect(try await harness.snapshot() == before)
+        }
+    }
+
+    @Test("deleting a customer removes them; their purchase stays recorded and cannot be claimed under keepWithOriginal", arguments: TestDatabaseKind.available)
+    func delete(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind, transferBehavior: .keepWithOriginal) { harness in
+            let (jws, payload) = try harness.mint("lifetime", type: .nonConsumable)
+            _ = try await harness.post(user: "u1", jws: jws)
+            let deleted = try await harness.send(.delete, "/v1/admin/customers/u1", key: harness.secretKey)
+            #expect(deleted.status == 200)
+            #expect(deleted.json["deleted"] as? Bool == true)
+            #expect(try await harness.send(.get, "/v1/admin/customers/u1", key: harness.secretKey).status == 404)
+            #expect(try await harness.send(.delete, "/v1/admin/customers/u1", key: harness.secretKey).status == 404)
+            #expect(try await harness.server.store.purchaseCount(transactionId: payload.transactionId!) == 1)
+            #expect(try await harness.post(user: "u2", jws: jws).json["code"] as? Int == APIErrorCode.purchaseOwnedByAnotherUser.rawValue)
+        }
+    }
+
+    @Test("public keys cannot use the admin API and secret keys cannot use public endpoints")
+    func keyKinds() async throws {
+        try await ReceiptTests.withHarness(.sqlite) { harness in
+            let admin = try await harness.send(.get, "/v1/admin/keys", key: harness.key)
+            #expect(admin.status == 403)
+            #expect(admin.code == APIErrorCode.wrongKeyKind.rawValue)
+            #expect(try await harness.send(.get, "/v1/admin/keys", key: nil).code == APIErrorCode.missingAPIKey.rawValue)
+            let status = try await harness.send(.get, "/v1/admin/keys", key: harness.secretKey)
+            #expect(status.status == 200)
+            #expect(status.json["mode"] as? String == "managed")
+            #expect(status.json["root_public_key"] as? String == harness.server.keys.managedRootPublicKey?.rawRepresentation.base64EncodedString())
+            #expect((status.json["intermediate_days_left"] as? Double ?? 0) > 20)
+            let publicEndpoint = try await harness.send(.get, "/v1/subscribers/u1", key: harness.secretKey)
+            #expect(publicEndpoint.code == APIErrorCode.wrongKeyKind.rawValue)
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import CountersignCore
+@testable import CountersignServer
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import SQLKit
+import Testing
+
+/// One answer, as a test reads it.
+struct Reply: Sendable {
+    var status: Int
+    var headers: HTTPFields
+    var body: Data
+
+    var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body) as? [String: Any]) ?? [:] }
+    var code: Int? { json["code"] as? Int }
+}
+
+extension ReceiptTests.Harness {
+    var secretKey: String { app.secretApiKeys[0] }
+
+    /// Any request; `key` goes in `Authorization: Bearer`.
+    func send(
+        _ method: HTTPRequest.Method, _ path: String, key: String?, body: Data? = nil, headers extra: HTTPFields = [:]
+    ) async throws -> Reply {
+        var headers = extra
+        if let key { headers[.authorization] = "Bearer \(key)" }
+        return try await client.execute(uri: path, method: method, headers: headers, body: body.map { ByteBuffer(data: $0) }) { response in
+            Reply(status: Int(response.status.code), headers: response.headers, body: Data(response.body.readableBytesView))
+        }
+    }
+
+    /// A request to a signed endpoint with a fresh nonce; returns the answer and what the
+    /// verifier makes of it.
+    func signed(
+        _ method: HTTPRequest.Method, _ path: String, json: [String: String]? = nil, paramKeys: [String] = [], etag: String? = nil
+    ) async throws -> (reply: Reply, outcome: VerificationOutcome) {
+        let nonce = SignedRequestParts.makeNonce()
+        var headers: HTTPFields = [:]
+        headers[SignatureHeader.nonce] = nonce.base64EncodedString()
+        if let etag { headers[SignatureHeader.etag] = etag }
+        var hash: String?
+        var body: Data?
+        if let json {
+            body = try JSONSerialization.data(withJSONObject: json)
+            hash = FieldsHash.headerValue(paramKeys.map { ($0, json[$0]) })
+            headers[SignatureHeader.postParamsHash] = hash
+        }
+        let reply = try await send(method, path, key: key, body: body, headers: headers)
+        let outcome = SignatureVerifier(rootKeys: [server.keys.managedRootPublicKey!]).verify(
+            request: SignedRequestParts(authValue: key, nonce: nonce, path: path, postParamsHash: hash),
+            response: ReceivedResponse(
+                statusCode: reply.status, signature: reply.headers[SignatureHeader.signature],
+                requestTime: reply.headers[SignatureHeader.requestTime], etag: reply.headers[SignatureHeader.etag], body: reply.body
+            )
+        )
+        return (reply, outcome)
+    }
+
+    /// Every row of every table, as text: two equal snapshots mean the request changed nothing.
+    func snapshot() async throws -> [String] {
+        let tables = ["customers", "purchases", "purchase_owners", "subscription_states", "notifications",
+                      "promotional_grants", "verification_failures"]
+        return try await server.database.withConnection { sql in
+            var lines: [String] = []
+            for table in tables {
+                for row in try await sql.select().column("*").from(table).all() {
+                    let cells = row.allColumns.sorted().map { column -> String in
+                        if case .success(let text) = Result(catching: { try row.decode(column: column, as: String?.self) }) {
+                            return "\(column)=\(text ?? "null")"
+                        }
+                        if case .success(let number) = Result(catching: { try row.decode(column: column, as: Int64?.self) }) {
+                            return "\(column)=\(number.map(String.init) ?? "null")"
+                        }
+                        return "\(column)=?"
+                    }
+                    lines.append("\(table): \(cells.joined(separator: ", "))")
+                }
+            }
+            return lines.sorted()
+        }
+    }
+}
+
+/// Plain HTTP over URLSession, for many requests at once against a live server.
+enum LiveHTTP {
+    static let session: URLSession = {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = 16
+        configuration.timeoutIntervalForRequest = 60
+        return URLSession(configuration: configuration)
+    }()
+
+    static func send(port: Int, method: String, path: String, headers: [String: String], body: Data?) async throws -> (status: Int, body: Data) {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        request.httpMethod = method
+        request.httpBody = body
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (data, response) = try await session.data(for: request)
+        return ((response as! HTTPURLResponse).statusCode, data)
+    }
+}

@@ -1,0 +1,111 @@
+import CountersignAppStore
+import CountersignCore
+@testable import CountersignServer
+import CountersignTesting
+import Foundation
+import HTTPTypes
+import Logging
+import Testing
+
+/// Metrics, request ids, verification-failure telemetry and restarts.
+@Suite("Operations")
+struct OperationsTests {
+    static func metrics(_ harness: ReceiptTests.Harness) async throws -> String {
+        String(decoding: try await harness.send(.get, "/metrics", key: nil).body, as: UTF8.self)
+    }
+
+    @Test("/metrics counts requests by route pattern and status, signing time and the key's expiry")
+    func metrics() async throws {
+        try await ReceiptTests.withHarness(.sqlite) { harness in
+            _ = try await harness.customerInfo("u1")
+            _ = try await harness.customerInfo("u2")
+            _ = try await harness.send(.get, "/v1/subscribers/u1", key: "cs_pub_wrong")
+            let text = try await Self.metrics(harness)
+            #expect(text.contains(#"countersign_http_requests_total{route="/v1/subscribers/{app_user_id}",method="GET",status="200"} 2"#))
+            #expect(text.contains(#"countersign_http_requests_total{route="/v1/subscribers/{app_user_id}",method="GET",status="401"} 1"#))
+            #expect(text.contains("countersign_response_signing_seconds_count 2"))
+            // User ids never become label values.
+            #expect(!text.contains("u2"))
+            let expiry = text.split(separator: "\n").first { $0.hasPrefix("countersign_intermediate_key_expiry_seconds ") }
+            let seconds = try #require(expiry.flatMap { Double($0.split(separator: " ")[1]) })
+            #expect(abs(seconds - harness.server.keys.daysUntilExpiry * 86_400) < 60)
+        }
+    }
+
+    @Test("every answer carries a request id: the caller's when it is a sane token, a fresh one otherwise")
+    func requestIds() async throws {
+        try await ReceiptTests.withHarness(.sqlite) { harness in
+            let name = HTTPField.Name("X-Request-Id")!
+            let given = try await harness.send(.get, "/v1/admin/keys", key: harness.secretKey, headers: [name: "trace-42.a_b"])
+            #expect(given.headers[name] == "trace-42.a_b")
+            let forged = try await harness.send(.get, "/v1/admin/keys", key: harness.secretKey, headers: [name: "x\" level=error"])
+            let replaced = try #require(forged.headers[name])
+            #expect(replaced.count == 16 && replaced != "x\" level=error")
+            let missing = try await harness.send(.get, "/v1/nothing-here", key: nil)
+            #expect(missing.headers[name] != nil)
+            #expect(missing.code == APIErrorCode.notFound.rawValue)
+        }
+    }
+
+    @Test("reported verification failures are counted by reason in the admin API and in /metrics", arguments: TestDatabaseKind.available)
+    func telemetry(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            let report: [String: Any] = ["failures": [
+                ["reason": "payloadMismatch", "path": "/v1/subscribers/u1", "mode": "informational", "sdk_version": "0.1.0", "count": 2],
+                ["reason": "missingSignature", "path": "/v1/subscribers/u1", "mode": "enforced"],
+                ["reason": "payloadMismatch", "path": "/v1/receipts", "mode": "informational"],
+            ]]
+            let posted = try await harness.send(.post, "/v1/diagnostics/verification_failures", key: harness.key,
+                                                body: try JSONSerialization.data(withJSONObject: report))
+            #expect(posted.status == 202)
+            let counts = try await harness.send(.get, "/v1/admin/diagnostics/verification_failures?days=7", key: harness.secretKey)
+            let rows = (counts.json["counts"] as? [[String: Any]] ?? []).map {
+                "\($0["reason"] as? String ?? "")/\($0["mode"] as? String ?? ""): \($0["failure_count"] as? Int ?? -1)"
+            }
+            #expect(rows == ["missingSignature/enforced: 1", "payloadMismatch/informational: 3"])
+            let text = try await Self.metrics(harness)
+            #expect(text.contains(#"countersign_verification_failures_reported_total{app="demo",reason="payloadMismatch",mode="informational"} 3"#))
+
+            let before = try await harness.snapshot()
+            let bad: [[String: Any]] = [
+                ["failures": []],
+                ["failures": [["reason": "pay load", "path": "/", "mode": "informational"]]],
+                ["failures": [["reason": "x", "path": "/", "mode": "paranoid"]]],
+                ["failures": [["reason": "x", "path": "/", "mode": "enforced", "count": 0]]],
+                ["failures": Array(repeating: ["reason": "x", "path": "/", "mode": "enforced"], count: 101)],
+            ]
+            for body in bad {
+                let reply = try await harness.send(.post, "/v1/diagnostics/verification_failures", key: harness.key,
+                                                   body: try JSONSerialization.data(withJSONObject: body))
+                #expect(reply.status == 400)
+                #expect(reply.code == APIErrorCode.invalidField.rawValue)
+            }
+            #expect(try await harness.snapshot() == before)
+        }
+    }
+
+    @Test("purchases and grants survive a server restart", arguments: TestDatabaseKind.available)
+    func restart(_ kind: TestDatabaseKind) async throws {
+        try await FreshDatabase.with(kind) { location, directory in
+            var configuration = ServerConfiguration(dataDirectory: directory)
+            configuration.port = 0
+            configuration.database = location
+            var logger = Logger(label: "test")
+            logger.logLevel = .error
+            let first = try await CountersignServer(configuration: configuration, logger: logger)
+            let app = first.deployment.apps[0]
+            let (jws, payload) = try first.testStore!.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: app.bundleId))
+            let transaction = try VerifiedTransaction(jws: jws, payload: payload, app: app)
+            #expect(try await first.store.record(transaction, app: app, poster: "u1", now: Date()) == .new)
+            try await first.store.grantPromotional(app: app, user: "u2", entitlement: "pro", expires: nil, now: Date())
+            try await first.shutdown()
+
+            let second = try await CountersignServer(configuration: configuration, logger: logger)
+            #expect(second.deployment == first.deployment)
+            #expect(try await second.store.customerInfo(app: app, user: "u1", now: Date()).subscriber.entitlements["pro"] != nil)
+            #expect(try await second.store.customerInfo(app: app, user: "u2", now: Date()).subscriber.entitlements["pro"] != nil)
+            #expect(try await second.store.record(transaction, app: app, poster: "u1", now: Date()) == .alreadyRecorded)
+            try await second.shutdown()
+        }
+    }
+}

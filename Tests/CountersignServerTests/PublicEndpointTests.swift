@@ -1,0 +1,102 @@
+import CountersignAppStore
+import CountersignCore
+@testable import CountersignServer
+import CountersignTesting
+import Foundation
+import Testing
+
+/// The catalogue, logIn and test-store endpoints, over real HTTP, on both databases.
+@Suite("Offerings, product mapping, identify and the test store endpoint")
+struct PublicEndpointTests {
+    typealias Harness = ReceiptTests.Harness
+
+    @Test("offerings and the product→entitlement mapping are signed, cacheable, and answered 304 for a matching ETag", arguments: TestDatabaseKind.available)
+    func catalogue(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            let offerings = try await harness.signed(.get, "/v1/subscribers/u1/offerings")
+            #expect(offerings.reply.status == 200)
+            #expect(offerings.outcome == .verified)
+            #expect(offerings.reply.json["current_offering_id"] as? String == "default")
+            let packages = ((offerings.reply.json["offerings"] as? [[String: Any]])?.first?["packages"] as? [[String: Any]]) ?? []
+            #expect(packages.compactMap { $0["platform_product_identifier"] as? String } == ["pro_monthly", "lifetime"])
+
+            let mapping = try await harness.signed(.get, "/v1/product_entitlement_mapping")
+            #expect(mapping.outcome == .verified)
+            let products = mapping.reply.json["product_entitlement_mapping"] as? [String: [String: Any]]
+            #expect(products?["pro_monthly"]?["entitlements"] as? [String] == ["pro"])
+            #expect(products?["coins_100"]?["entitlements"] as? [String] == [])
+
+            let etag = try #require(mapping.reply.headers[SignatureHeader.etag])
+            let cached = try await harness.signed(.get, "/v1/product_entitlement_mapping", etag: etag)
+            #expect(cached.reply.status == 304)
+            #expect(cached.reply.body.isEmpty)
+            #expect(cached.outcome == .verified)
+        }
+    }
+
+    @Test("identify merges an anonymous user's purchase into the new user: 201 the first time, 200 after", arguments: TestDatabaseKind.available)
+    func identifyMergesAnonymous(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            let anonymous = "$CSAnonymousID:\(UUID().uuidString)"
+            let (jws, _) = try harness.mint("pro_monthly")
+            #expect(try await harness.post(user: anonymous, jws: jws).status == 200)
+
+            let body = ["app_user_id": anonymous, "new_app_user_id": "known"]
+            let first = try await harness.signed(.post, "/v1/subscribers/identify", json: body, paramKeys: PublicRoutes.IdentifyRequest.paramKeys)
+            #expect(first.reply.status == 201)
+            #expect(first.outcome == .verified)
+            #expect(first.reply.json["created"] as? Bool == true)
+            #expect(ReceiptTests.entitlement(first.reply.json, "pro") != nil)
+            #expect(ReceiptTests.entitlement(try await harness.customerInfo(anonymous), "pro") == nil)
+
+            let again = try await harness.signed(.post, "/v1/subscribers/identify", json: body, paramKeys: PublicRoutes.IdentifyRequest.paramKeys)
+            #expect(again.reply.status == 200)
+            #expect(again.reply.json["created"] as? Bool == false)
+            #expect(ReceiptTests.entitlement(again.reply.json, "pro") != nil)
+        }
+    }
+
+    @Test("identify from one known user to another moves nothing", arguments: TestDatabaseKind.available)
+    func identifyBetweenKnownUsers(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            let (jws, _) = try harness.mint("lifetime", type: .nonConsumable)
+            #expect(try await harness.post(user: "alice", jws: jws).status == 200)
+            let body = ["app_user_id": "alice", "new_app_user_id": "bob"]
+            let answer = try await harness.signed(.post, "/v1/subscribers/identify", json: body, paramKeys: PublicRoutes.IdentifyRequest.paramKeys)
+            #expect(answer.reply.status == 201)
+            #expect(ReceiptTests.entitlement(answer.reply.json, "pro") == nil)
+            #expect(ReceiptTests.entitlement(try await harness.customerInfo("alice"), "pro") != nil)
+        }
+    }
+
+    @Test("the test store endpoint mints a transaction the receipts endpoint accepts", arguments: TestDatabaseKind.available)
+    func testStorePurchase(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            let token = AppAccountToken.forAppUserID("u1").uuidString
+            let minted = try await harness.signed(
+                .post, "/v1/test_store/purchases", json: ["app_user_id": "u1", "product_id": "pro_monthly", "app_account_token": token],
+                paramKeys: PublicRoutes.TestPurchaseRequest.paramKeys
+            )
+            #expect(minted.reply.status == 200)
+            #expect(minted.outcome == .verified)
+            let jws = try #require(minted.reply.json["signed_transaction"] as? String)
+            let posted = try await harness.post(user: "u1", jws: jws)
+            #expect(posted.json["purchase_status"] as? String == "new")
+            #expect(ReceiptTests.entitlement(posted.json, "pro") != nil)
+            // The token binds it: another user posting it does not get it.
+            #expect(try await harness.post(user: "u2", jws: jws).json["code"] as? Int == APIErrorCode.purchaseBoundToAnotherUser.rawValue)
+        }
+    }
+
+    @Test("an app without TestStore cannot mint test purchases (403)")
+    func testStoreDisabled() async throws {
+        try await ReceiptTests.withHarness(.sqlite, environments: ["Sandbox"]) { harness in
+            let minted = try await harness.signed(
+                .post, "/v1/test_store/purchases", json: ["app_user_id": "u1", "product_id": "pro_monthly"],
+                paramKeys: PublicRoutes.TestPurchaseRequest.paramKeys
+            )
+            #expect(minted.reply.status == 403)
+            #expect(minted.reply.code == APIErrorCode.testStoreNotEnabled.rawValue)
+        }
+    }
+}
