@@ -181,45 +181,53 @@ struct ReceiptTests {
         }
     }
 
-    @Test("100 concurrent posts of one transaction for one user: one record, 100 successes", arguments: TestDatabaseKind.available)
+    /// Posts `jws` for `user` over its own HTTP connection; the status and the JSON answer.
+    static func livePost(_ harness: Harness, user: String, jws: String) async throws -> (status: Int, json: [String: String]) {
+        let body = try JSONSerialization.data(withJSONObject: ["app_user_id": user, "fetch_token": jws])
+        let (status, data) = try await LiveHTTP.send(
+            port: try #require(harness.client.port), method: "POST", path: "/v1/receipts",
+            headers: ["Authorization": "Bearer \(harness.key)", "Content-Type": "application/json",
+                      "X-Nonce": SignedRequestParts.makeNonce().base64EncodedString()],
+            body: body
+        )
+        let object = (try? JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]
+        return (status, object.compactMapValues { value in (value as? String) ?? (value as? Int).map(String.init) })
+    }
+
+    @Test("100 concurrent HTTP posts of one transaction for one user: one record, 100 successful answers", arguments: TestDatabaseKind.available)
     func concurrentSameUser(_ kind: TestDatabaseKind) async throws {
         try await Self.withHarness(kind) { harness in
             let (jws, payload) = try harness.mint("lifetime", type: .nonConsumable)
-            let transaction = try VerifiedTransaction(jws: jws, payload: payload, app: harness.app)
-            let statuses = try await withThrowingTaskGroup(of: PurchaseStatus.self) { group in
+            let answers = try await withThrowingTaskGroup(of: (status: Int, json: [String: String]).self) { group in
                 for _ in 0..<100 {
-                    group.addTask { try await harness.server.store.record(transaction, app: harness.app, poster: "u1", now: Date()) }
+                    group.addTask { try await Self.livePost(harness, user: "u1", jws: jws) }
                 }
-                return try await group.reduce(into: [PurchaseStatus]()) { $0.append($1) }
+                return try await group.reduce(into: []) { $0.append($1) }
             }
-            #expect(statuses.count == 100)
-            #expect(statuses.filter { $0 == .new }.count == 1)
-            #expect(statuses.filter { $0 == .alreadyRecorded }.count == 99)
+            #expect(answers.filter { $0.status == 200 }.count == 100)
+            #expect(answers.filter { $0.json["purchase_status"] == "new" }.count == 1)
+            #expect(answers.filter { $0.json["purchase_status"] == "already_recorded" }.count == 99)
             #expect(try await harness.server.store.purchaseCount(transactionId: payload.transactionId!) == 1)
         }
     }
 
-    @Test("100 concurrent posts by 100 users under keepWithOriginal: exactly one owner", arguments: TestDatabaseKind.available)
+    @Test("100 concurrent HTTP posts by 100 users under keepWithOriginal: exactly one owner", arguments: TestDatabaseKind.available)
     func concurrentUsersKeepWithOriginal(_ kind: TestDatabaseKind) async throws {
         try await Self.withHarness(kind, transferBehavior: .keepWithOriginal) { harness in
             let (jws, payload) = try harness.mint("lifetime", type: .nonConsumable)
-            let transaction = try VerifiedTransaction(jws: jws, payload: payload, app: harness.app)
-            let winners = try await withThrowingTaskGroup(of: String?.self) { group in
+            let answers = try await withThrowingTaskGroup(of: (user: String, status: Int, code: String?).self) { group in
                 for index in 0..<100 {
                     group.addTask {
-                        do {
-                            _ = try await harness.server.store.record(transaction, app: harness.app, poster: "user\(index)", now: Date())
-                            return "user\(index)"
-                        } catch let error as APIError {
-                            #expect(error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue)
-                            return nil
-                        }
+                        let answer = try await Self.livePost(harness, user: "user\(index)", jws: jws)
+                        return ("user\(index)", answer.status, answer.json["code"])
                     }
                 }
-                return try await group.reduce(into: [String]()) { if let winner = $1 { $0.append(winner) } }
+                return try await group.reduce(into: []) { $0.append($1) }
             }
+            let winners = answers.filter { $0.status == 200 }
             #expect(winners.count == 1)
-            let owner = try #require(winners.first)
+            #expect(answers.filter { $0.status == 409 && $0.code == String(APIErrorCode.purchaseOwnedByAnotherUser.rawValue) }.count == 99)
+            let owner = try #require(winners.first?.user)
             #expect(Self.entitlement(try await harness.customerInfo(owner), "pro") != nil)
             #expect(try await harness.server.store.purchaseCount(transactionId: payload.transactionId!) == 1)
         }

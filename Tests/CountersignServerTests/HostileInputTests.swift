@@ -1,0 +1,165 @@
+import CountersignAppStore
+import CountersignCore
+@testable import CountersignServer
+import CountersignTesting
+import Foundation
+import HTTPTypes
+import Testing
+
+/// Malformed and hostile requests: each gets a 4xx with its stable JSON code, and the database
+/// is read after each to check that nothing changed.
+@Suite("Hostile input")
+struct HostileInputTests {
+    struct Case: Sendable, CustomStringConvertible {
+        var description: String
+        var method: HTTPRequest.Method
+        var path: String
+        var key: KeyChoice
+        var headers: [String: String] = [:]
+        var body: Data?
+        var expected: APIErrorCode
+
+        enum KeyChoice: Sendable { case publicKey, secretKey, none, custom(String) }
+    }
+
+    static func json(_ object: Any) -> Data {
+        try! JSONSerialization.data(withJSONObject: object)
+    }
+
+    static func receipt(_ user: Any, _ token: Any?) -> Data {
+        var object: [String: Any] = ["app_user_id": user]
+        if let token { object["fetch_token"] = token }
+        return json(object)
+    }
+
+    /// The cases, built from a harness (they need its signed transactions).
+    static func cases(_ harness: ReceiptTests.Harness) throws -> [Case] {
+        let (good, _) = try harness.mint("lifetime", type: .nonConsumable)
+        let (unknownProduct, _) = try harness.mint("not_configured", type: .nonConsumable)
+        let (otherBundle, _) = try harness.mint("lifetime", type: .nonConsumable, bundleId: "com.attacker.app")
+        let attacker = try TestStoreCA.create(name: "attacker")
+        let (forged, _) = try attacker.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: harness.app.bundleId))
+        var production = TestStoreCA.Purchase(productId: "lifetime", type: .nonConsumable, bundleId: harness.app.bundleId)
+        production.environment = .production
+        let (productionJWS, _) = try harness.ca.mintTransaction(production)
+        // One character of the payload changed: the signature no longer matches.
+        var segments = good.split(separator: ".").map(String.init)
+        var payload = Array(segments[1])
+        payload[10] = payload[10] == "A" ? "B" : "A"
+        segments[1] = String(payload)
+        let tampered = segments.joined(separator: ".")
+        let noneHeader = Data(#"{"alg":"none"}"#.utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let algNone = ([noneHeader] + good.split(separator: ".").dropFirst().map(String.init)).joined(separator: ".")
+        let longId = String(repeating: "x", count: 2_048)
+        let nonce = SignedRequestParts.makeNonce().base64EncodedString()
+
+        func post(_ description: String, to path: String = "/v1/receipts", _ body: Data?, key: Case.KeyChoice = .publicKey,
+                  headers: [String: String] = [:], _ expected: APIErrorCode) -> Case {
+            Case(description: description, method: .post, path: path, key: key, headers: headers, body: body, expected: expected)
+        }
+        func get(_ description: String, _ path: String, key: Case.KeyChoice = .publicKey, headers: [String: String] = [:], _ expected: APIErrorCode) -> Case {
+            Case(description: description, method: .get, path: path, key: key, headers: headers, body: nil, expected: expected)
+        }
+        let grant = "/v1/admin/customers/u1/entitlements/pro/promotional"
+        return [
+            // Receipts: framing and JSON.
+            post("not JSON", Data("{{".utf8), .malformedJSON),
+            post("a JSON array", Data("[]".utf8), .malformedJSON),
+            post("empty body", Data(), .malformedJSON),
+            post("trailing garbage", Data(#"{"app_user_id":"u1","fetch_token":"x"} x"#.utf8), .malformedJSON),
+            post("app_user_id is a number", receipt(42, good), .invalidField),
+            post("fetch_token missing", receipt("u1", nil), .invalidField),
+            post("fetch_token is null", json(["app_user_id": "u1", "fetch_token": NSNull()]), .invalidField),
+            post("fetch_token is an object", receipt("u1", ["jws": good]), .invalidField),
+            post("oversized body", receipt("u1", String(repeating: "a", count: 70_000)), .bodyTooLarge),
+            // Receipts: app user ids.
+            post("empty app user id", receipt("", good), .invalidAppUserId),
+            post("2 KB app user id", receipt(longId, good), .invalidAppUserId),
+            post("NUL in app user id", receipt("u\u{0}1", good), .invalidAppUserId),
+            post("newline in app user id", receipt("u1\nlevel=error", good), .invalidAppUserId),
+            post("escape in app user id", receipt("u1\u{1B}[2J", good), .invalidAppUserId),
+            // Receipts: store data.
+            post("unknown product", receipt("u1", unknownProduct), .unknownProduct),
+            post("JWS for another bundle", receipt("u1", otherBundle), .wrongApp),
+            post("JWS from a foreign CA", receipt("u1", forged), .invalidStoreSignature),
+            post("JWS with a changed payload", receipt("u1", tampered), .invalidStoreSignature),
+            post("JWS with alg none", receipt("u1", algNone), .invalidStoreSignature),
+            post("three dots", receipt("u1", "a.b.c"), .invalidStoreSignature),
+            post("Production transaction for a test app", receipt("u1", productionJWS), .wrongEnvironment),
+            // Receipts: keys and signed headers.
+            post("secret key on a public endpoint", receipt("u1", good), key: .secretKey, .wrongKeyKind),
+            post("unknown key", receipt("u1", good), key: .custom("Bearer cs_pub_nope"), .invalidAPIKey),
+            post("no Authorization", receipt("u1", good), key: .none, .missingAPIKey),
+            post("Basic authorization", receipt("u1", good), key: .custom("Basic dTE6cHc="), .missingAPIKey),
+            post("nonce not base64", receipt("u1", good), headers: ["X-Nonce": "***"], .malformedNonce),
+            post("nonce of 11 bytes", receipt("u1", good), headers: ["X-Nonce": Data(count: 11).base64EncodedString()], .malformedNonce),
+            post("post params hash of other values", receipt("u1", good),
+                 headers: ["X-Post-Params-Hash": FieldsHash.headerValue([("app_user_id", "u2"), ("fetch_token", good)])!], .postParamsHashMismatch),
+            post("headers hash without the header", receipt("u1", good),
+                 headers: ["X-Headers-Hash": FieldsHash.headerValue([("X-Is-Sandbox", "true")])!], .headersHashMismatch),
+            // CustomerInfo paths.
+            get("NUL in the path id", "/v1/subscribers/%00", .invalidAppUserId),
+            get("newline in the path id", "/v1/subscribers/a%0Ab", .invalidAppUserId),
+            get("invalid UTF-8 in the path id", "/v1/subscribers/%FF%FE", .invalidAppUserId),
+            get("2 KB path id", "/v1/subscribers/\(longId)", .invalidAppUserId),
+            get("traversal to a control character", "/v1/subscribers/..%2F..%2F%01", .invalidAppUserId),
+            get("unknown sub-resource", "/v1/subscribers/u1/secrets", .notFound),
+            get("traversal out of the API", "/v1/subscribers/../../etc/passwd", .notFound),
+            get("secret key on CustomerInfo", "/v1/subscribers/u1", key: .secretKey, .wrongKeyKind),
+            get("bad nonce on CustomerInfo", "/v1/subscribers/u1", headers: ["X-Nonce": nonce + "AAAA"], .malformedNonce),
+            Case(description: "a method the endpoint lacks", method: .delete, path: "/v1/receipts", key: .publicKey, body: nil, expected: .notFound),
+            // Identify and the test store.
+            post("identify into an anonymous id", to: "/v1/subscribers/identify",
+                 json(["app_user_id": "u1", "new_app_user_id": "$CSAnonymousID:x"]), .invalidAppUserId),
+            post("identify without the new id", to: "/v1/subscribers/identify", json(["app_user_id": "u1"]), .invalidField),
+            post("identify into a 2 KB id", to: "/v1/subscribers/identify", json(["app_user_id": "u1", "new_app_user_id": longId]), .invalidAppUserId),
+            post("test store: unknown product", to: "/v1/test_store/purchases", json(["app_user_id": "u1", "product_id": "gold"]), .unknownProduct),
+            post("test store: token not a UUID", to: "/v1/test_store/purchases",
+                 json(["app_user_id": "u1", "product_id": "lifetime", "app_account_token": "u1"]), .invalidField),
+            // Admin.
+            post("grant with a public key", to: grant, json(["duration": "weekly"]), .wrongKeyKind),
+            post("grant of an unknown entitlement", to: "/v1/admin/customers/u1/entitlements/gold/promotional",
+                 json(["duration": "weekly"]), key: .secretKey, .unknownEntitlement),
+            post("grant with a bad duration", to: grant, json(["duration": "forever-ish"]), key: .secretKey, .invalidField),
+            Case(description: "delete an unknown customer", method: .delete, path: "/v1/admin/customers/nobody", key: .secretKey, body: nil, expected: .notFound),
+            get("failure counts for 0 days", "/v1/admin/diagnostics/verification_failures?days=0", key: .secretKey, .invalidField),
+            // Notifications and telemetry.
+            post("notification not JSON", to: "/v1/notifications/apple", Data("signedPayload=x".utf8), key: .none, .malformedJSON),
+            post("notification with a forged payload", to: "/v1/notifications/apple", json(["signedPayload": forged]), key: .none, .wrongApp),
+            post("telemetry with a secret key", to: "/v1/diagnostics/verification_failures",
+                 json(["failures": [["reason": "x", "path": "/", "mode": "enforced"]]]), key: .secretKey, .wrongKeyKind),
+        ]
+    }
+
+    @Test("at least 40 hostile requests: each a 4xx with its stable code, none changing the database", arguments: TestDatabaseKind.available)
+    func hostileRequests(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            // Something to protect: a customer with a purchase.
+            let (jws, _) = try harness.mint("pro_monthly")
+            #expect(try await harness.post(user: "u1", jws: jws).status == 200)
+            let cases = try Self.cases(harness)
+            #expect(cases.count >= 40)
+            var checked = 0
+            for hostile in cases {
+                let before = try await harness.snapshot()
+                var headers = HTTPFields()
+                for (name, value) in hostile.headers { headers[HTTPField.Name(name)!] = value }
+                switch hostile.key {
+                case .publicKey: headers[.authorization] = "Bearer \(harness.key)"
+                case .secretKey: headers[.authorization] = "Bearer \(harness.secretKey)"
+                case .custom(let value): headers[.authorization] = value
+                case .none: break
+                }
+                let reply = try await harness.send(hostile.method, hostile.path, key: nil, body: hostile.body, headers: headers)
+                #expect((400..<500).contains(reply.status), "\(hostile)")
+                #expect(reply.status == hostile.expected.httpStatus, "\(hostile): status \(reply.status)")
+                #expect(reply.code == hostile.expected.rawValue, "\(hostile): \(String(decoding: reply.body, as: UTF8.self))")
+                #expect(reply.headers[SignatureHeader.signature] == nil, "\(hostile): errors are not signed")
+                #expect(try await harness.snapshot() == before, "\(hostile) changed the database")
+                checked += 1
+            }
+            print("hostile input (\(kind)): \(checked) requests checked")
+        }
+    }
+}
