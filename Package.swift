@@ -5,6 +5,7 @@ let package = Package(
     name: "Countersign",
     platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10)],
     products: [
+        .library(name: "Countersign", targets: ["Countersign"]),
         .library(name: "CountersignCore", targets: ["CountersignCore"]),
         .library(name: "CountersignAppStore", targets: ["CountersignAppStore"]),
         .library(name: "CountersignAppStoreServerAPI", targets: ["CountersignAppStoreServerAPI"]),
@@ -65,6 +66,11 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
+        // The client SDK: our own modules and Foundation only.
+        .target(
+            name: "Countersign",
+            dependencies: ["CountersignCore"]
+        ),
         .executableTarget(
             name: "CountersignCLI",
             dependencies: [
@@ -117,6 +123,15 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
+        .testTarget(
+            name: "CountersignTests",
+            dependencies: [
+                "Countersign",
+                "CountersignServer",
+                "CountersignTesting",
+                .product(name: "Hummingbird", package: "hummingbird"),
             ]
         ),
         .testTarget(

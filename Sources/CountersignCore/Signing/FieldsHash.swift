@@ -33,3 +33,10 @@ extension Sequence<UInt8> {
         return String(decoding: out, as: UTF8.self)
     }
 }
+
+/// SHA-256 as lowercase hexadecimal, for modules that do not import Crypto themselves.
+public enum SHA256Hex {
+    public static func of(_ data: Data) -> String {
+        SHA256.hash(data: data).hexString
+    }
+}

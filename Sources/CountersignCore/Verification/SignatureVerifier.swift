@@ -63,6 +63,14 @@ public final class SignatureVerifier: Sendable {
         public init(rootKeys: [Curve25519.Signing.PublicKey]) {
             self.rootKeys = rootKeys
         }
+
+        /// Pins roots given as base64 of their 32 raw bytes (as `keys/root.pub` holds them).
+        public init(rootKeysBase64: [String]) throws(KeyFormatError) {
+            guard !rootKeysBase64.isEmpty else { throw KeyFormatError("pin at least one root public key") }
+            rootKeys = try rootKeysBase64.map { key throws(KeyFormatError) in
+                try Curve25519.Signing.PublicKey(base64: key, name: "root public key")
+            }
+        }
     }
 
     public let configuration: Configuration

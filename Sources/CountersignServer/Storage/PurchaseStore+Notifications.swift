@@ -80,25 +80,4 @@ extension PurchaseStore {
                 .where("app_id", .equal, app).where("original_transaction_id", .equal, chain).run()
         }
     }
-
-    /// The renewal states of the chains a user owns.
-    static func subscriptionStatuses(_ sql: any SQLDatabase, app: String, user: String) async throws -> [SubscriptionStatus] {
-        try await sql.select()
-            .columns(["original_transaction_id", "auto_renew_status", "in_billing_retry", "grace_period_expires_ms"].map { SQLColumn($0, table: "s") })
-            .from(SQLAlias(SQLIdentifier("subscription_states"), as: SQLIdentifier("s")))
-            .join(SQLAlias(SQLIdentifier("purchase_owners"), as: SQLIdentifier("o")), method: SQLJoinMethod.inner,
-                  on: SQLBinaryExpression(SQLColumn("original_transaction_id", table: "s"), .equal, SQLColumn("original_transaction_id", table: "o")))
-            .where(SQLColumn("app_id", table: "s"), .equal, SQLBind(app))
-            .where(SQLColumn("app_id", table: "o"), .equal, SQLBind(app))
-            .where(SQLColumn("app_user_id", table: "o"), .equal, SQLBind(user))
-            .all()
-            .map { row in
-                SubscriptionStatus(
-                    originalTransactionId: try row.decode(column: "original_transaction_id", as: String.self),
-                    willRenew: (try row.decode(column: "auto_renew_status", as: Int?.self) ?? 1) == 1,
-                    gracePeriodExpiresDate: try row.decode(column: "grace_period_expires_ms", as: Int64?.self).map(date),
-                    isInBillingRetry: try row.decode(column: "in_billing_retry", as: Int.self) != 0
-                )
-            }
-    }
 }

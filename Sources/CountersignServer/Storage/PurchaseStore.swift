@@ -22,6 +22,9 @@ public struct PurchaseStore: Sendable {
         self.database = database
     }
 
+    /// How stale `last_seen` may get (milliseconds) before a visit updates it.
+    static let lastSeenResolution: Int64 = 3_600_000
+
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000) }
 
@@ -77,11 +80,25 @@ public struct PurchaseStore: Sendable {
     }
 
     /// The customer's entitlements at `now`, creating the customer on first sight.
+    ///
+    /// A known customer seen within the hour is answered with reads only, outside a transaction:
+    /// each statement sees committed data, and this is the hot path of every app launch.
     public func customerInfo(app: AppConfiguration, user: String, now: Date) async throws -> SubscriberResponse {
-        try await database.transaction { sql in
+        let known = try await database.withConnection { sql -> SubscriberResponse? in
+            guard let row = try await sql.select().columns("first_seen_ms", "last_seen_ms").from("customers")
+                .where("app_id", .equal, app.id).where("app_user_id", .equal, user).first()
+            else { return nil }
+            let lastSeen = try row.decode(column: "last_seen_ms", as: Int64.self)
+            guard Self.milliseconds(now) - lastSeen < Self.lastSeenResolution else { return nil }
+            let entitlements = try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
+            return SubscriberResponse(appUserId: user, firstSeen: Self.date(try row.decode(column: "first_seen_ms", as: Int64.self)),
+                                      lastSeen: Self.date(lastSeen), entitlements: entitlements, requestDate: now)
+        }
+        if let known { return known }
+        return try await database.transaction { sql in
             let seen = try await Self.touchCustomer(sql, app: app.id, user: user, now: now)
             let entitlements = try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
-            return SubscriberResponse(appUserId: user, firstSeen: seen.first, lastSeen: now, entitlements: entitlements, requestDate: now)
+            return SubscriberResponse(appUserId: user, firstSeen: seen.first, lastSeen: seen.last, entitlements: entitlements, requestDate: now)
         }
     }
 
@@ -97,8 +114,13 @@ public struct PurchaseStore: Sendable {
 
     @discardableResult
     static func touchCustomer(_ sql: any SQLDatabase, app: String, user: String, now: Date) async throws -> (first: Date, last: Date) {
-        if let row = try await sql.select().column("first_seen_ms").from("customers")
+        if let row = try await sql.select().columns("first_seen_ms", "last_seen_ms").from("customers")
             .where("app_id", .equal, app).where("app_user_id", .equal, user).first() {
+            let lastSeen = try row.decode(column: "last_seen_ms", as: Int64.self)
+            // At most one write an hour per customer: a CustomerInfo fetch stays a read.
+            guard milliseconds(now) - lastSeen >= lastSeenResolution else {
+                return (date(try row.decode(column: "first_seen_ms", as: Int64.self)), date(lastSeen))
+            }
             try await sql.update("customers").set("last_seen_ms", to: milliseconds(now))
                 .where("app_id", .equal, app).where("app_user_id", .equal, user).run()
             return (date(try row.decode(column: "first_seen_ms", as: Int64.self)), now)
@@ -146,22 +168,42 @@ public struct PurchaseStore: Sendable {
         }
     }
 
-    /// Evaluates the entitlement rules over what the user owns (optionally one chain only).
+    /// Evaluates the entitlement rules over what the user owns (optionally one chain only): one
+    /// query for the purchases with their chains' renewal states, one for promotional grants.
     static func entitlements(_ sql: any SQLDatabase, app: AppConfiguration, user: String, now: Date, onlyChain: String?) async throws -> CustomerEntitlements {
+        func column(_ name: String, _ table: String) -> SQLColumn { SQLColumn(name, table: table) }
         var query = sql.select()
             .columns(["transaction_id", "original_transaction_id", "product_id", "product_type", "environment",
-                      "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms"].map { SQLColumn($0, table: "p") })
+                      "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms"].map { column($0, "p") })
+            .columns(["auto_renew_status", "in_billing_retry", "grace_period_expires_ms"].map { column($0, "s") })
+            .column(SQLAlias(column("original_transaction_id", "s"), as: SQLIdentifier("state_chain")))
             .from(SQLAlias(SQLIdentifier("purchases"), as: SQLIdentifier("p")))
             .join(SQLAlias(SQLIdentifier("purchase_owners"), as: SQLIdentifier("o")), method: SQLJoinMethod.inner,
-                  on: SQLBinaryExpression(SQLColumn("original_transaction_id", table: "p"), .equal, SQLColumn("original_transaction_id", table: "o")))
-            .where(SQLColumn("app_id", table: "o"), .equal, SQLBind(app.id))
-            .where(SQLColumn("app_id", table: "p"), .equal, SQLBind(app.id))
-            .where(SQLColumn("app_user_id", table: "o"), .equal, SQLBind(user))
+                  on: SQLBinaryExpression(column("original_transaction_id", "p"), .equal, column("original_transaction_id", "o")))
+            .join(SQLAlias(SQLIdentifier("subscription_states"), as: SQLIdentifier("s")), method: SQLJoinMethod.left,
+                  on: SQLBinaryExpression(
+                      SQLBinaryExpression(column("original_transaction_id", "s"), .equal, column("original_transaction_id", "p")),
+                      .and,
+                      SQLBinaryExpression(column("app_id", "s"), .equal, column("app_id", "p"))
+                  ))
+            .where(column("app_id", "o"), .equal, SQLBind(app.id))
+            .where(column("app_id", "p"), .equal, SQLBind(app.id))
+            .where(column("app_user_id", "o"), .equal, SQLBind(user))
         if let onlyChain {
-            query = query.where(SQLColumn("original_transaction_id", table: "p"), .equal, SQLBind(onlyChain))
+            query = query.where(column("original_transaction_id", "p"), .equal, SQLBind(onlyChain))
         }
-        let purchases = try await query.all().compactMap { row -> PurchaseRecord? in
-            guard let kind = AppConfiguration.ProductKind(rawValue: try row.decode(column: "product_type", as: String.self)) else { return nil }
+        var purchases: [PurchaseRecord] = []
+        var statuses: [String: SubscriptionStatus] = [:]
+        for row in try await query.all() {
+            if let chain = try row.decode(column: "state_chain", as: String?.self) {
+                statuses[chain] = SubscriptionStatus(
+                    originalTransactionId: chain,
+                    willRenew: (try row.decode(column: "auto_renew_status", as: Int?.self) ?? 1) == 1,
+                    gracePeriodExpiresDate: try row.decode(column: "grace_period_expires_ms", as: Int64?.self).map(date),
+                    isInBillingRetry: (try row.decode(column: "in_billing_retry", as: Int?.self) ?? 0) != 0
+                )
+            }
+            guard let kind = AppConfiguration.ProductKind(rawValue: try row.decode(column: "product_type", as: String.self)) else { continue }
             var record = PurchaseRecord(
                 transactionId: try row.decode(column: "transaction_id", as: String.self),
                 originalTransactionId: try row.decode(column: "original_transaction_id", as: String.self),
@@ -172,12 +214,11 @@ public struct PurchaseStore: Sendable {
                 expiresDate: try row.decode(column: "expires_date_ms", as: Int64?.self).map(date)
             )
             record.revocationDate = try row.decode(column: "revocation_date_ms", as: Int64?.self).map(date)
-            return record
+            purchases.append(record)
         }
-        let statuses = try await subscriptionStatuses(sql, app: app.id, user: user)
         // One chain only (may it move?): promotional grants are not the chain's.
         let grants = onlyChain == nil ? try await grants(sql, app: app.id, user: user) : []
-        return EntitlementRules.evaluate(purchases: purchases, statuses: statuses, grants: grants, products: app.products, at: now)
+        return EntitlementRules.evaluate(purchases: purchases, statuses: Array(statuses.values), grants: grants, products: app.products, at: now)
     }
 }
 

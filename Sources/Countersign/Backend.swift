@@ -1,0 +1,168 @@
+import CountersignCore
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Talks to the server: a fresh nonce per request, the post-params hash over what it sends, the
+/// signature checked against what it sent (never against anything echoed back), and the ETag
+/// rules of DESIGN 4.
+final class Backend: Sendable {
+    struct Endpoint: Sendable {
+        var method: String
+        /// Percent-encoded, exactly as sent and signed.
+        var path: String
+        /// JSON string fields of the body, in the order `X-Post-Params-Hash` covers them.
+        var fields: [(String, String?)] = []
+        var usesNonce = true
+        var cacheable = false
+
+        static func get(_ path: String, nonce: Bool = true, cacheable: Bool = false) -> Endpoint {
+            Endpoint(method: "GET", path: path, usesNonce: nonce, cacheable: cacheable)
+        }
+
+        static func post(_ path: String, _ fields: [(String, String?)]) -> Endpoint {
+            Endpoint(method: "POST", path: path, fields: fields)
+        }
+    }
+
+    struct Answer: Sendable {
+        var status: Int
+        var body: Data
+        var verification: VerificationResult
+        var failure: VerificationFailure?
+    }
+
+    let apiKey: String
+    let serverURL: URL
+    let mode: EntitlementVerificationMode
+    let verifier: SignatureVerifier?
+    let session: URLSession
+    let etags: ETagCache
+    /// Called for every failed verification (error handler, telemetry).
+    let onFailure: @Sendable (String, Int, VerificationFailure) -> Void
+
+    init(configuration: Configuration, verifierConfiguration: SignatureVerifier.Configuration, etags: ETagCache,
+         onFailure: @escaping @Sendable (String, Int, VerificationFailure) -> Void) {
+        apiKey = configuration.apiKey
+        serverURL = configuration.serverURL
+        mode = configuration.entitlementVerificationMode
+        session = configuration.session
+        self.etags = etags
+        self.onFailure = onFailure
+        if configuration.entitlementVerificationMode == .disabled {
+            verifier = nil
+        } else {
+            var verifierConfiguration = verifierConfiguration
+            verifierConfiguration.clockSkewTolerance = configuration.clockSkewTolerance
+            verifierConfiguration.now = configuration.now
+            verifier = SignatureVerifier(configuration: verifierConfiguration)
+        }
+    }
+
+    /// Sends the request and checks the answer. Throws ``PurchasesError/offline(_:)`` for
+    /// transport failures and 5xx, ``PurchasesError/server(statusCode:code:message:)`` for 4xx,
+    /// and, in enforced mode, ``PurchasesError/signatureVerificationFailed(path:statusCode:reason:)``.
+    func perform(_ endpoint: Endpoint) async throws -> Answer {
+        guard let url = URL(string: serverURL.absoluteString.trimmingSuffix("/") + endpoint.path) else {
+            throw PurchasesError.configuration("cannot form a URL from \(serverURL) and \(endpoint.path)")
+        }
+        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalAndRemoteCacheData, timeoutInterval: 30)
+        request.httpMethod = endpoint.method
+        request.setValue("Bearer \(apiKey)", forHTTPHeaderField: "Authorization")
+        request.setValue("Countersign-SDK/\(CountersignSDK.version)", forHTTPHeaderField: "User-Agent")
+        let nonce = endpoint.usesNonce ? SignedRequestParts.makeNonce() : nil
+        if let nonce { request.setValue(nonce.base64EncodedString(), forHTTPHeaderField: "X-Nonce") }
+        var postParamsHash: String?
+        if endpoint.method == "POST" {
+            var object: [String: String] = [:]
+            for case let (key, value?) in endpoint.fields { object[key] = value }
+            request.httpBody = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            postParamsHash = FieldsHash.headerValue(endpoint.fields)
+            request.setValue(postParamsHash, forHTTPHeaderField: "X-Post-Params-Hash")
+        }
+        // Only an ETag whose cached answer this mode accepts is sent back.
+        let cached = endpoint.cacheable ? etags.entry(for: endpoint.path, acceptable: acceptableCached) : nil
+        if let cached { request.setValue(cached.etag, forHTTPHeaderField: "X-ETag") }
+
+        let data: Data
+        let response: HTTPURLResponse
+        do {
+            let (received, urlResponse) = try await session.data(for: request)
+            guard let http = urlResponse as? HTTPURLResponse else { throw PurchasesError.offline("not an HTTP answer") }
+            (data, response) = (received, http)
+        } catch let error as PurchasesError {
+            throw error
+        } catch {
+            throw PurchasesError.offline(error.localizedDescription)
+        }
+        let status = response.statusCode
+        if status >= 500 { throw PurchasesError.offline("\(endpoint.path) answered \(status)") }
+        if (400..<500).contains(status) {
+            let error = try? JSONDecoder().decode(APIError.self, from: data)
+            throw PurchasesError.server(statusCode: status, code: error?.code, message: error?.message ?? "HTTP \(status)")
+        }
+        guard (200..<300).contains(status) || status == 304 else {
+            throw PurchasesError.server(statusCode: status, code: nil, message: "unexpected HTTP \(status)")
+        }
+
+        var verification = VerificationResult.notRequested
+        var failure: VerificationFailure?
+        if let verifier {
+            let outcome = verifier.verify(
+                request: SignedRequestParts(authValue: apiKey, nonce: nonce, path: endpoint.path, postParamsHash: postParamsHash),
+                response: ReceivedResponse(
+                    statusCode: status,
+                    signature: response.value(forHTTPHeaderField: "X-Signature"),
+                    requestTime: response.value(forHTTPHeaderField: "X-Request-Time"),
+                    // A 304 vouches for the ETag this client sent, whatever the answer echoes.
+                    etag: status == 304 ? cached?.etag : response.value(forHTTPHeaderField: "X-ETag"),
+                    body: data
+                )
+            )
+            switch outcome {
+            case .verified:
+                verification = .verified
+            case .failed(let reason):
+                verification = .failed
+                failure = reason
+                onFailure(endpoint.path, status, reason)
+                if mode == .enforced {
+                    throw PurchasesError.signatureVerificationFailed(path: endpoint.path, statusCode: status, reason: reason)
+                }
+            }
+        }
+
+        if status == 304 {
+            // A 304 inherits the cached body and takes its own verification result.
+            guard let cached else {
+                throw PurchasesError.malformedAnswer(path: endpoint.path)
+            }
+            return Answer(status: 200, body: cached.body, verification: verification, failure: failure)
+        }
+        if endpoint.cacheable, let etag = response.value(forHTTPHeaderField: "X-ETag"), acceptableCached(verification) {
+            etags.store(ETagCache.Entry(etag: etag, body: data, verification: verification), for: endpoint.path)
+        } else if endpoint.cacheable {
+            etags.remove(endpoint.path)
+        }
+        return Answer(status: status, body: data, verification: verification, failure: failure)
+    }
+
+    /// What may be cached and sent back: verified answers, or unverified ones while
+    /// verification is disabled.
+    @Sendable func acceptableCached(_ verification: VerificationResult) -> Bool {
+        mode == .disabled ? verification == .notRequested : verification == .verified
+    }
+}
+
+extension String {
+    func trimmingSuffix(_ suffix: String) -> String {
+        hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
+    }
+
+    /// An app user id as one path segment.
+    var pathSegmentEncoded: String {
+        addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")) ?? self
+    }
+}

@@ -1,0 +1,75 @@
+import CountersignCore
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How the SDK treats signed answers (DESIGN section 4).
+public enum EntitlementVerificationMode: String, Sendable, Codable, CaseIterable {
+    /// No verification: every result is `notRequested`.
+    case disabled
+    /// Verify; a failed answer is still delivered, marked `failed`, and reported.
+    case informational
+    /// Verify; a failed answer is an error (`signatureVerificationFailed`) and nothing is granted.
+    case enforced
+}
+
+/// Who finishes store transactions.
+public enum PurchasesAreCompletedBy: String, Sendable, Codable {
+    /// The SDK finishes a transaction once the server recorded it and the answer was not rejected.
+    case countersign
+    /// The app finishes transactions itself; the SDK records them and never finishes.
+    case myApp
+}
+
+/// Everything `Purchases.configure(with:)` needs.
+public struct Configuration: Sendable {
+    /// The app's public API key (`cs_pub_...`).
+    public var apiKey: String
+    /// Nil: an anonymous `$CSAnonymousID:<uuid>`, kept on disk until `logIn`.
+    public var appUserID: String?
+    /// The Countersign server, e.g. `https://purchases.example.com`.
+    public var serverURL: URL
+    /// The pinned root public keys (base64 of 32 raw Ed25519 bytes); several allow rotation.
+    public var rootPublicKeys: [String]
+    public var entitlementVerificationMode: EntitlementVerificationMode = .informational
+    /// How far the device clock may be past an intermediate key's expiry.
+    public var clockSkewTolerance: TimeInterval = 0
+    public var purchasesAreCompletedBy: PurchasesAreCompletedBy = .countersign
+    /// The store purchases go through.
+    public var store: any Store
+    /// Where caches and the anonymous id live (one directory per configured app).
+    public var storageDirectory: URL
+    /// Report verification failures to the server in the background (reason, path, mode, SDK
+    /// version; no personal data beyond the app user id).
+    public var reportsVerificationFailures = true
+    /// Receives every verification failure, in every verifying mode.
+    public var verificationFailureHandler: (@Sendable (VerificationFailureEvent) -> Void)?
+    /// The clock; tests inject one to check the cache's 5-minute rule without sleeping.
+    public var now: @Sendable () -> Date = { Date() }
+    /// The transport; tests may inject one.
+    public var session: URLSession = .shared
+
+    public init(apiKey: String, appUserID: String? = nil, serverURL: URL, rootPublicKeys: [String], store: any Store, storageDirectory: URL) {
+        self.apiKey = apiKey
+        self.appUserID = appUserID
+        self.serverURL = serverURL
+        self.rootPublicKeys = rootPublicKeys
+        self.store = store
+        self.storageDirectory = storageDirectory
+    }
+}
+
+/// One verification failure, as the error handler and telemetry see it.
+public struct VerificationFailureEvent: Sendable, Hashable {
+    public var path: String
+    public var statusCode: Int
+    public var reason: VerificationFailure
+    public var mode: EntitlementVerificationMode
+    public var appUserID: String
+}
+
+/// The SDK's version, sent with telemetry.
+public enum CountersignSDK {
+    public static let version = "0.1.0"
+}

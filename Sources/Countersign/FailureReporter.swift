@@ -1,0 +1,91 @@
+import CountersignCore
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Reports verification failures to `POST /v1/diagnostics/verification_failures` in the
+/// background: batched (one request per 2 seconds at most, up to 100 entries), never awaited
+/// by the calls that saw the failure, and dropped rather than retried forever when the server
+/// cannot take them.
+final class FailureReporter: Sendable {
+    private let queue: Queue
+    static let batchDelay: Duration = .seconds(2)
+    static let maximumQueued = 1_000
+
+    init(configuration: Configuration) {
+        queue = Queue(apiKey: configuration.apiKey, serverURL: configuration.serverURL, session: configuration.session)
+    }
+
+    /// Queues one failure; returns at once.
+    func report(_ event: VerificationFailureEvent) {
+        let queue = queue
+        Task.detached(priority: .background) { await queue.add(event) }
+    }
+
+    /// Sends whatever is queued now.
+    func flush() async {
+        await queue.send()
+    }
+
+    actor Queue {
+        struct Key: Hashable {
+            var reason: String
+            var path: String
+            var mode: String
+        }
+
+        let apiKey: String
+        let serverURL: URL
+        let session: URLSession
+        private var counts: [Key: (count: Int, appUserID: String)] = [:]
+        private var scheduled = false
+
+        init(apiKey: String, serverURL: URL, session: URLSession) {
+            self.apiKey = apiKey
+            self.serverURL = serverURL
+            self.session = session
+        }
+
+        func add(_ event: VerificationFailureEvent) {
+            // Paths carry user ids; the report keeps only the route shape.
+            let key = Key(reason: event.reason.rawValue, path: Self.routeShape(event.path), mode: event.mode.rawValue)
+            guard counts[key] != nil || counts.count < FailureReporter.maximumQueued else { return }
+            counts[key, default: (0, event.appUserID)].count += 1
+            guard !scheduled else { return }
+            scheduled = true
+            Task {
+                try? await Task.sleep(for: FailureReporter.batchDelay)
+                await self.send()
+            }
+        }
+
+        func send() async {
+            scheduled = false
+            let batch = counts.prefix(100)
+            guard !batch.isEmpty else { return }
+            for (key, _) in batch { counts[key] = nil }
+            let failures: [[String: Any]] = batch.map { key, value in
+                ["reason": key.reason, "path": key.path, "mode": key.mode, "sdk_version": CountersignSDK.version,
+                 "app_user_id": value.appUserID, "count": min(value.count, 10_000)]
+            }
+            guard let url = URL(string: serverURL.absoluteString.trimmingSuffix("/") + "/v1/diagnostics/verification_failures"),
+                  let body = try? JSONSerialization.data(withJSONObject: ["failures": failures])
+            else { return }
+            var request = URLRequest(url: url, timeoutInterval: 30)
+            request.httpMethod = "POST"
+            request.httpBody = body
+            request.setValue("Bearer \(apiKey)", forHTTPHeaderField: "Authorization")
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            _ = try? await session.data(for: request)
+            if !counts.isEmpty { await send() }
+        }
+
+        /// `/v1/subscribers/alice/offerings` → `/v1/subscribers/{id}/offerings`.
+        static func routeShape(_ path: String) -> String {
+            let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count >= 4, parts[1] == "v1", parts[2] == "subscribers", parts[3] != "identify" else { return path }
+            return (parts[..<3] + ["{id}"] + parts[4...]).joined(separator: "/")
+        }
+    }
+}

@@ -1,0 +1,367 @@
+import CountersignCore
+import Foundation
+
+/// Receives CustomerInfo updates (the same ones ``Purchases/customerInfoStream`` yields).
+public protocol PurchasesDelegate: AnyObject, Sendable {
+    func purchases(_ purchases: Purchases, receivedUpdated customerInfo: CustomerInfo)
+}
+
+/// Where `customerInfo(fetchPolicy:)` may get its answer.
+public enum CacheFetchPolicy: Sendable {
+    /// The cache while it is fresh (5 minutes), else the server (the cache again when offline).
+    case cachedOrFetched
+    /// The server (the cache, or on-device entitlements, when offline).
+    case fetchCurrent
+    /// The cache only.
+    case fromCacheOnly
+}
+
+/// The SDK's entry point.
+public actor Purchases {
+    /// How long a cached CustomerInfo stays fresh.
+    public static let cacheFreshness: TimeInterval = 5 * 60
+    static let anonymousPrefix = "$CSAnonymousID:"
+
+    public nonisolated let configuration: Configuration
+    public private(set) var appUserID: String
+    public var isAnonymous: Bool { appUserID.hasPrefix(Self.anonymousPrefix) }
+
+    let backend: Backend
+    let disk: DiskStore
+    let etags: ETagCache
+    let reporter: FailureReporter?
+    private weak var delegateStorage: (any PurchasesDelegate)?
+    private var continuations: [UUID: AsyncStream<CustomerInfo>.Continuation] = [:]
+    private var lastDelivered: CustomerInfo?
+
+    private static let sharedLock = NSLock()
+    nonisolated(unsafe) private static var sharedInstance: Purchases?
+
+    /// The instance `configure(with:)` made last.
+    public static var shared: Purchases? { sharedLock.withLock { sharedInstance } }
+
+    /// Configures the SDK (and ``shared``). Throws for unusable root keys or storage.
+    @discardableResult
+    public static func configure(with configuration: Configuration) throws -> Purchases {
+        let purchases = try Purchases(configuration: configuration)
+        sharedLock.withLock { sharedInstance = purchases }
+        return purchases
+    }
+
+    public init(configuration: Configuration) throws {
+        self.configuration = configuration
+        let verifierConfiguration: SignatureVerifier.Configuration
+        do {
+            verifierConfiguration = try SignatureVerifier.Configuration(rootKeysBase64: configuration.rootPublicKeys)
+        } catch {
+            throw PurchasesError.configuration(error.description)
+        }
+        do {
+            disk = try DiskStore(directory: configuration.storageDirectory)
+        } catch {
+            throw PurchasesError.configuration("cannot use \(configuration.storageDirectory.path): \(error)")
+        }
+        etags = ETagCache(store: disk)
+        // Leaving disabled mode: cached answers were never verified, so none may be sent back
+        // as an ETag; the next fetch is a full signed 200.
+        let previousMode = disk.read(EntitlementVerificationMode.self, "mode.json")
+        if previousMode == .disabled && configuration.entitlementVerificationMode != .disabled {
+            etags.clear()
+        }
+        disk.write(configuration.entitlementVerificationMode, "mode.json")
+
+        let user: String
+        if let given = configuration.appUserID, !given.isEmpty {
+            user = given
+        } else if let saved = disk.read(String.self, "app-user-id.json") {
+            user = saved
+        } else {
+            user = Self.anonymousPrefix + UUID().uuidString.lowercased()
+        }
+        disk.write(user, "app-user-id.json")
+        appUserID = user
+
+        let reporter = configuration.reportsVerificationFailures && configuration.entitlementVerificationMode != .disabled
+            ? FailureReporter(configuration: configuration) : nil
+        self.reporter = reporter
+        let handler = configuration.verificationFailureHandler
+        let mode = configuration.entitlementVerificationMode
+        let userBox = UserBox(user)
+        self.userBox = userBox
+        backend = Backend(configuration: configuration, verifierConfiguration: verifierConfiguration, etags: etags) { path, status, reason in
+            let event = VerificationFailureEvent(path: path, statusCode: status, reason: reason, mode: mode, appUserID: userBox.value)
+            handler?(event)
+            reporter?.report(event)
+        }
+        if configuration.store.isTestStore {
+            FileHandle.standardError.write(Data("Countersign: WARNING: running against the TEST STORE. Never ship an app configured with a test-store app or API key.\n".utf8))
+        }
+    }
+
+    /// The current app user id, readable from the backend's failure callback.
+    private let userBox: UserBox
+
+    // MARK: Updates
+
+    /// A new stream of CustomerInfo updates: purchases, restores, syncs, logIn/logOut and
+    /// fetches whose answer changed.
+    public var customerInfoStream: AsyncStream<CustomerInfo> {
+        let (stream, continuation) = AsyncStream<CustomerInfo>.makeStream(bufferingPolicy: .bufferingNewest(8))
+        let id = UUID()
+        continuations[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.removeContinuation(id) }
+        }
+        return stream
+    }
+
+    public var delegate: (any PurchasesDelegate)? { delegateStorage }
+
+    public func setDelegate(_ delegate: (any PurchasesDelegate)?) {
+        delegateStorage = delegate
+    }
+
+    private func removeContinuation(_ id: UUID) {
+        continuations[id] = nil
+    }
+
+    /// Sends `info` to the stream and the delegate when it differs from the last one sent.
+    private func deliver(_ info: CustomerInfo, force: Bool = false) {
+        if !force, let last = lastDelivered, last.sameContent(as: info) { return }
+        lastDelivered = info
+        for continuation in continuations.values { continuation.yield(info) }
+        delegateStorage?.purchases(self, receivedUpdated: info)
+    }
+
+    // MARK: CustomerInfo
+
+    public func customerInfo(fetchPolicy: CacheFetchPolicy = .cachedOrFetched) async throws -> CustomerInfo {
+        let now = configuration.now()
+        let cached = cachedCustomerInfo()
+        switch fetchPolicy {
+        case .fromCacheOnly:
+            guard let cached else { throw PurchasesError.noCachedCustomerInfo }
+            return cached.info
+        case .cachedOrFetched:
+            if let cached, now.timeIntervalSince(cached.fetchedAt) < Self.cacheFreshness, now >= cached.fetchedAt {
+                return cached.info
+            }
+        case .fetchCurrent:
+            break
+        }
+        do {
+            let answer = try await backend.perform(.get("/v1/subscribers/\(appUserID.pathSegmentEncoded)", cacheable: true))
+            let info = try store(answer, path: "/v1/subscribers")
+            deliver(info)
+            await refreshMappingIfNeeded()
+            return info
+        } catch PurchasesError.offline(let detail) {
+            if let cached { return cached.info }
+            if let offline = try await offlineCustomerInfo() {
+                deliver(offline)
+                return offline
+            }
+            throw PurchasesError.offline(detail)
+        }
+    }
+
+    /// Forgets the cached CustomerInfo of the current user; the next call fetches.
+    public func invalidateCustomerInfoCache() {
+        disk.remove(DiskStore.fileName("customer-info", appUserID))
+    }
+
+    /// Reads a CustomerInfo answer and caches it for the current user.
+    private func store(_ answer: Backend.Answer, path: String) throws -> CustomerInfo {
+        let now = configuration.now()
+        let info: CustomerInfo
+        do {
+            info = try CustomerInfo(answer: answer.body, verification: answer.verification, failure: answer.failure, now: now)
+        } catch {
+            throw PurchasesError.malformedAnswer(path: path)
+        }
+        // A failed answer is delivered (informational) but never cached: the next call tries again.
+        if answer.verification != .failed {
+            disk.write(CachedAnswer(body: answer.body, verification: answer.verification, failure: nil, fetchedAt: now),
+                       DiskStore.fileName("customer-info", appUserID))
+        }
+        return info
+    }
+
+    private func cachedCustomerInfo() -> (info: CustomerInfo, fetchedAt: Date)? {
+        guard let cached = disk.read(CachedAnswer.self, DiskStore.fileName("customer-info", appUserID)) else { return nil }
+        // Data cached while verification was disabled stays `notRequested` in a verifying mode.
+        guard let info = try? CustomerInfo(answer: cached.body, verification: cached.verification, failure: nil, now: configuration.now()) else {
+            return nil
+        }
+        return (info, cached.fetchedAt)
+    }
+
+    // MARK: Offline entitlements
+
+    /// Fetches and caches the signed product→entitlement mapping when it is missing or a day old.
+    private func refreshMappingIfNeeded() async {
+        let now = configuration.now()
+        if let cached = disk.read(CachedAnswer.self, "mapping.json"), now.timeIntervalSince(cached.fetchedAt) < 86_400 { return }
+        guard let answer = try? await backend.perform(.get("/v1/product_entitlement_mapping", nonce: false, cacheable: true)),
+              answer.verification != .failed, (try? ProductEntitlementMapping(answer: answer.body)) != nil
+        else { return }
+        disk.write(CachedAnswer(body: answer.body, verification: answer.verification, failure: nil, fetchedAt: now), "mapping.json")
+    }
+
+    /// Entitlements computed on the device from the store's verified transactions and the
+    /// cached signed mapping; nil when either is missing.
+    private func offlineCustomerInfo() async throws -> CustomerInfo? {
+        guard let cached = disk.read(CachedAnswer.self, "mapping.json"), cached.verification.isVerified || cached.verification == .notRequested,
+              let mapping = try? ProductEntitlementMapping(answer: cached.body)
+        else { return nil }
+        let now = configuration.now()
+        let transactions = try await configuration.store.currentEntitlements().filter { transaction in
+            transaction.isVerified && transaction.revocationDate == nil && (transaction.expirationDate.map { $0 > now } ?? true)
+        }
+        let verification: VerificationResult = cached.verification == .verified ? .verifiedOnDevice : .notRequested
+        var entitlements: [String: EntitlementInfo] = [:]
+        for transaction in transactions.sorted(by: { ($0.expirationDate ?? .distantFuture) < ($1.expirationDate ?? .distantFuture) }) {
+            for entitlement in mapping.entitlements[transaction.productId] ?? [] {
+                entitlements[entitlement] = EntitlementInfo(
+                    identifier: entitlement, isActive: true, willRenew: false, periodType: "normal",
+                    productIdentifier: transaction.productId, expirationDate: transaction.expirationDate,
+                    latestPurchaseDate: transaction.purchaseDate, verification: verification
+                )
+            }
+        }
+        return CustomerInfo(
+            onDevice: entitlements, verification: verification,
+            activeSubscriptions: Set(transactions.filter { $0.expirationDate != nil }.map(\.productId)),
+            purchased: Set(transactions.map(\.productId)), appUserID: appUserID, now: now
+        )
+    }
+
+    // MARK: Identity
+
+    /// Switches to `newAppUserID`; an anonymous user's purchases merge into it on the server.
+    @discardableResult
+    public func logIn(_ newAppUserID: String) async throws -> (customerInfo: CustomerInfo, created: Bool) {
+        guard !newAppUserID.isEmpty, !newAppUserID.hasPrefix(Self.anonymousPrefix) else {
+            throw PurchasesError.configuration("logIn needs a real app user id")
+        }
+        let answer = try await backend.perform(.post("/v1/subscribers/identify", [("app_user_id", appUserID), ("new_app_user_id", newAppUserID)]))
+        let created = (try? JSONSerialization.jsonObject(with: answer.body) as? [String: Any])?["created"] as? Bool ?? false
+        setUser(newAppUserID)
+        let info = try store(answer, path: "/v1/subscribers/identify")
+        deliver(info, force: true)
+        return (info, created)
+    }
+
+    /// Back to a fresh anonymous user.
+    @discardableResult
+    public func logOut() async throws -> CustomerInfo {
+        setUser(Self.anonymousPrefix + UUID().uuidString.lowercased())
+        let info = try await customerInfo(fetchPolicy: .fetchCurrent)
+        deliver(info, force: true)
+        return info
+    }
+
+    private func setUser(_ user: String) {
+        appUserID = user
+        userBox.value = user
+        disk.write(user, "app-user-id.json")
+    }
+
+    // MARK: Catalogue
+
+    public func offerings() async throws -> Offerings {
+        let answer = try await backend.perform(.get("/v1/subscribers/\(appUserID.pathSegmentEncoded)/offerings", nonce: false, cacheable: true))
+        do {
+            return try Offerings(answer: answer.body, verification: answer.verification)
+        } catch {
+            throw PurchasesError.malformedAnswer(path: "/v1/subscribers/{id}/offerings")
+        }
+    }
+
+    // MARK: Purchases
+
+    /// Buys a product through the store, records it on the server, and (with
+    /// `purchasesAreCompletedBy == .countersign`) finishes the store transaction only once the
+    /// server recorded it and its answer was not rejected.
+    public func purchase(productID: String) async throws -> (transaction: StoreTransaction, customerInfo: CustomerInfo) {
+        let transaction = try await configuration.store.purchase(
+            productID, appUserID: appUserID, appAccountToken: AppAccountToken.forAppUserID(appUserID)
+        )
+        let info = try await post(transaction)
+        deliver(info, force: true)
+        return (transaction, info)
+    }
+
+    /// Posts every unfinished store transaction again (finishing those the server records), then
+    /// answers the current CustomerInfo.
+    @discardableResult
+    public func syncPurchases() async throws -> CustomerInfo {
+        var latest: CustomerInfo?
+        for transaction in try await configuration.store.unfinishedTransactions() {
+            latest = try await post(transaction)
+        }
+        let info = if let latest { latest } else { try await customerInfo(fetchPolicy: .fetchCurrent) }
+        deliver(info, force: true)
+        return info
+    }
+
+    /// Posts every transaction that currently entitles the user (a new device, a reinstall).
+    @discardableResult
+    public func restorePurchases() async throws -> CustomerInfo {
+        var latest: CustomerInfo?
+        for transaction in try await configuration.store.currentEntitlements() {
+            latest = try await post(transaction)
+        }
+        let info = if let latest { latest } else { try await customerInfo(fetchPolicy: .fetchCurrent) }
+        deliver(info, force: true)
+        return info
+    }
+
+    /// Records one transaction. Finishes it when the server recorded it with an answer that
+    /// was not rejected, or refused it for good (another user's, another app's, unknown product:
+    /// posting again cannot change that). Network failures, 5xx and enforced verification
+    /// failures leave it unfinished, to be posted again by the next sync.
+    private func post(_ transaction: StoreTransaction) async throws -> CustomerInfo {
+        let answer: Backend.Answer
+        do {
+            answer = try await backend.perform(.post("/v1/receipts", [("app_user_id", appUserID), ("fetch_token", transaction.jws)]))
+        } catch PurchasesError.server(let status, let code, let message) where (4201...4210).contains(code ?? 0) {
+            try await finish(transaction)
+            throw PurchasesError.server(statusCode: status, code: code, message: message)
+        }
+        let info = try store(answer, path: "/v1/receipts")
+        try await finish(transaction)
+        await refreshMappingIfNeeded()
+        return info
+    }
+
+    private func finish(_ transaction: StoreTransaction) async throws {
+        guard configuration.purchasesAreCompletedBy == .countersign else { return }
+        try await configuration.store.finish(transaction)
+    }
+
+    /// Sends queued telemetry now (tests, and apps about to exit).
+    public func flushDiagnostics() async {
+        await reporter?.flush()
+    }
+}
+
+/// The current app user id, shared with the backend's failure callback.
+final class UserBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var current: String
+    init(_ value: String) { current = value }
+    var value: String {
+        get { lock.withLock { current } }
+        set { lock.withLock { current = newValue } }
+    }
+}
+
+extension CustomerInfo {
+    /// Same entitlements, subscriptions and verification (the request date aside).
+    func sameContent(as other: CustomerInfo) -> Bool {
+        entitlements == other.entitlements && activeSubscriptions == other.activeSubscriptions
+            && allPurchasedProductIdentifiers == other.allPurchasedProductIdentifiers && originalAppUserId == other.originalAppUserId
+    }
+
+}

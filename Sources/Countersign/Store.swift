@@ -1,0 +1,59 @@
+import Foundation
+
+/// A store transaction as the SDK sees it.
+public struct StoreTransaction: Sendable, Hashable, Codable {
+    public var transactionId: String
+    public var originalTransactionId: String
+    public var productId: String
+    /// The signed transaction (JWS) the server verifies.
+    public var jws: String
+    public var purchaseDate: Date
+    /// Nil for non-subscriptions.
+    public var expirationDate: Date?
+    public var revocationDate: Date?
+    /// Whether the store verified the transaction on the device (StoreKit 2's
+    /// `VerificationResult.verified`); only verified transactions count offline.
+    public var isVerified: Bool
+
+    public init(transactionId: String, originalTransactionId: String, productId: String, jws: String, purchaseDate: Date,
+                expirationDate: Date? = nil, revocationDate: Date? = nil, isVerified: Bool) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.jws = jws
+        self.purchaseDate = purchaseDate
+        self.expirationDate = expirationDate
+        self.revocationDate = revocationDate
+        self.isVerified = isVerified
+    }
+}
+
+/// A product the store sells.
+public struct StoreProduct: Sendable, Hashable {
+    public var id: String
+    public var displayName: String
+    public var displayPrice: String
+
+    public init(id: String, displayName: String, displayPrice: String) {
+        self.id = id
+        self.displayName = displayName
+        self.displayPrice = displayPrice
+    }
+}
+
+/// What the SDK needs from a store: StoreKit 2 on Apple platforms, the test store anywhere.
+public protocol Store: Sendable {
+    func products(_ identifiers: [String]) async throws -> [StoreProduct]
+    /// Buys `productId`; `appAccountToken` binds the transaction to the app user.
+    func purchase(_ productId: String, appUserID: String, appAccountToken: UUID) async throws -> StoreTransaction
+    /// The transactions that currently entitle the user (StoreKit's `currentEntitlements`).
+    func currentEntitlements() async throws -> [StoreTransaction]
+    /// Transactions not finished yet (StoreKit's `unfinished`).
+    func unfinishedTransactions() async throws -> [StoreTransaction]
+    func finish(_ transaction: StoreTransaction) async throws
+}
+
+extension Store {
+    /// Whether purchases are test-store purchases (the SDK warns loudly).
+    public var isTestStore: Bool { false }
+}

@@ -1,0 +1,148 @@
+import CountersignCore
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A ``Store`` backed by the server's test store (`POST /v1/test_store/purchases`), so the whole
+/// SDK runs anywhere, Linux included. Its ledger (which transactions exist, which are finished)
+/// lives on disk like StoreKit's. A minted transaction counts as verified on the device only when
+/// the server's signed answer carrying it verified against the pinned roots.
+///
+/// Never ship an app with it: test-store transactions unlock only apps that list TestStore.
+public final class TestStore: Store, @unchecked Sendable {
+    public var isTestStore: Bool { true }
+
+    struct Entry: Codable {
+        var transaction: StoreTransaction
+        var productType: String
+        var finished: Bool
+    }
+
+    private let apiKey: String
+    private let serverURL: URL
+    private let verifier: SignatureVerifier
+    private let session: URLSession
+    private let ledgerURL: URL
+    private let lock = NSLock()
+
+    public init(serverURL: URL, apiKey: String, rootPublicKeys: [String], directory: URL, session: URLSession = .shared) throws {
+        self.serverURL = serverURL
+        self.apiKey = apiKey
+        self.session = session
+        do {
+            verifier = SignatureVerifier(configuration: try SignatureVerifier.Configuration(rootKeysBase64: rootPublicKeys))
+        } catch {
+            throw PurchasesError.configuration(error.description)
+        }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        ledgerURL = directory.appendingPathComponent("test-store-ledger.json")
+    }
+
+    public func products(_ identifiers: [String]) async throws -> [StoreProduct] {
+        identifiers.map { StoreProduct(id: $0, displayName: $0, displayPrice: "test") }
+    }
+
+    public func purchase(_ productId: String, appUserID: String, appAccountToken: UUID) async throws -> StoreTransaction {
+        let path = "/v1/test_store/purchases"
+        let fields: [(String, String?)] = [("app_user_id", appUserID), ("product_id", productId), ("app_account_token", appAccountToken.uuidString)]
+        var object: [String: String] = [:]
+        for case let (key, value?) in fields { object[key] = value }
+        guard let url = URL(string: serverURL.absoluteString.trimmingSuffix("/") + path) else {
+            throw PurchasesError.configuration("bad server URL")
+        }
+        var request = URLRequest(url: url, timeoutInterval: 30)
+        request.httpMethod = "POST"
+        request.httpBody = try JSONSerialization.data(withJSONObject: object)
+        let nonce = SignedRequestParts.makeNonce()
+        let hash = FieldsHash.headerValue(fields)
+        request.setValue("Bearer \(apiKey)", forHTTPHeaderField: "Authorization")
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue(nonce.base64EncodedString(), forHTTPHeaderField: "X-Nonce")
+        request.setValue(hash, forHTTPHeaderField: "X-Post-Params-Hash")
+        let data: Data
+        let http: HTTPURLResponse
+        do {
+            let (received, response) = try await session.data(for: request)
+            guard let response = response as? HTTPURLResponse else { throw PurchasesError.purchaseNotCompleted("not an HTTP answer") }
+            (data, http) = (received, response)
+        } catch let error as PurchasesError {
+            throw error
+        } catch {
+            throw PurchasesError.purchaseNotCompleted("the test store is unreachable: \(error.localizedDescription)")
+        }
+        guard http.statusCode == 200 else {
+            let error = try? JSONDecoder().decode(APIError.self, from: data)
+            throw PurchasesError.purchaseNotCompleted("the test store refused (\(http.statusCode)): \(error?.message ?? "")")
+        }
+        let outcome = verifier.verify(
+            request: SignedRequestParts(authValue: apiKey, nonce: nonce, path: path, postParamsHash: hash),
+            response: ReceivedResponse(statusCode: 200, signature: http.value(forHTTPHeaderField: "X-Signature"),
+                                       requestTime: http.value(forHTTPHeaderField: "X-Request-Time"), etag: nil, body: data)
+        )
+        guard let answer = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let jws = answer["signed_transaction"] as? String, let entry = Self.entry(jws: jws, verified: outcome.isVerified)
+        else { throw PurchasesError.purchaseNotCompleted("the test store's answer is malformed") }
+        try update { $0.append(entry) }
+        return entry.transaction
+    }
+
+    public func currentEntitlements() async throws -> [StoreTransaction] {
+        let now = Date()
+        // Like StoreKit: no consumables, the latest transaction of each subscription.
+        var latest: [String: StoreTransaction] = [:]
+        for entry in ledger() where entry.productType != "Consumable" && entry.transaction.revocationDate == nil {
+            let transaction = entry.transaction
+            if let expires = transaction.expirationDate, expires <= now { continue }
+            if let current = latest[transaction.originalTransactionId], current.purchaseDate >= transaction.purchaseDate { continue }
+            latest[transaction.originalTransactionId] = transaction
+        }
+        return latest.values.sorted { $0.purchaseDate < $1.purchaseDate }
+    }
+
+    public func unfinishedTransactions() async throws -> [StoreTransaction] {
+        ledger().filter { !$0.finished }.map(\.transaction)
+    }
+
+    public func finish(_ transaction: StoreTransaction) async throws {
+        try update { entries in
+            for index in entries.indices where entries[index].transaction.transactionId == transaction.transactionId {
+                entries[index].finished = true
+            }
+        }
+    }
+
+    private func ledger() -> [Entry] {
+        lock.withLock {
+            (try? Data(contentsOf: ledgerURL)).flatMap { try? JSONDecoder().decode([Entry].self, from: $0) } ?? []
+        }
+    }
+
+    private func update(_ change: (inout [Entry]) -> Void) throws {
+        try lock.withLock {
+            var entries = (try? Data(contentsOf: ledgerURL)).flatMap { try? JSONDecoder().decode([Entry].self, from: $0) } ?? []
+            change(&entries)
+            try JSONEncoder().encode(entries).write(to: ledgerURL, options: .atomic)
+        }
+    }
+
+    /// Reads what the device needs from a signed transaction's payload.
+    static func entry(jws: String, verified: Bool) -> Entry? {
+        let segments = jws.split(separator: ".")
+        guard segments.count == 3 else { return nil }
+        var text = segments[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while text.count % 4 != 0 { text += "=" }
+        guard let data = Data(base64Encoded: text), let payload = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let id = payload["transactionId"] as? String, let productId = payload["productId"] as? String
+        else { return nil }
+        func date(_ key: String) -> Date? {
+            (payload[key] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue / 1000) }
+        }
+        let transaction = StoreTransaction(
+            transactionId: id, originalTransactionId: payload["originalTransactionId"] as? String ?? id, productId: productId, jws: jws,
+            purchaseDate: date("purchaseDate") ?? Date(), expirationDate: date("expiresDate"), revocationDate: date("revocationDate"),
+            isVerified: verified
+        )
+        return Entry(transaction: transaction, productType: payload["type"] as? String ?? "", finished: false)
+    }
+}
