@@ -71,12 +71,26 @@ let package = Package(
             name: "Countersign",
             dependencies: ["CountersignCore"]
         ),
+        // The tampering proxy: the attacker's side, for `countersign proxy`, the demo and tests.
+        .target(
+            name: "CountersignProxy",
+            dependencies: [
+                "CountersignCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         .executableTarget(
             name: "CountersignCLI",
             dependencies: [
                 "CountersignCore",
                 "CountersignAppStore",
                 "CountersignServer",
+                "CountersignProxy",
+                "Countersign",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -130,6 +144,7 @@ let package = Package(
             dependencies: [
                 "Countersign",
                 "CountersignServer",
+                "CountersignProxy",
                 "CountersignTesting",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ]

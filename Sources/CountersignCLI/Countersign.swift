@@ -2,11 +2,11 @@ import ArgumentParser
 import Foundation
 
 @main
-struct Countersign: AsyncParsableCommand {
+struct CountersignCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "countersign",
         abstract: "Self-hosted, signed in-app purchase entitlements.",
-        subcommands: [ServeCommand.self, KeysCommand.self, VerifyCommand.self, StoreCommand.self]
+        subcommands: [ServeCommand.self, DemoCommand.self, KeysCommand.self, VerifyCommand.self, ProxyCommand.self, StoreCommand.self, ClientCommand.self]
     )
 
     /// Runs the command and turns every error into one line on stderr and a non-zero exit:

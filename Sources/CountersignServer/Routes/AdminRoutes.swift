@@ -94,7 +94,10 @@ struct AdminRoutes: Sendable {
             try await Self.json(try await existing(app: app, context: context))
         }
         route(router, .get, path("/customer_info")) { app, _, context in
-            try await Self.json(try await existing(app: app, context: context).customerInfo)
+            guard let info = try await store.existingCustomerInfo(app: app, user: try Self.user(context), now: now()) else {
+                throw Self.unknownCustomer
+            }
+            return try await Self.json(info)
         }
         route(router, .post, path("/entitlements/:entitlement/promotional")) { app, request, context in
             var request = request

@@ -84,21 +84,27 @@ public struct PurchaseStore: Sendable {
     /// A known customer seen within the hour is answered with reads only, outside a transaction:
     /// each statement sees committed data, and this is the hot path of every app launch.
     public func customerInfo(app: AppConfiguration, user: String, now: Date) async throws -> SubscriberResponse {
-        let known = try await database.withConnection { sql -> SubscriberResponse? in
-            guard let row = try await sql.select().columns("first_seen_ms", "last_seen_ms").from("customers")
-                .where("app_id", .equal, app.id).where("app_user_id", .equal, user).first()
-            else { return nil }
-            let lastSeen = try row.decode(column: "last_seen_ms", as: Int64.self)
-            guard Self.milliseconds(now) - lastSeen < Self.lastSeenResolution else { return nil }
-            let entitlements = try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
-            return SubscriberResponse(appUserId: user, firstSeen: Self.date(try row.decode(column: "first_seen_ms", as: Int64.self)),
-                                      lastSeen: Self.date(lastSeen), entitlements: entitlements, requestDate: now)
-        }
+        let known = try await existingCustomerInfo(app: app, user: user, now: now, seenWithinTheHour: true)
         if let known { return known }
         return try await database.transaction { sql in
             let seen = try await Self.touchCustomer(sql, app: app.id, user: user, now: now)
             let entitlements = try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
             return SubscriberResponse(appUserId: user, firstSeen: seen.first, lastSeen: seen.last, entitlements: entitlements, requestDate: now)
+        }
+    }
+
+    /// The CustomerInfo of a known customer, with reads only; nil for an unknown customer (or,
+    /// with `seenWithinTheHour`, one whose `last_seen` needs an update).
+    public func existingCustomerInfo(app: AppConfiguration, user: String, now: Date, seenWithinTheHour: Bool = false) async throws -> SubscriberResponse? {
+        try await database.withConnection { sql -> SubscriberResponse? in
+            guard let row = try await sql.select().columns("first_seen_ms", "last_seen_ms").from("customers")
+                .where("app_id", .equal, app.id).where("app_user_id", .equal, user).first()
+            else { return nil }
+            let lastSeen = try row.decode(column: "last_seen_ms", as: Int64.self)
+            if seenWithinTheHour && Self.milliseconds(now) - lastSeen >= Self.lastSeenResolution { return nil }
+            let entitlements = try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
+            return SubscriberResponse(appUserId: user, firstSeen: Self.date(try row.decode(column: "first_seen_ms", as: Int64.self)),
+                                      lastSeen: Self.date(lastSeen), entitlements: entitlements, requestDate: now)
         }
     }
 

@@ -1,0 +1,57 @@
+import ArgumentParser
+import CountersignCore
+import CountersignProxy
+import Foundation
+import Hummingbird
+
+/// `countersign proxy`: a tampering HTTP proxy in front of a server.
+struct ProxyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "proxy",
+        abstract: "Forward to a server and tamper with its answers the way on-device piracy tools do.",
+        discussion: "Attacks: \(TamperingProxy.Attack.allCases.map(\.rawValue).joined(separator: ", "))."
+    )
+
+    @Option(help: "HOST:PORT to listen on (port 0: any free port).")
+    var listen = "127.0.0.1:8081"
+
+    @Option(help: "The server to forward to, e.g. http://127.0.0.1:8080.")
+    var upstream: String
+
+    @Option(help: "The attack.")
+    var attack: String = "none"
+
+    @Option(help: "The entitlement grant-entitlement, foreign-root and expired-intermediate add.")
+    var entitlement = "pro"
+
+    @Option(name: .customLong("other-user"), help: "Whose answer cross-user serves.")
+    var otherUser = "paying-user"
+
+    @Option(name: .customLong("expired-intermediate"), help: "An expired intermediate key file of the real root, for expired-intermediate.")
+    var expiredIntermediate: String?
+
+    func run() async throws {
+        guard let attack = TamperingProxy.Attack(rawValue: attack) else {
+            throw CLIError("unknown attack '\(attack)'; one of \(TamperingProxy.Attack.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        guard let upstreamURL = URL(string: upstream), upstreamURL.scheme == "http" || upstreamURL.scheme == "https" else {
+            throw CLIError("--upstream '\(upstream)' is not an http(s) URL")
+        }
+        let parts = listen.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, let port = Int(parts[1]), (0...65_535).contains(port) else { throw CLIError("--listen must be HOST:PORT") }
+        var configuration = TamperingProxy.Configuration(upstream: upstreamURL, attack: attack)
+        configuration.entitlement = entitlement
+        configuration.otherUser = otherUser
+        if let expiredIntermediate {
+            configuration.expiredIntermediate = try CLIError.wrapping("--expired-intermediate") {
+                try KeyFile.loadIntermediate(from: URL(fileURLWithPath: expiredIntermediate))
+            }
+        }
+        let proxy = try CLIError.wrapping("proxy") { try TamperingProxy(configuration: configuration) }
+        let host = String(parts[0])
+        let application = proxy.makeApplication(host: host, port: port) { port in
+            FileHandle.standardOutput.write(Data("proxying http://\(host):\(port) → \(upstreamURL.absoluteString) with attack \(attack.rawValue)\n".utf8))
+        }
+        try await application.runService()
+    }
+}

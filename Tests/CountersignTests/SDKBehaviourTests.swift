@@ -1,0 +1,141 @@
+@testable import Countersign
+import CountersignCore
+import CountersignProxy
+import Foundation
+import Testing
+
+/// Offline entitlements, mode changes, purchases under enforced failures, updates and the cache
+/// rule, each against the live server through the proxy.
+@Suite("SDK behaviour")
+struct SDKBehaviourTests {
+    @Test("server down after a purchase: no cache → entitlements verified on the device; a cached verified answer → the cache, still verified")
+    func offline() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .informational, user: "offline-user", storage: "offline")
+            let bought = try await purchases.purchase(productID: "pro_monthly")
+            #expect(bought.customerInfo.entitlements["pro"]?.isActive == true)
+            #expect(bought.customerInfo.entitlements.verification == .verified)
+
+            harness.proxy.attack = .serverDown
+            await purchases.invalidateCustomerInfoCache()
+            let onDevice = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            #expect(onDevice.entitlements.verification == .verifiedOnDevice)
+            #expect(onDevice.entitlements["pro"]?.isActive == true)
+            #expect(onDevice.entitlements["pro"]?.verification == .verifiedOnDevice)
+            #expect(onDevice.activeSubscriptions == ["pro_monthly"])
+
+            harness.proxy.attack = .none
+            let fetched = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            #expect(fetched.entitlements.verification == .verified)
+            harness.proxy.attack = .serverDown
+            let cached = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            #expect(cached.entitlements.verification == .verified)
+            #expect(cached.entitlements["pro"]?.isActive == true)
+            #expect(cached.requestDate == fetched.requestDate)
+        }
+    }
+
+    @Test("server down with neither cache nor purchases: an offline error, nothing granted")
+    func offlineWithNothing() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .enforced, user: "nobody", storage: "nothing")
+            harness.proxy.attack = .serverDown
+            await #expect(throws: PurchasesError.self) { try await purchases.customerInfo() }
+        }
+    }
+
+    @Test("data cached while disabled is notRequested after switching to informational, and the next fetch sends no ETag")
+    func modeChange() async throws {
+        try await SDKHarness.run { harness in
+            let disabled = try harness.purchases(mode: .disabled, user: "switcher", storage: "switch")
+            #expect(try await disabled.customerInfo(fetchPolicy: .fetchCurrent).entitlements.verification == .notRequested)
+            _ = try await disabled.customerInfo(fetchPolicy: .fetchCurrent)
+            #expect(harness.proxy.seenRequests.last?.etag != nil, "disabled mode reuses its ETag")
+
+            let informational = try harness.purchases(mode: .informational, user: "switcher", storage: "switch")
+            #expect(try await informational.customerInfo(fetchPolicy: .fromCacheOnly).entitlements.verification == .notRequested)
+            let before = harness.proxy.seenRequests.count
+            let fresh = try await informational.customerInfo(fetchPolicy: .fetchCurrent)
+            #expect(fresh.entitlements.verification == .verified)
+            let sent = harness.proxy.seenRequests.dropFirst(before).filter { $0.path == "/v1/subscribers/switcher" }
+            #expect(sent.count == 1)
+            #expect(sent.first?.etag == nil)
+        }
+    }
+
+    @Test("enforced failure during a purchase leaves the transaction unfinished; the next sync posts and finishes it")
+    func enforcedPurchase() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .enforced, user: "buyer", storage: "enforced")
+            harness.proxy.attack = .grantEntitlement
+            await #expect(throws: PurchasesError.signatureVerificationFailed(path: "/v1/receipts", statusCode: 200, reason: .payloadMismatch)) {
+                try await purchases.purchase(productID: "lifetime")
+            }
+            #expect(try await purchases.configuration.store.unfinishedTransactions().count == 1)
+
+            harness.proxy.attack = .none
+            let synced = try await purchases.syncPurchases()
+            #expect(synced.entitlements.verification == .verified)
+            #expect(synced.entitlements["pro"]?.isActive == true)
+            #expect(try await purchases.configuration.store.unfinishedTransactions().isEmpty)
+        }
+    }
+
+    @Test("with purchasesAreCompletedBy myApp the SDK records and never finishes")
+    func myAppFinishes() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .informational, user: "self-finisher", storage: "myapp") {
+                $0.purchasesAreCompletedBy = .myApp
+            }
+            let bought = try await purchases.purchase(productID: "lifetime")
+            #expect(bought.customerInfo.entitlements["pro"]?.isActive == true)
+            #expect(try await purchases.configuration.store.unfinishedTransactions().map(\.transactionId) == [bought.transaction.transactionId])
+        }
+    }
+
+    @Test("the stream yields after a purchase, a restore, logIn and a changed fetch")
+    func stream() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .informational, user: nil, storage: "stream")
+            #expect(await purchases.isAnonymous)
+            let stream = await purchases.customerInfoStream
+            var iterator = stream.makeAsyncIterator()
+
+            _ = try await purchases.purchase(productID: "lifetime")
+            #expect(await iterator.next()?.entitlements["pro"]?.isActive == true)
+
+            _ = try await purchases.restorePurchases()
+            #expect(await iterator.next()?.entitlements["pro"]?.isActive == true)
+
+            let (loggedIn, created) = try await purchases.logIn("stream-user")
+            #expect(created)
+            #expect(loggedIn.originalAppUserId == "stream-user")
+            #expect(loggedIn.entitlements["pro"]?.isActive == true, "the anonymous purchase merged into the new user")
+            #expect(await iterator.next()?.originalAppUserId == "stream-user")
+
+            // A fetch whose answer changed (a promotional grant appeared) yields; an unchanged one does not.
+            try await harness.server.store.grantPromotional(app: harness.app, user: "stream-user", entitlement: "vip", expires: nil, now: Date())
+            _ = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            #expect(await iterator.next()?.entitlements.all.keys.contains("vip") == true)
+        }
+    }
+
+    @Test("a cached CustomerInfo is used for 5 minutes, then fetched again (injected clock)")
+    func cacheFreshness() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .informational, user: "clocked", storage: "clock")
+            func fetches() -> Int { harness.proxy.seenRequests.filter { $0.path == "/v1/subscribers/clocked" }.count }
+            _ = try await purchases.customerInfo()
+            #expect(fetches() == 1)
+            harness.clock.now += 4 * 60 + 59
+            _ = try await purchases.customerInfo()
+            #expect(fetches() == 1)
+            harness.clock.now += 2
+            _ = try await purchases.customerInfo()
+            #expect(fetches() == 2)
+            await purchases.invalidateCustomerInfoCache()
+            _ = try await purchases.customerInfo()
+            #expect(fetches() == 3)
+        }
+    }
+}

@@ -1,0 +1,82 @@
+@testable import Countersign
+import CountersignAppStore
+import CountersignCore
+import CountersignProxy
+import CountersignServer
+import CountersignTesting
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Testing
+
+/// A live server (SQLite, port 0), the tampering proxy in front of it (port 0), and a way to
+/// configure SDK instances that talk to the server through the proxy over real HTTP.
+struct SDKHarness: Sendable {
+    let server: CountersignServer
+    let serverURL: URL
+    let proxy: TamperingProxy
+    let proxyURL: URL
+    let directory: URL
+    let clock: ManualClock
+
+    var app: AppConfiguration { server.deployment.apps[0] }
+    var apiKey: String { app.publicApiKeys[0] }
+    var rootKey: String { server.keys.managedRootPublicKey!.rawRepresentation.base64EncodedString() }
+
+    static func run(_ body: @Sendable @escaping (SDKHarness) async throws -> Void) async throws {
+        let directory = try makeTemporaryDirectory("countersign-sdk")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = ServerConfiguration(dataDirectory: directory.appendingPathComponent("server"))
+        configuration.port = 0
+        var logger = Logger(label: "test")
+        logger.logLevel = .error
+        let server = try await CountersignServer(configuration: configuration, logger: logger)
+        try await server.makeApplication().test(.live) { serverClient in
+            let serverURL = URL(string: "http://127.0.0.1:\(serverClient.port!)")!
+            let proxy = try TamperingProxy(configuration: .init(upstream: serverURL, attack: .none))
+            try await proxy.makeApplication(host: "127.0.0.1", port: 0).test(.live) { proxyClient in
+                let harness = SDKHarness(
+                    server: server, serverURL: serverURL, proxy: proxy, proxyURL: URL(string: "http://127.0.0.1:\(proxyClient.port!)")!,
+                    directory: directory, clock: ManualClock(Date())
+                )
+                try await body(harness)
+            }
+        }
+        try await server.shutdown()
+    }
+
+    /// An SDK configuration through the proxy; `storage` names its own storage directory (the
+    /// same name: the same caches, as after an app restart).
+    func configuration(mode: EntitlementVerificationMode, user: String?, storage: String) throws -> Configuration {
+        let storageDirectory = directory.appendingPathComponent("sdk-\(storage)")
+        let store = try TestStore(serverURL: serverURL, apiKey: apiKey, rootPublicKeys: [rootKey], directory: storageDirectory)
+        var configuration = Configuration(
+            apiKey: apiKey, appUserID: user, serverURL: proxyURL, rootPublicKeys: [rootKey], store: store, storageDirectory: storageDirectory
+        )
+        configuration.entitlementVerificationMode = mode
+        let clock = clock
+        configuration.now = { clock.now }
+        return configuration
+    }
+
+    func purchases(mode: EntitlementVerificationMode, user: String?, storage: String, edit: (inout Configuration) -> Void = { _ in }) throws -> Purchases {
+        var configuration = try configuration(mode: mode, user: user, storage: storage)
+        edit(&configuration)
+        return try Purchases(configuration: configuration)
+    }
+
+    /// Gives `user` an active `pro` directly on the server (not through the proxy).
+    func givePro(to user: String) async throws {
+        let (jws, payload) = try server.testStore!.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: app.bundleId))
+        _ = try await server.store.record(try VerifiedTransaction(jws: jws, payload: payload, app: app), app: app, poster: user, now: Date())
+    }
+}
+
+/// Collects what the SDK reports to its verification-failure handler.
+final class FailureLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var events: [VerificationFailureEvent] = []
+    func add(_ event: VerificationFailureEvent) { lock.withLock { events.append(event) } }
+    var all: [VerificationFailureEvent] { lock.withLock { events } }
+}
