@@ -51,9 +51,10 @@ public protocol Store: Sendable {
     /// Transactions not finished yet (StoreKit's `unfinished`).
     func unfinishedTransactions() async throws -> [StoreTransaction]
     func finish(_ transaction: StoreTransaction) async throws
+    /// Whether purchases are test-store purchases (the SDK warns loudly).
+    var isTestStore: Bool { get }
 }
 
 extension Store {
-    /// Whether purchases are test-store purchases (the SDK warns loudly).
     public var isTestStore: Bool { false }
 }

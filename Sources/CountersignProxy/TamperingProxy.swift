@@ -86,15 +86,18 @@ public final class TamperingProxy: Sendable {
         set { state.attack = newValue }
     }
 
-    public func makeApplication(host: String, port: Int, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+    public func makeApplication(
+        host: String, port: Int, logger: Logger? = nil, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) -> some ApplicationProtocol {
         let router = Router()
         for method in [HTTPRequest.Method.get, .post, .put, .delete, .patch] {
             router.on("**", method: method) { request, context in
                 try await self.handle(request, context: context)
             }
         }
-        var logger = Logger(label: "countersign.proxy")
-        logger.logLevel = .warning
+        var defaultLogger = Logger(label: "countersign.proxy")
+        defaultLogger.logLevel = .warning
+        let logger = logger ?? defaultLogger
         return Application(
             router: router,
             configuration: .init(address: .hostname(host, port: port), serverName: "CountersignProxy"),

@@ -34,7 +34,11 @@ struct SDKHarness: Sendable {
         let server = try await CountersignServer(configuration: configuration, logger: logger)
         try await server.makeApplication().test(.live) { serverClient in
             let serverURL = URL(string: "http://127.0.0.1:\(serverClient.port!)")!
-            let proxy = try TamperingProxy(configuration: .init(upstream: serverURL, attack: .none))
+            // An intermediate of the real root that expired two days ago, for expired-intermediate.
+            let root = try KeyFile.loadRoot(from: directory.appendingPathComponent("server/keys/root.key"))
+            var proxyConfiguration = TamperingProxy.Configuration(upstream: serverURL, attack: .none)
+            proxyConfiguration.expiredIntermediate = try root.issueIntermediate(expirationDays: UInt32(Date().timeIntervalSince1970 / 86_400) - 2)
+            let proxy = try TamperingProxy(configuration: proxyConfiguration)
             try await proxy.makeApplication(host: "127.0.0.1", port: 0).test(.live) { proxyClient in
                 let harness = SDKHarness(
                     server: server, serverURL: serverURL, proxy: proxy, proxyURL: URL(string: "http://127.0.0.1:\(proxyClient.port!)")!,

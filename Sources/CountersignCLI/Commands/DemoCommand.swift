@@ -21,7 +21,8 @@ struct DemoCommand: AsyncParsableCommand {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-demo-\(UUID().uuidString.prefix(8))")
         defer { if !keep { try? FileManager.default.removeItem(at: directory) } }
         var logger = Logger(label: "countersign.demo")
-        logger.logLevel = .error
+        // Quiet: the demo's own output tells the story (and stopping the servers at the end is not an error).
+        logger.logLevel = .critical
         var serverConfiguration = ServerConfiguration(dataDirectory: directory.appendingPathComponent("server"))
         serverConfiguration.port = 0
         let server = try await CountersignServer(configuration: serverConfiguration, logger: logger)
@@ -33,7 +34,7 @@ struct DemoCommand: AsyncParsableCommand {
                 let serverPort = try await Self.start(server.makeApplication(onServerRunning:), in: &group)
                 let serverURL = URL(string: "http://127.0.0.1:\(serverPort)")!
                 let proxy = try TamperingProxy(configuration: .init(upstream: serverURL, attack: .grantEntitlement))
-                let proxyPort = try await Self.start({ proxy.makeApplication(host: "127.0.0.1", port: 0, onRunning: $0) }, in: &group)
+                let proxyPort = try await Self.start({ proxy.makeApplication(host: "127.0.0.1", port: 0, logger: logger, onRunning: $0) }, in: &group)
                 let proxyURL = URL(string: "http://127.0.0.1:\(proxyPort)")!
                 defer { group.cancelAll() }
                 return try await Self.story(app: app, rootKey: rootKey, serverURL: serverURL, proxyURL: proxyURL, directory: directory)

@@ -1,0 +1,178 @@
+@testable import Countersign
+import CountersignCore
+import CountersignProxy
+import Foundation
+import Testing
+
+/// Every attack of the tampering proxy × every verification mode, over real HTTP: the SDK asks
+/// for the CustomerInfo of a user who has not paid, through the proxy. ATTACKS.md (and the
+/// README's table) are rendered from ``expected(_:_:)``, the same table the test checks.
+@Suite("Attack matrix")
+struct AttackMatrixTests {
+    typealias Attack = TamperingProxy.Attack
+
+    enum Expected: Hashable, CustomStringConvertible {
+        /// Delivered with this verification result (and, for `failed`, this reason).
+        case delivered(VerificationResult, VerificationFailure?)
+        /// `signatureVerificationFailed` with the reason; nothing delivered.
+        case rejected(VerificationFailure)
+        /// The server is unreachable and nothing cached or on the device stands in.
+        case offline
+
+        var description: String {
+            switch self {
+            case .delivered(let result, let reason?): "delivered, `\(result.rawValue)` (\(reason.rawValue))"
+            case .delivered(let result, nil): "delivered, `\(result.rawValue)`"
+            case .rejected(let reason): "error `signatureVerificationFailed` (\(reason.rawValue))"
+            case .offline: "error `offline`"
+            }
+        }
+    }
+
+    /// What the verifier reports for each attack on a CustomerInfo answer; nil: nothing to catch.
+    static func reason(_ attack: Attack) -> VerificationFailure? {
+        switch attack {
+        case .none, .serverDown: nil
+        case .grantEntitlement, .replay, .crossUser, .swapPath, .forge304: .payloadMismatch
+        case .stripSignature: .missingSignature
+        case .truncateSignature: .malformedSignature
+        case .digitShift: .malformedETag
+        case .foreignRoot: .untrustedRoot
+        case .expiredIntermediate: .intermediateExpired
+        case .dropRequestTime: .missingRequestTime
+        }
+    }
+
+    /// The table.
+    static func expected(_ attack: Attack, _ mode: EntitlementVerificationMode) -> Expected {
+        if attack == .serverDown { return .offline }
+        switch (mode, reason(attack)) {
+        case (.disabled, _): return .delivered(.notRequested, nil)
+        case (_, nil): return .delivered(.verified, nil)
+        case (.informational, let reason?): return .delivered(.failed, reason)
+        case (.enforced, let reason?): return .rejected(reason)
+        }
+    }
+
+    /// What each attack does, for the document.
+    static func explanation(_ attack: Attack) -> String {
+        switch attack {
+        case .none: "forwards untouched"
+        case .grantEntitlement: "rewrites the body to add an active `pro` (signature untouched)"
+        case .stripSignature: "removes `X-Signature`"
+        case .truncateSignature: "cuts `X-Signature` in half"
+        case .replay: "answers with a signed answer recorded for another request (another nonce)"
+        case .crossUser: "answers with a paying user's signed answer for the same nonce"
+        case .swapPath: "asks the server for the same user under another spelling of the path"
+        case .digitShift: "moves a digit from `X-Request-Time` into `X-ETag`: the signed bytes stay the same"
+        case .foreignRoot: "grants `pro` and re-signs with the attacker's own root and intermediate"
+        case .expiredIntermediate: "grants `pro` and signs with an expired intermediate of the real root"
+        case .forge304: "answers 304 with a made-up ETag to a request that sent a cached one"
+        case .serverDown: "answers 503 (no cache, no store purchase: nothing to fall back on)"
+        case .dropRequestTime: "removes `X-Request-Time`"
+        }
+    }
+
+    static func markdown() -> String {
+        let modes = EntitlementVerificationMode.allCases
+        var lines = [
+            "# Attack matrix",
+            "",
+            "Generated from `Tests/CountersignTests/AttackMatrixTests.swift`, whose test checks every cell over real HTTP:",
+            "a live server, `countersign proxy`'s tampering proxy in front of it, and the SDK asking for the CustomerInfo",
+            "of a user who has not paid. Regenerate with `COUNTERSIGN_WRITE_DOCS=1 swift test --filter AttackMatrix`.",
+            "",
+            "No attack is ever reported `verified`. In `informational` mode tampered data is delivered marked `failed`",
+            "(and reported to the error handler and telemetry); in `enforced` mode it is an error and nothing is granted.",
+            "`disabled` shows why verification matters: everything is delivered as `notRequested`.",
+            "",
+            "| attack | what it does | " + modes.map(\.rawValue).joined(separator: " | ") + " |",
+            "|---|---|" + modes.map { _ in "---|" }.joined(),
+        ]
+        for attack in Attack.allCases {
+            lines.append("| `\(attack.rawValue)` | \(explanation(attack)) | " + modes.map { expected(attack, $0).description }.joined(separator: " | ") + " |")
+        }
+        lines.append("")
+        lines.append("With a store purchase on the device and the signed product mapping cached, `server-down` gives")
+        lines.append("`verifiedOnDevice` entitlements instead (see `SDKBehaviourTests`); with a cached verified CustomerInfo, the cache.")
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    static var documentURL: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("ATTACKS.md")
+    }
+
+    @Test("ATTACKS.md is the table this test checks")
+    func document() throws {
+        if ProcessInfo.processInfo.environment["COUNTERSIGN_WRITE_DOCS"] != nil {
+            try Data(Self.markdown().utf8).write(to: Self.documentURL)
+        }
+        let onDisk = try String(contentsOf: Self.documentURL, encoding: .utf8)
+        #expect(onDisk == Self.markdown(), "ATTACKS.md is out of date; regenerate it with COUNTERSIGN_WRITE_DOCS=1")
+    }
+
+    @Test("every attack × mode gives the expected result; no attack is ever verified; enforced never hands back failed data")
+    func matrix() async throws {
+        try await SDKHarness.run { harness in
+            try await harness.givePro(to: "paying-user")
+            var checked = 0
+            for mode in EntitlementVerificationMode.allCases {
+                for attack in Attack.allCases {
+                    try await Self.check(attack, mode, harness)
+                    checked += 1
+                }
+            }
+            print("attack matrix: \(checked) cells checked")
+        }
+    }
+
+    static func check(_ attack: Attack, _ mode: EntitlementVerificationMode, _ harness: SDKHarness) async throws {
+        let failures = FailureLog()
+        let purchases = try harness.purchases(mode: mode, user: "free-user", storage: "\(mode)-\(attack.rawValue)") { configuration in
+            configuration.verificationFailureHandler = { failures.add($0) }
+            configuration.reportsVerificationFailures = false
+        }
+        harness.proxy.attack = .none
+        if attack == .forge304 {
+            // A cached answer for the forged 304 to point at.
+            _ = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+        }
+        harness.proxy.attack = attack
+        let expected = Self.expected(attack, mode)
+        let label = "\(mode) × \(attack.rawValue): expected \(expected)"
+        do {
+            let info = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            #expect(expected == .delivered(info.entitlements.verification, info.verificationFailure), "\(label)")
+            #expect(info.entitlements.all.values.allSatisfy { $0.verification == info.entitlements.verification }, "\(label)")
+            if attack != .none {
+                #expect(info.entitlements.verification != .verified, "\(label): an attack reported verified")
+            }
+            if info.entitlements.verification.isVerified {
+                #expect(info.entitlements["pro"]?.isActive != true, "\(label): verified data must be the free user's own")
+                #expect(info.originalAppUserId == "free-user", "\(label)")
+            }
+        } catch let error as PurchasesError {
+            switch error {
+            case .signatureVerificationFailed(let path, let status, let reason):
+                #expect(expected == .rejected(reason), "\(label): threw \(error)")
+                #expect(path == "/v1/subscribers/free-user" && (status == 200 || status == 304), "\(label)")
+            case .offline:
+                #expect(expected == .offline, "\(label): threw \(error)")
+            default:
+                Issue.record("\(label): threw \(error)")
+            }
+            // Nothing from a refused answer reached the cache.
+            let cached = try? await purchases.customerInfo(fetchPolicy: .fromCacheOnly)
+            #expect(cached?.entitlements["pro"]?.isActive != true, "\(label)")
+        }
+        // The error handler saw the CustomerInfo failure (the follow-up mapping fetch goes through the proxy too).
+        let seen = failures.all.filter { $0.path == "/v1/subscribers/free-user" }
+        if mode != .disabled, let reason = Self.reason(attack) {
+            #expect(seen.map(\.reason) == [reason], "\(label): the error handler saw \(seen)")
+            #expect(seen.allSatisfy { $0.mode == mode && $0.appUserID == "free-user" }, "\(label)")
+        } else {
+            #expect(failures.all.isEmpty, "\(label)")
+        }
+    }
+}
