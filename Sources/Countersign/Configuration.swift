@@ -43,6 +43,10 @@ public struct Configuration: Sendable {
     /// Report verification failures to the server in the background (reason, path, mode, SDK
     /// version; no personal data beyond the app user id).
     public var reportsVerificationFailures = true
+    /// How long failures are collected before one report is sent.
+    public var diagnosticsBatchDelay: Duration = .seconds(2)
+    /// Where reports go (default: the server URL).
+    public var diagnosticsURL: URL?
     /// Receives every verification failure, in every verifying mode.
     public var verificationFailureHandler: (@Sendable (VerificationFailureEvent) -> Void)?
     /// The clock; tests inject one to check the cache's 5-minute rule without sleeping.

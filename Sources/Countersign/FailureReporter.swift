@@ -10,11 +10,11 @@ import FoundationNetworking
 /// cannot take them.
 final class FailureReporter: Sendable {
     private let queue: Queue
-    static let batchDelay: Duration = .seconds(2)
     static let maximumQueued = 1_000
 
     init(configuration: Configuration) {
-        queue = Queue(apiKey: configuration.apiKey, serverURL: configuration.serverURL, session: configuration.session)
+        queue = Queue(apiKey: configuration.apiKey, serverURL: configuration.diagnosticsURL ?? configuration.serverURL,
+                      session: configuration.session, batchDelay: configuration.diagnosticsBatchDelay)
     }
 
     /// Queues one failure; returns at once.
@@ -38,13 +38,15 @@ final class FailureReporter: Sendable {
         let apiKey: String
         let serverURL: URL
         let session: URLSession
+        let batchDelay: Duration
         private var counts: [Key: (count: Int, appUserID: String)] = [:]
         private var scheduled = false
 
-        init(apiKey: String, serverURL: URL, session: URLSession) {
+        init(apiKey: String, serverURL: URL, session: URLSession, batchDelay: Duration) {
             self.apiKey = apiKey
             self.serverURL = serverURL
             self.session = session
+            self.batchDelay = batchDelay
         }
 
         func add(_ event: VerificationFailureEvent) {
@@ -55,7 +57,7 @@ final class FailureReporter: Sendable {
             guard !scheduled else { return }
             scheduled = true
             Task {
-                try? await Task.sleep(for: FailureReporter.batchDelay)
+                try? await Task.sleep(for: self.batchDelay)
                 await self.send()
             }
         }
