@@ -40,3 +40,40 @@ struct CLIRunner {
     }
 
 }
+
+/// A long-running `countersign` process (serve, proxy), stopped with SIGTERM.
+final class BackgroundCommand: @unchecked Sendable {
+    let process = Process()
+    private let output = Pipe()
+
+    /// Starts `arguments` and waits (up to a minute) for a stdout line starting with `prefix`;
+    /// returns that line.
+    init(_ arguments: [String], waitingFor prefix: String) throws {
+        process.executableURL = CLIRunner.executable
+        process.arguments = arguments
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var buffer = Data()
+        let handle = output.fileHandleForReading
+        while !String(decoding: buffer, as: UTF8.self).split(separator: "\n").contains(where: { $0.hasPrefix(prefix) }) {
+            let chunk = handle.availableData
+            if chunk.isEmpty { throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "\(arguments[0]) exited before '\(prefix)'"]) }
+            buffer.append(chunk)
+        }
+        line = String(String(decoding: buffer, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix(prefix) }!)
+    }
+
+    let line: String
+
+    /// The port in a `... http://HOST:PORT ...` line.
+    var port: Int {
+        let url = line.split(separator: " ").first { $0.hasPrefix("http://") }!
+        return Int(url.split(separator: ":").last!)!
+    }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
