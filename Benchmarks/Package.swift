@@ -35,6 +35,7 @@ let package = Package(
         .executableTarget(
             name: "PairedRatios",
             dependencies: [
+                .product(name: "Countersign", package: "Countersign"),
                 .product(name: "CountersignCore", package: "Countersign"),
                 .product(name: "CountersignAppStore", package: "Countersign"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -34,6 +34,7 @@ public actor Purchases {
     private var continuations: [UUID: AsyncStream<CustomerInfo>.Continuation] = [:]
     private var lastDelivered: CustomerInfo?
 
+    private static let warnedAboutTestStore = OnceFlag()
     private static let sharedLock = NSLock()
     nonisolated(unsafe) private static var sharedInstance: Purchases?
 
@@ -93,7 +94,7 @@ public actor Purchases {
             handler?(event)
             reporter?.report(event)
         }
-        if configuration.store.isTestStore {
+        if configuration.store.isTestStore && Self.warnedAboutTestStore.claim() {
             FileHandle.standardError.write(Data("Countersign: WARNING: running against the TEST STORE. Never ship an app configured with a test-store app or API key.\n".utf8))
         }
     }
@@ -344,6 +345,14 @@ public actor Purchases {
     public func flushDiagnostics() async {
         await reporter?.flush()
     }
+}
+
+/// A flag that is claimed once per process.
+final class OnceFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var claimed = false
+    /// True the first time only.
+    func claim() -> Bool { lock.withLock { defer { claimed = true }; return !claimed } }
 }
 
 /// The current app user id, shared with the backend's failure callback.

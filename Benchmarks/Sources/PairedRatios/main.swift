@@ -1,3 +1,4 @@
+import Countersign
 import CountersignAppStore
 import CountersignCore
 import Crypto
@@ -8,9 +9,13 @@ import Foundation
 // reported. On a shared VM whose speed drifts between phases, pairing cancels the drift that
 // makes ratios of separately measured benchmarks unreliable. See BENCHMARKS.md.
 //
-//   swift run -c release PairedRatios [ROUNDS]
+//   swift run -c release PairedRatios [ROUNDS] [SERVER_BODY_BYTES]
+//
+// SERVER_BODY_BYTES (default 575, the CustomerInfo body of scripts/bench-server.py) sizes the
+// body of the absolute "bare Ed25519 sign" figure that the server benchmark compares against.
 
 let rounds = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 200 : 200
+let serverBodyBytes = CommandLine.arguments.count > 2 ? Int(CommandLine.arguments[2]) ?? 575 : 575
 let batch = 100
 
 // App Store: a test-store transaction, its chain already cached.
@@ -88,4 +93,45 @@ report("verify transaction (chain seen) vs P-256 verify", try await pairedRatio(
     { sink &+= leafKey.isValidSignature(ecdsa, for: signingInput) ? 1 : 0 },
     { sink &+= try await storeVerifier.verify(jws, as: TransactionPayload.self).productId?.count ?? 0 }
 ))
+
+// The SDK's path: a 1 KiB CustomerInfo answer, verified, then parsed into CustomerInfo.
+let customerInfoBody: Data = {
+    let template = #"{"request_date":"2026-01-01T00:00:00Z","request_date_ms":1767225600000,"subscriber":{"entitlements":{"pro":{"expires_date":"2026-02-01T00:00:00Z","product_identifier":"pro_monthly","purchase_date":"2026-01-01T00:00:00Z"}},"first_seen":"2025-06-01T00:00:00Z","last_seen":"2026-01-01T00:00:00Z","management_url":"PADDING","non_subscriptions":{"coins_100":[{"id":"2000000000000001","is_sandbox":true,"purchase_date":"2025-12-01T00:00:00Z","store":"test_store"}]},"original_app_user_id":"user-0123456789","subscriptions":{"pro_monthly":{"expires_date":"2026-02-01T00:00:00Z","is_sandbox":true,"original_purchase_date":"2025-06-01T00:00:00Z","period_type":"normal","purchase_date":"2026-01-01T00:00:00Z","store":"test_store"}}}}"#
+    // Padded to 1 KiB in a field CustomerInfo reads.
+    return Data(template.replacingOccurrences(of: "PADDING", with: String(repeating: "x", count: 1024 - template.utf8.count + 7)).utf8)
+}()
+let customerInfoParts = SignedResponseParts(requestTime: "1767225600000", etag: "0123456789abcdef", body: customerInfoBody)
+let customerInfoSignature = try signer.signature(request: request, response: customerInfoParts)
+let customerInfoReceived = ReceivedResponse(
+    statusCode: 200, signature: customerInfoSignature, requestTime: "1767225600000", etag: "0123456789abcdef", body: customerInfoBody
+)
+let bareCustomerInfoSignature = try intermediate.privateKey.signature(for: customerInfoBody)
+precondition(verifier.verify(request: request, response: customerInfoReceived) == .verified)
+precondition((try CustomerInfo(answer: customerInfoBody, verification: .verified, failure: nil, now: Date())).entitlements["pro"] != nil)
+report("verify 1 KiB CustomerInfo vs Ed25519 verify", await pairedRatio(
+    { sink &+= intermediatePublicKey.isValidSignature(bareCustomerInfoSignature, for: customerInfoBody) ? 1 : 0 },
+    { sink &+= verifier.verify(request: request, response: customerInfoReceived).isVerified ? 1 : 0 }
+))
+
+/// Microseconds per call of `work`, the median of `rounds` batches.
+func microseconds(_ work: () throws -> Void) rethrows -> Double {
+    var samples: [Double] = []
+    for _ in 0..<rounds {
+        let start = ContinuousClock.now
+        for _ in 0..<batch { try work() }
+        let elapsed = ContinuousClock.now - start
+        samples.append((Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12) / Double(batch))
+    }
+    return samples.sorted()[samples.count / 2]
+}
+
+print(String(format: "parse + verify a %d-byte CustomerInfo answer: %.1f µs (median of %d batches of %d)",
+             customerInfoBody.count, try microseconds {
+                 guard verifier.verify(request: request, response: customerInfoReceived).isVerified else { return }
+                 sink &+= try CustomerInfo(answer: customerInfoBody, verification: .verified, failure: nil, now: Date()).entitlements.all.count
+             }, rounds, batch))
+let serverBody = Data(repeating: UInt8(ascii: "x"), count: serverBodyBytes)
+print(String(format: "bare Ed25519 sign of a %d-byte body: %.1f µs; bare Ed25519 verify: %.1f µs",
+             serverBodyBytes, try microseconds { sink &+= try intermediate.privateKey.signature(for: serverBody).count },
+             microseconds { sink &+= intermediatePublicKey.isValidSignature(bareSignature, for: body) ? 1 : 0 }))
 if sink == 42 { print("") } // keeps the work observable

@@ -8,7 +8,7 @@ struct ClientCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "client",
         abstract: "Use the client SDK against a server: fetch CustomerInfo, buy through the test store, restore.",
-        subcommands: [CustomerInfoCommand.self, PurchaseCommand.self, RestoreCommand.self]
+        subcommands: [CustomerInfoCommand.self, PurchaseCommand.self, RestoreCommand.self, LoadCommand.self]
     )
 
     struct Options: ParsableArguments {
@@ -36,14 +36,15 @@ struct ClientCommand: AsyncParsableCommand {
         @Flag(help: "Print one JSON object.")
         var json = false
 
-        func purchases() throws -> Purchases {
+        func purchases(storageSuffix: String = "") throws -> Purchases {
             guard let serverURL = URL(string: server), serverURL.scheme != nil else { throw CLIError("--server '\(server)' is not a URL") }
             guard let mode = EntitlementVerificationMode(rawValue: self.mode) else {
                 throw CLIError("--mode must be disabled, informational or enforced")
             }
             guard !rootKeys.isEmpty else { throw CLIError("give at least one --root-key") }
-            let directory = storage.map { URL(fileURLWithPath: $0) }
-                ?? FileManager.default.temporaryDirectory.appendingPathComponent("countersign-client-\(UUID().uuidString)")
+            let directory = (storage.map { URL(fileURLWithPath: $0) }
+                ?? FileManager.default.temporaryDirectory.appendingPathComponent("countersign-client-\(UUID().uuidString)"))
+                .appendingPathComponent(storageSuffix)
             let storeURL = storeServer.flatMap { URL(string: $0) } ?? serverURL
             return try CLIError.wrapping("client") {
                 let store = try TestStore(serverURL: storeURL, apiKey: apiKey, rootPublicKeys: rootKeys, directory: directory)
@@ -103,6 +104,49 @@ struct ClientCommand: AsyncParsableCommand {
             let purchases = try options.purchases()
             let result = await capture { try await purchases.purchase(productID: product) }
             try options.report(result.map(\.customerInfo), extra: (try? result.get()).map { ["transactionId": $0.transaction.transactionId] } ?? [:])
+        }
+    }
+
+    struct LoadCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "load",
+            abstract: "Fetch CustomerInfo many times through the SDK and count the verification results (exit 1 unless all verified)."
+        )
+        @OptionGroup var options: Options
+        @Option(help: "How many fetches in all.")
+        var count = 100_000
+        @Option(help: "How many SDK instances fetch at once.")
+        var concurrency = 8
+
+        func run() async throws {
+            guard count > 0, (1...256).contains(concurrency) else { throw CLIError("--count must be positive and --concurrency 1 to 256") }
+            let instances = try (0..<concurrency).map { try options.purchases(storageSuffix: "load-\($0)") }
+            let start = ContinuousClock.now
+            let tallies = await withTaskGroup(of: [String: Int].self) { group in
+                for (index, purchases) in instances.enumerated() {
+                    let share = count / concurrency + (index < count % concurrency ? 1 : 0)
+                    group.addTask {
+                        var tally: [String: Int] = [:]
+                        for _ in 0..<share {
+                            do {
+                                let info = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+                                tally[info.entitlements.verification.rawValue + (info.verificationFailure.map { " (\($0.rawValue))" } ?? ""), default: 0] += 1
+                            } catch {
+                                tally["error: \(error)", default: 0] += 1
+                            }
+                        }
+                        return tally
+                    }
+                }
+                return await group.reduce(into: [String: Int]()) { total, tally in total.merge(tally, uniquingKeysWith: +) }
+            }
+            let elapsed = ContinuousClock.now - start
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let verified = tallies["verified"] ?? 0
+            print(String(format: "%d fetches in %.1f s (%.0f/s), %d SDK instances", count, seconds, Double(count) / seconds, concurrency))
+            for (outcome, number) in tallies.sorted(by: { $0.key < $1.key }) { print("  \(outcome): \(number)") }
+            print("false failures: \(count - verified)")
+            if verified != count { throw ExitCode(1) }
         }
     }
 
