@@ -107,7 +107,8 @@ let customerInfoReceived = ReceivedResponse(
 )
 let bareCustomerInfoSignature = try intermediate.privateKey.signature(for: customerInfoBody)
 precondition(verifier.verify(request: request, response: customerInfoReceived) == .verified)
-precondition((try CustomerInfo(answer: customerInfoBody, verification: .verified, failure: nil, now: Date())).entitlements["pro"] != nil)
+let parsedCustomerInfo = try CustomerInfo(answer: customerInfoBody, verification: .verified, failure: nil, now: Date())
+precondition(parsedCustomerInfo.entitlements["pro"] != nil)
 report("verify 1 KiB CustomerInfo vs Ed25519 verify", await pairedRatio(
     { sink &+= intermediatePublicKey.isValidSignature(bareCustomerInfoSignature, for: customerInfoBody) ? 1 : 0 },
     { sink &+= verifier.verify(request: request, response: customerInfoReceived).isVerified ? 1 : 0 }

@@ -1,0 +1,80 @@
+#if canImport(StoreKit)
+import Foundation
+import StoreKit
+
+/// The ``Store`` of a shipping app: StoreKit 2. Written against StoreKit 2's documented API
+/// (`Product.products(for:)`, `Product.purchase(options:)`, `Transaction.currentEntitlements`,
+/// `Transaction.unfinished`, `Transaction.finish()`); it is not compiled on Linux, where the SDK
+/// runs on ``TestStore``.
+@available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *)
+public final class StoreKitStore: Store {
+    public init() {}
+
+    public func products(_ identifiers: [String]) async throws -> [StoreProduct] {
+        try await Product.products(for: identifiers).map {
+            StoreProduct(id: $0.id, displayName: $0.displayName, displayPrice: $0.displayPrice)
+        }
+    }
+
+    public func purchase(_ productId: String, appUserID: String, appAccountToken: UUID) async throws -> StoreTransaction {
+        guard let product = try await Product.products(for: [productId]).first else {
+            throw PurchasesError.purchaseNotCompleted("the App Store does not know product '\(productId)'")
+        }
+        switch try await product.purchase(options: [.appAccountToken(appAccountToken)]) {
+        case .success(let verification):
+            return Self.transaction(verification)
+        case .userCancelled:
+            throw PurchasesError.purchaseNotCompleted("cancelled by the user")
+        case .pending:
+            throw PurchasesError.purchaseNotCompleted("pending (Ask to Buy or a payment confirmation); it arrives as an unfinished transaction")
+        @unknown default:
+            throw PurchasesError.purchaseNotCompleted("unknown purchase result")
+        }
+    }
+
+    public func currentEntitlements() async throws -> [StoreTransaction] {
+        var transactions: [StoreTransaction] = []
+        for await verification in Transaction.currentEntitlements {
+            transactions.append(Self.transaction(verification))
+        }
+        return transactions
+    }
+
+    public func unfinishedTransactions() async throws -> [StoreTransaction] {
+        var transactions: [StoreTransaction] = []
+        for await verification in Transaction.unfinished {
+            transactions.append(Self.transaction(verification))
+        }
+        return transactions
+    }
+
+    public func finish(_ transaction: StoreTransaction) async throws {
+        for await verification in Transaction.unfinished {
+            let candidate = verification.unsafePayloadValue
+            if String(candidate.id) == transaction.transactionId {
+                await candidate.finish()
+            }
+        }
+    }
+
+    /// StoreKit's transaction with its signed form; `isVerified` is StoreKit's own on-device check.
+    static func transaction(_ verification: StoreKit.VerificationResult<Transaction>) -> StoreTransaction {
+        let isVerified: Bool
+        switch verification {
+        case .verified: isVerified = true
+        case .unverified: isVerified = false
+        }
+        let payload = verification.unsafePayloadValue
+        return StoreTransaction(
+            transactionId: String(payload.id),
+            originalTransactionId: String(payload.originalID),
+            productId: payload.productID,
+            jws: verification.jwsRepresentation,
+            purchaseDate: payload.purchaseDate,
+            expirationDate: payload.expirationDate,
+            revocationDate: payload.revocationDate,
+            isVerified: isVerified
+        )
+    }
+}
+#endif
