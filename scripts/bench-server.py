@@ -23,22 +23,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+from countersign_process import app_keys, call, connect, start_server
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
-
-def start(binary, data_dir, database):
-    command = [binary, "serve", "--data-dir", data_dir, "--port", "0", "--log-level", "warning"]
-    if database:
-        command += ["--database", database]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    for line in process.stdout:
-        if line.startswith("listening on http://"):
-            threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()
-            return process, int(line.strip().rsplit(":", 1)[1])
-    sys.exit("error: the server did not start")
 
 
 def cpu_seconds(pid):
@@ -46,17 +36,10 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def call(connection, method, path, key, body=None):
-    headers = {"Authorization": "Bearer " + key, "Content-Type": "application/json",
-               "X-Nonce": base64.b64encode(os.urandom(12)).decode()}
-    connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
-    response = connection.getresponse()
-    return response.status, response.read()
-
 
 def signing_totals(port):
     """(sum of seconds, count) of the server's signing-time histogram."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection = connect(port)
     connection.request("GET", "/metrics")
     text = connection.getresponse().read().decode()
     connection.close()
@@ -104,11 +87,10 @@ def main():
     arguments = parser.parse_args()
 
     data_dir = tempfile.mkdtemp(prefix="countersign-bench-")
-    process, port = start(arguments.binary, data_dir, arguments.database)
+    process, port = start_server(arguments.binary, data_dir, arguments.database)
     try:
-        app = json.load(open(os.path.join(data_dir, "countersign.json")))["apps"][0]
-        public, secret = app["publicApiKeys"][0], app["secretApiKeys"][0]
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        public, secret = app_keys(data_dir)
+        connection = connect(port)
         user = "bench-user"
         status, body = call(connection, "POST", "/v1/test_store/purchases", public, {"app_user_id": user, "product_id": "pro_monthly"})
         status, body = call(connection, "POST", "/v1/receipts", public,

@@ -11,45 +11,20 @@ the same data directory (and database), the admin API must list every acknowledg
 for its user. Exit status 0 only when none is missing.
 """
 import argparse
-import base64
 import http.client
 import json
 import os
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-
-def start(binary, data_dir, database, log):
-    command = [binary, "serve", "--data-dir", data_dir, "--port", "0", "--log-level", "warning"]
-    if database:
-        command += ["--database", database]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        if line.startswith("listening on http://"):
-            port = int(line.strip().rsplit(":", 1)[1])
-            # Keep draining stdout so the server never blocks on a full pipe.
-            threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()
-            return process, port
-    process.kill()
-    sys.exit("error: the server did not start; see the log")
+from countersign_process import app_keys, call, connect, start_server
 
 
-def request(connection, method, path, key, body=None):
-    headers = {"Authorization": "Bearer " + key, "Content-Type": "application/json",
-               "X-Nonce": base64.b64encode(os.urandom(12)).decode()}
-    connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
-    response = connection.getresponse()
-    return response.status, response.read()
 
 
 def main():
@@ -65,15 +40,14 @@ def main():
     data_dir = tempfile.mkdtemp(prefix="countersign-crash-")
     log = open(os.path.join(data_dir, "server.log"), "a")
     try:
-        process, port = start(arguments.binary, data_dir, arguments.database, log)
-        app = json.load(open(os.path.join(data_dir, "countersign.json")))["apps"][0]
-        public, secret = app["publicApiKeys"][0], app["secretApiKeys"][0]
+        process, port = start_server(arguments.binary, data_dir, arguments.database, stderr=log)
+        public, secret = app_keys(data_dir)
 
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection = connect(port)
         purchases = []
         for index in range(arguments.count):
             user = "crash-user-%d" % index
-            status, body = request(connection, "POST", "/v1/test_store/purchases", public,
+            status, body = call(connection, "POST", "/v1/test_store/purchases", public,
                                    {"app_user_id": user, "product_id": rng.choice(["pro_monthly", "lifetime", "coins_100"])})
             if status != 200:
                 sys.exit("error: minting failed with %d: %s" % (status, body[:200]))
@@ -86,17 +60,17 @@ def main():
         queue = list(purchases)
 
         def worker():
-            client = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            client = connect(port)
             while True:
                 with lock:
                     if not queue:
                         return
                     user, transaction_id, jws = queue.pop(0)
                 try:
-                    status, _ = request(client, "POST", "/v1/receipts", public, {"app_user_id": user, "fetch_token": jws})
+                    status, _ = call(client, "POST", "/v1/receipts", public, {"app_user_id": user, "fetch_token": jws})
                 except (OSError, http.client.HTTPException):
                     client.close()
-                    client = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                    client = connect(port)
                     continue
                 if status == 200:
                     with lock:
@@ -114,11 +88,11 @@ def main():
         if not killed.is_set():
             sys.exit("error: the server was never killed (only %d acknowledged)" % len(acknowledged))
 
-        process, port = start(arguments.binary, data_dir, arguments.database, log)
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        process, port = start_server(arguments.binary, data_dir, arguments.database, stderr=log)
+        connection = connect(port)
         missing = []
         for user, transaction_id in acknowledged:
-            status, body = request(connection, "GET", "/v1/admin/customers/" + user, secret)
+            status, body = call(connection, "GET", "/v1/admin/customers/" + user, secret)
             ids = [t["transaction_id"] for t in json.loads(body).get("transactions", [])] if status == 200 else []
             if transaction_id not in ids:
                 missing.append((user, transaction_id))

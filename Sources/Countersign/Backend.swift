@@ -38,26 +38,22 @@ final class Backend: Sendable {
     let mode: EntitlementVerificationMode
     let verifier: SignatureVerifier?
     let session: URLSession
-    let etags: ETagCache
+    let etags: ETagCache?
     /// Called for every failed verification (error handler, telemetry).
     let onFailure: @Sendable (String, Int, VerificationFailure) -> Void
 
-    init(configuration: Configuration, verifierConfiguration: SignatureVerifier.Configuration, etags: ETagCache,
-         onFailure: @escaping @Sendable (String, Int, VerificationFailure) -> Void) {
-        apiKey = configuration.apiKey
-        serverURL = configuration.serverURL
-        mode = configuration.entitlementVerificationMode
-        session = configuration.session
+    /// - Parameters:
+    ///   - verifier: nil when verification is disabled.
+    ///   - etags: nil for a backend that caches nothing (the test store's).
+    init(apiKey: String, serverURL: URL, mode: EntitlementVerificationMode, verifier: SignatureVerifier?, session: URLSession,
+         etags: ETagCache?, onFailure: @escaping @Sendable (String, Int, VerificationFailure) -> Void = { _, _, _ in }) {
+        self.apiKey = apiKey
+        self.serverURL = serverURL
+        self.mode = mode
+        self.verifier = mode == .disabled ? nil : verifier
+        self.session = session
         self.etags = etags
         self.onFailure = onFailure
-        if configuration.entitlementVerificationMode == .disabled {
-            verifier = nil
-        } else {
-            var verifierConfiguration = verifierConfiguration
-            verifierConfiguration.clockSkewTolerance = configuration.clockSkewTolerance
-            verifierConfiguration.now = configuration.now
-            verifier = SignatureVerifier(configuration: verifierConfiguration)
-        }
     }
 
     /// Sends the request and checks the answer. Throws ``PurchasesError/offline(_:)`` for
@@ -83,7 +79,7 @@ final class Backend: Sendable {
             request.setValue(postParamsHash, forHTTPHeaderField: "X-Post-Params-Hash")
         }
         // Only an ETag whose cached answer this mode accepts is sent back.
-        let cached = endpoint.cacheable ? etags.entry(for: endpoint.path, acceptable: acceptableCached) : nil
+        let cached = endpoint.cacheable ? etags?.entry(for: endpoint.path, acceptable: acceptableCached) : nil
         if let cached { request.setValue(cached.etag, forHTTPHeaderField: "X-ETag") }
 
         let data: Data
@@ -142,9 +138,9 @@ final class Backend: Sendable {
             return Answer(status: 200, body: cached.body, verification: verification, failure: failure)
         }
         if endpoint.cacheable, let etag = response.value(forHTTPHeaderField: "X-ETag"), acceptableCached(verification) {
-            etags.store(ETagCache.Entry(etag: etag, body: data, verification: verification), for: endpoint.path)
+            etags?.store(ETagCache.Entry(etag: etag, body: data, verification: verification), for: endpoint.path)
         } else if endpoint.cacheable {
-            etags.remove(endpoint.path)
+            etags?.remove(endpoint.path)
         }
         return Answer(status: status, body: data, verification: verification, failure: failure)
     }

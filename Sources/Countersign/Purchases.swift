@@ -51,12 +51,14 @@ public actor Purchases {
 
     public init(configuration: Configuration) throws {
         self.configuration = configuration
-        let verifierConfiguration: SignatureVerifier.Configuration
+        var verifierConfiguration: SignatureVerifier.Configuration
         do {
             verifierConfiguration = try SignatureVerifier.Configuration(rootKeysBase64: configuration.rootPublicKeys)
         } catch {
             throw PurchasesError.configuration(error.description)
         }
+        verifierConfiguration.clockSkewTolerance = configuration.clockSkewTolerance
+        verifierConfiguration.now = configuration.now
         do {
             disk = try DiskStore(directory: configuration.storageDirectory)
         } catch {
@@ -89,7 +91,10 @@ public actor Purchases {
         let mode = configuration.entitlementVerificationMode
         let userBox = UserBox(user)
         self.userBox = userBox
-        backend = Backend(configuration: configuration, verifierConfiguration: verifierConfiguration, etags: etags) { path, status, reason in
+        backend = Backend(
+            apiKey: configuration.apiKey, serverURL: configuration.serverURL, mode: mode,
+            verifier: SignatureVerifier(configuration: verifierConfiguration), session: configuration.session, etags: etags
+        ) { path, status, reason in
             let event = VerificationFailureEvent(path: path, statusCode: status, reason: reason, mode: mode, appUserID: userBox.value)
             handler?(event)
             reporter?.report(event)
@@ -297,20 +302,18 @@ public actor Purchases {
     /// answers the current CustomerInfo.
     @discardableResult
     public func syncPurchases() async throws -> CustomerInfo {
-        var latest: CustomerInfo?
-        for transaction in try await configuration.store.unfinishedTransactions() {
-            latest = try await post(transaction)
-        }
-        let info = if let latest { latest } else { try await customerInfo(fetchPolicy: .fetchCurrent) }
-        deliver(info, force: true)
-        return info
+        try await post(all: try await configuration.store.unfinishedTransactions())
     }
 
     /// Posts every transaction that currently entitles the user (a new device, a reinstall).
     @discardableResult
     public func restorePurchases() async throws -> CustomerInfo {
+        try await post(all: try await configuration.store.currentEntitlements())
+    }
+
+    private func post(all transactions: [StoreTransaction]) async throws -> CustomerInfo {
         var latest: CustomerInfo?
-        for transaction in try await configuration.store.currentEntitlements() {
+        for transaction in transactions {
             latest = try await post(transaction)
         }
         let info = if let latest { latest } else { try await customerInfo(fetchPolicy: .fetchCurrent) }

@@ -19,22 +19,19 @@ public final class TestStore: Store, @unchecked Sendable {
         var finished: Bool
     }
 
-    private let apiKey: String
-    private let serverURL: URL
-    private let verifier: SignatureVerifier
-    private let session: URLSession
+    private let backend: Backend
     private let ledgerURL: URL
     private let lock = NSLock()
 
     public init(serverURL: URL, apiKey: String, rootPublicKeys: [String], directory: URL, session: URLSession = .shared) throws {
-        self.serverURL = serverURL
-        self.apiKey = apiKey
-        self.session = session
+        let verifier: SignatureVerifier
         do {
             verifier = SignatureVerifier(configuration: try SignatureVerifier.Configuration(rootKeysBase64: rootPublicKeys))
         } catch {
             throw PurchasesError.configuration(error.description)
         }
+        // Informational: the store keeps a transaction whose answer failed, marked unverified.
+        backend = Backend(apiKey: apiKey, serverURL: serverURL, mode: .informational, verifier: verifier, session: session, etags: nil)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         ledgerURL = directory.appendingPathComponent("test-store-ledger.json")
     }
@@ -44,44 +41,16 @@ public final class TestStore: Store, @unchecked Sendable {
     }
 
     public func purchase(_ productId: String, appUserID: String, appAccountToken: UUID) async throws -> StoreTransaction {
-        let path = "/v1/test_store/purchases"
-        let fields: [(String, String?)] = [("app_user_id", appUserID), ("product_id", productId), ("app_account_token", appAccountToken.uuidString)]
-        var object: [String: String] = [:]
-        for case let (key, value?) in fields { object[key] = value }
-        guard let url = URL(string: serverURL.absoluteString.trimmingSuffix("/") + path) else {
-            throw PurchasesError.configuration("bad server URL")
-        }
-        var request = URLRequest(url: url, timeoutInterval: 30)
-        request.httpMethod = "POST"
-        request.httpBody = try JSONSerialization.data(withJSONObject: object)
-        let nonce = SignedRequestParts.makeNonce()
-        let hash = FieldsHash.headerValue(fields)
-        request.setValue("Bearer \(apiKey)", forHTTPHeaderField: "Authorization")
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue(nonce.base64EncodedString(), forHTTPHeaderField: "X-Nonce")
-        request.setValue(hash, forHTTPHeaderField: "X-Post-Params-Hash")
-        let data: Data
-        let http: HTTPURLResponse
+        let answer: Backend.Answer
         do {
-            let (received, response) = try await session.data(for: request)
-            guard let response = response as? HTTPURLResponse else { throw PurchasesError.purchaseNotCompleted("not an HTTP answer") }
-            (data, http) = (received, response)
-        } catch let error as PurchasesError {
-            throw error
+            answer = try await backend.perform(.post("/v1/test_store/purchases", [
+                ("app_user_id", appUserID), ("product_id", productId), ("app_account_token", appAccountToken.uuidString),
+            ]))
         } catch {
-            throw PurchasesError.purchaseNotCompleted("the test store is unreachable: \(error.localizedDescription)")
+            throw PurchasesError.purchaseNotCompleted("the test store did not sell '\(productId)': \(error)")
         }
-        guard http.statusCode == 200 else {
-            let error = try? JSONDecoder().decode(APIError.self, from: data)
-            throw PurchasesError.purchaseNotCompleted("the test store refused (\(http.statusCode)): \(error?.message ?? "")")
-        }
-        let outcome = verifier.verify(
-            request: SignedRequestParts(authValue: apiKey, nonce: nonce, path: path, postParamsHash: hash),
-            response: ReceivedResponse(statusCode: 200, signature: http.value(forHTTPHeaderField: "X-Signature"),
-                                       requestTime: http.value(forHTTPHeaderField: "X-Request-Time"), etag: nil, body: data)
-        )
-        guard let answer = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let jws = answer["signed_transaction"] as? String, let entry = Self.entry(jws: jws, verified: outcome.isVerified)
+        guard let object = try? JSONSerialization.jsonObject(with: answer.body) as? [String: Any],
+              let jws = object["signed_transaction"] as? String, let entry = Self.entry(jws: jws, verified: answer.verification == .verified)
         else { throw PurchasesError.purchaseNotCompleted("the test store's answer is malformed") }
         try update { $0.append(entry) }
         return entry.transaction
