@@ -114,16 +114,20 @@ struct AttackMatrixTests {
     func document() throws {
         let attacks = Self.projectRoot.appendingPathComponent("ATTACKS.md")
         let readme = Self.projectRoot.appendingPathComponent("README.md")
-        var readmeText = try String(contentsOf: readme, encoding: .utf8)
-        let begin = try #require(readmeText.range(of: Self.readmeBegin), "README.md lacks the attack-matrix markers")
-        let end = try #require(readmeText.range(of: Self.readmeEnd, range: begin.upperBound..<readmeText.endIndex))
+        func generatedRange(_ text: String) throws -> Range<String.Index> {
+            let begin = try #require(text.range(of: Self.readmeBegin), "README.md lacks the attack-matrix markers")
+            let end = try #require(text.range(of: Self.readmeEnd, range: begin.upperBound..<text.endIndex))
+            return begin.upperBound..<end.lowerBound
+        }
         if ProcessInfo.processInfo.environment["COUNTERSIGN_WRITE_DOCS"] != nil {
             try Data(Self.markdown().utf8).write(to: attacks)
-            readmeText.replaceSubrange(begin.upperBound..<end.lowerBound, with: Self.table())
-            try Data(readmeText.utf8).write(to: readme)
+            var text = try String(contentsOf: readme, encoding: .utf8)
+            text.replaceSubrange(try generatedRange(text), with: Self.table())
+            try Data(text.utf8).write(to: readme)
         }
+        let readmeText = try String(contentsOf: readme, encoding: .utf8)
         #expect(try String(contentsOf: attacks, encoding: .utf8) == Self.markdown(), "ATTACKS.md is out of date; regenerate with COUNTERSIGN_WRITE_DOCS=1")
-        #expect(String(readmeText[begin.upperBound..<end.lowerBound]) == Self.table(), "README's table is out of date; regenerate with COUNTERSIGN_WRITE_DOCS=1")
+        #expect(String(readmeText[try generatedRange(readmeText)]) == Self.table(), "README's table is out of date; regenerate with COUNTERSIGN_WRITE_DOCS=1")
     }
 
     @Test("every attack × mode gives the expected result; no attack is ever verified; enforced never hands back failed data")
