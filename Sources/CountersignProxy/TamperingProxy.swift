@@ -34,7 +34,7 @@ public final class TamperingProxy: Sendable {
         case foreignRoot = "foreign-root"
         /// Grant the entitlement and sign with an intermediate of the real root that has expired.
         case expiredIntermediate = "expired-intermediate"
-        /// Answer 304 with a made-up ETag.
+        /// Answer 304 with a made-up ETag where the server answered 200.
         case forge304 = "forge-304"
         /// Answer 503, to push the client to its offline path.
         case serverDown = "server-down"
@@ -112,6 +112,8 @@ public final class TamperingProxy: Sendable {
         public var path: String
         /// The `X-ETag` the client sent, if any.
         public var etag: String?
+        /// The status of the answer before any tampering.
+        public var upstreamStatus: Int
     }
 
     /// Every request seen so far, oldest first.
@@ -128,7 +130,6 @@ public final class TamperingProxy: Sendable {
         var request = request
         let body = Data(try await request.collectBody(upTo: 1 << 20).readableBytesView)
         let path = request.uri.path
-        state.log(SeenRequest(method: request.method.rawValue, path: path, etag: request.headers[Self.etag]))
         var answer: Answer
         let attack = state.attack
         switch attack {
@@ -148,11 +149,18 @@ public final class TamperingProxy: Sendable {
         case .crossUser where request.method == .get && Self.isCustomerInfoPath(path):
             answer = try await forward(.get, "/v1/subscribers/\(otherUser.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? otherUser)",
                                        headers: request.headers, body: body)
+        case .forge304:
+            // The server is asked without the client's ETag, so it answers a full 200 (as it would
+            // for a changed customer); the proxy turns that into a 304 to keep the client on its cache.
+            var headers = request.headers
+            headers[Self.etag] = nil
+            answer = try await forward(request.method, request.uri.description, headers: headers, body: body)
         case .swapPath where path.hasPrefix("/v1/subscribers/"):
             answer = try await forward(request.method, Self.respelled(path) + (request.uri.query.map { "?" + $0 } ?? ""), headers: request.headers, body: body)
         default:
             answer = try await forward(request.method, request.uri.description, headers: request.headers, body: body)
         }
+        state.log(SeenRequest(method: request.method.rawValue, path: path, etag: request.headers[Self.etag], upstreamStatus: Int(answer.status.code)))
         if answer.status.code < 300 || answer.status == .notModified {
             try tamper(&answer, attack: attack, request: request)
         }

@@ -34,6 +34,32 @@ struct PublicEndpointTests {
         }
     }
 
+    @Test("CustomerInfo: the body is the plain encoding; a matching ETag gets a signed 304 after the request date moved", arguments: TestDatabaseKind.available)
+    func customerInfoETag(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            let (jws, _) = try harness.mint("pro_monthly")
+            #expect(try await harness.post(user: "u1", jws: jws).status == 200)
+            let first = try await harness.signed(.get, "/v1/subscribers/u1")
+            #expect(first.outcome == .verified)
+            let info = try JSONDecoder().decode(SubscriberResponse.self, from: first.reply.body)
+            #expect(first.reply.body == (try WireJSON.encode(info)))
+            let etag = try #require(first.reply.headers[SignatureHeader.etag])
+
+            try await Task.sleep(for: .milliseconds(1_100)) // the next answer has another request_date
+            let cached = try await harness.signed(.get, "/v1/subscribers/u1", etag: etag)
+            #expect(cached.reply.status == 304)
+            #expect(cached.outcome == .verified)
+
+            // A change to the customer changes the ETag: a full signed 200.
+            let (other, _) = try harness.mint("lifetime", type: .nonConsumable)
+            #expect(try await harness.post(user: "u1", jws: other).status == 200)
+            let changed = try await harness.signed(.get, "/v1/subscribers/u1", etag: etag)
+            #expect(changed.reply.status == 200)
+            #expect(changed.outcome == .verified)
+            #expect(changed.reply.headers[SignatureHeader.etag] != etag)
+        }
+    }
+
     @Test("identify merges an anonymous user's purchase into the new user: 201 the first time, 200 after", arguments: TestDatabaseKind.available)
     func identifyMergesAnonymous(_ kind: TestDatabaseKind) async throws {
         try await ReceiptTests.withHarness(kind) { harness in

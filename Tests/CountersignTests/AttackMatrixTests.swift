@@ -67,7 +67,7 @@ struct AttackMatrixTests {
         case .digitShift: "moves a digit from `X-Request-Time` into `X-ETag`: the signed bytes stay the same"
         case .foreignRoot: "grants `pro` and re-signs with the attacker's own root and intermediate"
         case .expiredIntermediate: "grants `pro` and signs with an expired intermediate of the real root"
-        case .forge304: "answers 304 with a made-up ETag to a request that sent a cached one"
+        case .forge304: "turns the server's 200 into a 304 with a made-up ETag, to keep the client on its cached answer"
         case .serverDown: "answers 503 (no cache, no store purchase: nothing to fall back on)"
         case .dropRequestTime: "removes `X-Request-Time`"
         }

@@ -120,6 +120,23 @@ struct SDKBehaviourTests {
         }
     }
 
+    @Test("an unchanged customer is answered 304: the SDK sends its ETag and keeps the cached data, verified")
+    func notModified() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .enforced, user: "etag-user", storage: "etag")
+            _ = try await purchases.purchase(productID: "lifetime")
+            let first = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            try await Task.sleep(for: .milliseconds(1_100)) // the server's request date moves on
+            let again = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            let sent = harness.proxy.seenRequests.filter { $0.path == "/v1/subscribers/etag-user" }
+            #expect(sent.last?.etag != nil)
+            #expect(sent.last?.upstreamStatus == 304)
+            #expect(again.entitlements.verification == .verified)
+            #expect(again.entitlements["pro"]?.isActive == true)
+            #expect(again.rawData == first.rawData)
+        }
+    }
+
     @Test("a cached CustomerInfo is used for 5 minutes, then fetched again (injected clock)")
     func cacheFreshness() async throws {
         try await SDKHarness.run { harness in

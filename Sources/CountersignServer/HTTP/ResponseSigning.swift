@@ -44,7 +44,7 @@ public struct ResponseSigning: Sendable {
         }
         var etag: String?
         if answer.cacheable && answer.status == .ok {
-            let current = SignedAnswer.etag(of: answer.body)
+            let current = SignedAnswer.etag(of: answer.etagSource ?? answer.body)
             etag = current
             if request.headers[SignatureHeader.etag] == current {
                 answer = SignedAnswer(status: .notModified, body: Data(), cacheable: true)

@@ -11,11 +11,27 @@ public struct SignedAnswer: Sendable {
     public var body: Data
     /// Whether the answer gets an `X-ETag` (and so can be answered 304 later).
     public var cacheable: Bool
+    /// What the ETag is computed from, when not the whole body.
+    public var etagSource: Data?
 
-    public init(status: HTTPResponse.Status = .ok, body: Data, cacheable: Bool) {
+    public init(status: HTTPResponse.Status = .ok, body: Data, cacheable: Bool, etagSource: Data? = nil) {
         self.status = status
         self.body = body
         self.cacheable = cacheable
+        self.etagSource = etagSource
+    }
+
+    /// A CustomerInfo answer whose ETag covers the subscriber only, not the request date, so a
+    /// client whose cached customer is unchanged gets a signed 304 (the 304's own signed request
+    /// time tells when the server vouched for it). The body is byte for byte
+    /// `WireJSON.encode(info)`: keys sorted, `subscriber` last; the subscriber is encoded once.
+    public static func customerInfo(_ info: SubscriberResponse) throws -> SignedAnswer {
+        var subscriber = try WireJSON.encode(info.subscriber)
+        subscriber.removeLast() // WireJSON's trailing newline
+        var body = Data(#"{"request_date":"\#(info.requestDate)","request_date_ms":\#(info.requestDateMs),"subscriber":"#.utf8)
+        body.append(subscriber)
+        body.append(contentsOf: Array("}\n".utf8))
+        return SignedAnswer(body: body, cacheable: true, etagSource: subscriber)
     }
 
     /// Encodes a JSON answer with sorted keys, so equal content gives equal bytes and ETags.

@@ -131,7 +131,7 @@ struct PublicRoutes: Sendable {
     func add(to router: Router<ServerRequestContext>) {
         get(router, "/v1/subscribers/:app_user_id") { app, context in
             let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
-            return try SignedAnswer.json(try await store.customerInfo(app: app, user: user, now: now()), cacheable: true)
+            return try SignedAnswer.customerInfo(try await store.customerInfo(app: app, user: user, now: now()))
         }
         get(router, "/v1/subscribers/:app_user_id/offerings") { app, context in
             _ = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
