@@ -157,7 +157,7 @@ public actor Purchases {
         }
         do {
             let answer = try await backend.perform(.get("/v1/subscribers/\(appUserID.pathSegmentEncoded)", cacheable: true))
-            let info = try store(answer, path: "/v1/subscribers")
+            let info = try remember(answer, path: "/v1/subscribers")
             deliver(info)
             await refreshMappingIfNeeded()
             return info
@@ -177,7 +177,7 @@ public actor Purchases {
     }
 
     /// Reads a CustomerInfo answer and caches it for the current user.
-    private func store(_ answer: Backend.Answer, path: String) throws -> CustomerInfo {
+    private func remember(_ answer: Backend.Answer, path: String) throws -> CustomerInfo {
         let now = configuration.now()
         let info: CustomerInfo
         do {
@@ -253,7 +253,7 @@ public actor Purchases {
         let answer = try await backend.perform(.post("/v1/subscribers/identify", [("app_user_id", appUserID), ("new_app_user_id", newAppUserID)]))
         let created = (try? JSONSerialization.jsonObject(with: answer.body) as? [String: Any])?["created"] as? Bool ?? false
         setUser(newAppUserID)
-        let info = try store(answer, path: "/v1/subscribers/identify")
+        let info = try remember(answer, path: "/v1/subscribers/identify")
         deliver(info, force: true)
         return (info, created)
     }
@@ -333,7 +333,7 @@ public actor Purchases {
             try await finish(transaction)
             throw PurchasesError.server(statusCode: status, code: code, message: message)
         }
-        let info = try store(answer, path: "/v1/receipts")
+        let info = try remember(answer, path: "/v1/receipts")
         try await finish(transaction)
         await refreshMappingIfNeeded()
         return info
@@ -356,6 +356,7 @@ final class OnceFlag: @unchecked Sendable {
     private var claimed = false
     /// True the first time only.
     func claim() -> Bool { lock.withLock { defer { claimed = true }; return !claimed } }
+    var isClaimed: Bool { lock.withLock { claimed } }
 }
 
 /// The current app user id, shared with the backend's failure callback.

@@ -46,12 +46,12 @@ struct TelemetryTests {
     func reportingDoesNotBlock() async throws {
         try await SDKHarness.run { harness in
             let received = FailureLog()
-            let released = FailureLog()
+            let released = OnceFlag()
             let router = Router()
             router.post("/v1/diagnostics/verification_failures") { _, _ -> HTTPResponse.Status in
                 received.add(VerificationFailureEvent(path: "", statusCode: 0, reason: .malformedBody, mode: .enforced, appUserID: ""))
                 // Hang until the test is done (at most 30 s).
-                for _ in 0..<600 where released.all.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
+                for _ in 0..<600 where !released.isClaimed { try await Task.sleep(for: .milliseconds(50)) }
                 return .accepted
             }
             try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0))).test(.live) { hanging in
@@ -68,7 +68,7 @@ struct TelemetryTests {
                 for _ in 0..<5 {
                     #expect(try await purchases.customerInfo(fetchPolicy: .fetchCurrent).verificationFailure == .payloadMismatch)
                 }
-                released.add(VerificationFailureEvent(path: "", statusCode: 0, reason: .malformedBody, mode: .enforced, appUserID: ""))
+                _ = released.claim()
             }
         }
     }
