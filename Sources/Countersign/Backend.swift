@@ -31,6 +31,13 @@ final class Backend: Sendable {
         var body: Data
         var verification: VerificationResult
         var failure: VerificationFailure?
+
+        /// The server's refusal, for a 4xx answer.
+        var refusal: PurchasesError? {
+            guard (400..<500).contains(status) else { return nil }
+            let error = try? JSONDecoder().decode(APIError.self, from: body)
+            return PurchasesError.server(statusCode: status, code: error?.code, message: error?.message ?? "HTTP \(status)")
+        }
     }
 
     let apiKey: String
@@ -39,6 +46,8 @@ final class Backend: Sendable {
     let verifier: SignatureVerifier?
     let session: URLSession
     let etags: ETagCache?
+    /// Raised to the signed request time of every verified answer.
+    let timeFloor: VerifiedTimeFloor?
     /// Called for every failed verification (error handler, telemetry).
     let onFailure: @Sendable (String, Int, VerificationFailure) -> Void
 
@@ -46,7 +55,9 @@ final class Backend: Sendable {
     ///   - verifier: nil when verification is disabled.
     ///   - etags: nil for a backend that caches nothing (the test store's).
     init(apiKey: String, serverURL: URL, mode: EntitlementVerificationMode, verifier: SignatureVerifier?, session: URLSession,
-         etags: ETagCache?, onFailure: @escaping @Sendable (String, Int, VerificationFailure) -> Void = { _, _, _ in }) {
+         etags: ETagCache?, timeFloor: VerifiedTimeFloor? = nil,
+         onFailure: @escaping @Sendable (String, Int, VerificationFailure) -> Void = { _, _, _ in }) {
+        self.timeFloor = timeFloor
         self.apiKey = apiKey
         self.serverURL = serverURL
         self.mode = mode
@@ -60,6 +71,14 @@ final class Backend: Sendable {
     /// transport failures and 5xx, ``PurchasesError/server(statusCode:code:message:)`` for 4xx,
     /// and, in enforced mode, ``PurchasesError/signatureVerificationFailed(path:statusCode:reason:)``.
     func perform(_ endpoint: Endpoint) async throws -> Answer {
+        let answer = try await performAllowingRefusal(endpoint)
+        if let refusal = answer.refusal { throw refusal }
+        return answer
+    }
+
+    /// Like ``perform(_:)``, but a 4xx refusal comes back as an answer (with its verification)
+    /// instead of an error, for callers that act on a refusal only when it verified.
+    func performAllowingRefusal(_ endpoint: Endpoint) async throws -> Answer {
         guard let url = URL(string: serverURL.absoluteString.trimmingSuffix("/") + endpoint.path) else {
             throw PurchasesError.configuration("cannot form a URL from \(serverURL) and \(endpoint.path)")
         }
@@ -95,11 +114,8 @@ final class Backend: Sendable {
         }
         let status = response.statusCode
         if status >= 500 { throw PurchasesError.offline("\(endpoint.path) answered \(status)") }
-        if (400..<500).contains(status) {
-            let error = try? JSONDecoder().decode(APIError.self, from: data)
-            throw PurchasesError.server(statusCode: status, code: error?.code, message: error?.message ?? "HTTP \(status)")
-        }
-        guard (200..<300).contains(status) || status == 304 else {
+        // The server signs its refusals too: they are verified like any answer.
+        guard (200..<300).contains(status) || (400..<500).contains(status) || status == 304 else {
             throw PurchasesError.server(statusCode: status, code: nil, message: "unexpected HTTP \(status)")
         }
 
@@ -120,6 +136,9 @@ final class Backend: Sendable {
             switch outcome {
             case .verified:
                 verification = .verified
+                if let time = response.value(forHTTPHeaderField: "X-Request-Time").flatMap(SignatureVerifier.parseRequestTime) {
+                    timeFloor?.raise(to: Date(timeIntervalSince1970: TimeInterval(time) / 1000))
+                }
             case .failed(let reason):
                 verification = .failed
                 failure = reason
@@ -130,6 +149,9 @@ final class Backend: Sendable {
             }
         }
 
+        if (400..<500).contains(status) {
+            return Answer(status: status, body: data, verification: verification, failure: failure)
+        }
         if status == 304 {
             // A 304 inherits the cached body and takes its own verification result.
             guard let cached else {
@@ -143,6 +165,15 @@ final class Backend: Sendable {
             etags?.remove(endpoint.path)
         }
         return Answer(status: status, body: data, verification: verification, failure: failure)
+    }
+
+    /// Reports a failure found after the signature checked out (an answer for another user):
+    /// the same handler and telemetry as a signature failure; in enforced mode it throws.
+    func reportFailure(_ reason: VerificationFailure, path: String, status: Int) throws {
+        onFailure(path, status, reason)
+        if mode == .enforced {
+            throw PurchasesError.signatureVerificationFailed(path: path, statusCode: status, reason: reason)
+        }
     }
 
     /// What may be cached and sent back: verified answers, or unverified ones while

@@ -83,3 +83,29 @@ struct CachedAnswer: Codable, Sendable {
     var failure: String?
     var fetchedAt: Date
 }
+
+/// The latest signed request time of any verified answer, kept on disk. The server vouched for
+/// that time, so the device clock can never be earlier than it: a clock set back cannot make an
+/// expired intermediate key valid again, nor an ended entitlement active.
+final class VerifiedTimeFloor: @unchecked Sendable {
+    private let store: DiskStore
+    private let lock = NSLock()
+    private var current: Date?
+    static let fileName = "verified-time.json"
+
+    init(store: DiskStore) {
+        self.store = store
+        current = store.read(Date.self, Self.fileName)
+    }
+
+    var value: Date? { lock.withLock { current } }
+
+    func raise(to date: Date) {
+        let changed = lock.withLock { () -> Bool in
+            guard current.map({ date > $0 }) ?? true else { return false }
+            current = date
+            return true
+        }
+        if changed { store.write(date, Self.fileName) }
+    }
+}

@@ -20,15 +20,15 @@ public enum CacheFetchPolicy: Sendable {
 public actor Purchases {
     /// How long a cached CustomerInfo stays fresh.
     public static let cacheFreshness: TimeInterval = 5 * 60
-    static let anonymousPrefix = "$CSAnonymousID:"
 
     public nonisolated let configuration: Configuration
     public private(set) var appUserID: String
-    public var isAnonymous: Bool { appUserID.hasPrefix(Self.anonymousPrefix) }
+    public var isAnonymous: Bool { ReservedAppUserID.isAnonymous(appUserID) }
 
     let backend: Backend
     let disk: DiskStore
     let etags: ETagCache
+    let timeFloor: VerifiedTimeFloor
     let reporter: FailureReporter?
     private weak var delegateStorage: (any PurchasesDelegate)?
     private var continuations: [UUID: AsyncStream<CustomerInfo>.Continuation] = [:]
@@ -65,6 +65,9 @@ public actor Purchases {
             throw PurchasesError.configuration("cannot use \(configuration.storageDirectory.path): \(error)")
         }
         etags = ETagCache(store: disk)
+        let timeFloor = VerifiedTimeFloor(store: disk)
+        self.timeFloor = timeFloor
+        verifierConfiguration.verifiedTimeFloor = { timeFloor.value }
         // Leaving disabled mode: cached answers were never verified, so none may be sent back
         // as an ETag; the next fetch is a full signed 200.
         let previousMode = disk.read(EntitlementVerificationMode.self, "mode.json")
@@ -79,7 +82,7 @@ public actor Purchases {
         } else if let saved = disk.read(String.self, "app-user-id.json") {
             user = saved
         } else {
-            user = Self.anonymousPrefix + UUID().uuidString.lowercased()
+            user = ReservedAppUserID.anonymousPrefix + UUID().uuidString.lowercased()
         }
         disk.write(user, "app-user-id.json")
         appUserID = user
@@ -93,7 +96,8 @@ public actor Purchases {
         self.userBox = userBox
         backend = Backend(
             apiKey: configuration.apiKey, serverURL: configuration.serverURL, mode: mode,
-            verifier: SignatureVerifier(configuration: verifierConfiguration), session: configuration.session, etags: etags
+            verifier: SignatureVerifier(configuration: verifierConfiguration), session: configuration.session, etags: etags,
+            timeFloor: timeFloor
         ) { path, status, reason in
             let event = VerificationFailureEvent(path: path, statusCode: status, reason: reason, mode: mode, appUserID: userBox.value)
             handler?(event)
@@ -131,8 +135,11 @@ public actor Purchases {
         continuations[id] = nil
     }
 
-    /// Sends `info` to the stream and the delegate when it differs from the last one sent.
+    /// Sends `info` to the stream and the delegate when it differs from the last one sent, and
+    /// only while its user is still the current one (a logIn or logOut during a fetch must not
+    /// hand the new user the old user's entitlements).
     private func deliver(_ info: CustomerInfo, force: Bool = false) {
+        guard info.originalAppUserId == appUserID else { return }
         if !force, let last = lastDelivered, last.sameContent(as: info) { return }
         lastDelivered = info
         for continuation in continuations.values { continuation.yield(info) }
@@ -141,9 +148,14 @@ public actor Purchases {
 
     // MARK: CustomerInfo
 
+    ///
+    /// The answer is for the user who was current when the call began; if a logIn or logOut
+    /// happens while it is in flight, it is cached for that user and returned to this caller,
+    /// but never delivered to the stream or the delegate as the new user's.
     public func customerInfo(fetchPolicy: CacheFetchPolicy = .cachedOrFetched) async throws -> CustomerInfo {
         let now = configuration.now()
-        let cached = cachedCustomerInfo()
+        let user = appUserID
+        let cached = cachedCustomerInfo(for: user)
         switch fetchPolicy {
         case .fromCacheOnly:
             guard let cached else { throw PurchasesError.noCachedCustomerInfo }
@@ -156,14 +168,14 @@ public actor Purchases {
             break
         }
         do {
-            let answer = try await backend.perform(.get("/v1/subscribers/\(appUserID.pathSegmentEncoded)", cacheable: true))
-            let info = try remember(answer, path: "/v1/subscribers")
+            let answer = try await backend.perform(.get("/v1/subscribers/\(user.pathSegmentEncoded)", cacheable: true))
+            let info = try remember(answer, path: "/v1/subscribers", user: user)
             deliver(info)
             await refreshMappingIfNeeded()
             return info
         } catch PurchasesError.offline(let detail) {
             if let cached { return cached.info }
-            if let offline = try await offlineCustomerInfo() {
+            if let offline = try await offlineCustomerInfo(for: user) {
                 deliver(offline)
                 return offline
             }
@@ -176,27 +188,47 @@ public actor Purchases {
         disk.remove(DiskStore.fileName("customer-info", appUserID))
     }
 
-    /// Reads a CustomerInfo answer and caches it for the current user.
-    private func remember(_ answer: Backend.Answer, path: String) throws -> CustomerInfo {
-        let now = configuration.now()
-        let info: CustomerInfo
+    /// The clock entitlements are judged by: the device clock, but never earlier than the latest
+    /// signed request time of a verified answer.
+    private var referenceNow: Date {
+        max(configuration.now(), timeFloor.value ?? .distantPast)
+    }
+
+    /// Reads a CustomerInfo answer for `user` and caches it for that user.
+    ///
+    /// A verified answer about someone else (`original_app_user_id` is not `user`) is a signed
+    /// answer moved from another request: it fails with ``VerificationFailure/appUserMismatch``
+    /// (an error in enforced mode, delivered as `failed` in informational mode).
+    private func remember(_ answer: Backend.Answer, path: String, user: String) throws -> CustomerInfo {
+        let now = referenceNow
+        var answer = answer
+        var info: CustomerInfo
         do {
             info = try CustomerInfo(answer: answer.body, verification: answer.verification, failure: answer.failure, now: now)
+            if info.originalAppUserId != user && answer.verification == .verified {
+                try backend.reportFailure(.appUserMismatch, path: path, status: answer.status)
+                (answer.verification, answer.failure) = (.failed, .appUserMismatch)
+                info = try CustomerInfo(answer: answer.body, verification: .failed, failure: .appUserMismatch, now: now)
+            }
+        } catch let error as PurchasesError {
+            throw error
         } catch {
             throw PurchasesError.malformedAnswer(path: path)
         }
         // A failed answer is delivered (informational) but never cached: the next call tries again.
         if answer.verification != .failed {
-            disk.write(CachedAnswer(body: answer.body, verification: answer.verification, failure: nil, fetchedAt: now),
-                       DiskStore.fileName("customer-info", appUserID))
+            disk.write(CachedAnswer(body: answer.body, verification: answer.verification, failure: nil, fetchedAt: configuration.now()),
+                       DiskStore.fileName("customer-info", user))
         }
         return info
     }
 
-    private func cachedCustomerInfo() -> (info: CustomerInfo, fetchedAt: Date)? {
-        guard let cached = disk.read(CachedAnswer.self, DiskStore.fileName("customer-info", appUserID)) else { return nil }
+    private func cachedCustomerInfo(for user: String) -> (info: CustomerInfo, fetchedAt: Date)? {
+        guard let cached = disk.read(CachedAnswer.self, DiskStore.fileName("customer-info", user)) else { return nil }
         // Data cached while verification was disabled stays `notRequested` in a verifying mode.
-        guard let info = try? CustomerInfo(answer: cached.body, verification: cached.verification, failure: nil, now: configuration.now()) else {
+        guard let info = try? CustomerInfo(answer: cached.body, verification: cached.verification, failure: nil, now: referenceNow),
+              info.originalAppUserId == user
+        else {
             return nil
         }
         return (info, cached.fetchedAt)
@@ -216,7 +248,7 @@ public actor Purchases {
 
     /// Entitlements computed on the device from the store's verified transactions and the
     /// cached signed mapping; nil when either is missing.
-    private func offlineCustomerInfo() async throws -> CustomerInfo? {
+    private func offlineCustomerInfo(for user: String) async throws -> CustomerInfo? {
         guard let cached = disk.read(CachedAnswer.self, "mapping.json"), cached.verification.isVerified || cached.verification == .notRequested,
               let mapping = try? ProductEntitlementMapping(answer: cached.body)
         else { return nil }
@@ -238,7 +270,7 @@ public actor Purchases {
         return CustomerInfo(
             onDevice: entitlements, verification: verification,
             activeSubscriptions: Set(transactions.filter { $0.expirationDate != nil }.map(\.productId)),
-            purchased: Set(transactions.map(\.productId)), appUserID: appUserID, now: now
+            purchased: Set(transactions.map(\.productId)), appUserID: user, now: now
         )
     }
 
@@ -247,13 +279,13 @@ public actor Purchases {
     /// Switches to `newAppUserID`; an anonymous user's purchases merge into it on the server.
     @discardableResult
     public func logIn(_ newAppUserID: String) async throws -> (customerInfo: CustomerInfo, created: Bool) {
-        guard !newAppUserID.isEmpty, !newAppUserID.hasPrefix(Self.anonymousPrefix) else {
-            throw PurchasesError.configuration("logIn needs a real app user id")
+        guard !newAppUserID.isEmpty, !ReservedAppUserID.isAnonymous(newAppUserID), !ReservedAppUserID.isReserved(newAppUserID) else {
+            throw PurchasesError.configuration("logIn needs a real app user id (ids starting with $CS or $RC are reserved)")
         }
         let answer = try await backend.perform(.post("/v1/subscribers/identify", [("app_user_id", appUserID), ("new_app_user_id", newAppUserID)]))
         let created = (try? JSONSerialization.jsonObject(with: answer.body) as? [String: Any])?["created"] as? Bool ?? false
+        let info = try remember(answer, path: "/v1/subscribers/identify", user: newAppUserID)
         setUser(newAppUserID)
-        let info = try remember(answer, path: "/v1/subscribers/identify")
         deliver(info, force: true)
         return (info, created)
     }
@@ -261,7 +293,7 @@ public actor Purchases {
     /// Back to a fresh anonymous user.
     @discardableResult
     public func logOut() async throws -> CustomerInfo {
-        setUser(Self.anonymousPrefix + UUID().uuidString.lowercased())
+        setUser(ReservedAppUserID.anonymousPrefix + UUID().uuidString.lowercased())
         let info = try await customerInfo(fetchPolicy: .fetchCurrent)
         deliver(info, force: true)
         return info
@@ -322,19 +354,26 @@ public actor Purchases {
     }
 
     /// Records one transaction. Finishes it when the server recorded it with an answer that
-    /// was not rejected, or refused it for good (another user's, another app's, unknown product:
-    /// posting again cannot change that). Network failures, 5xx and enforced verification
-    /// failures leave it unfinished, to be posted again by the next sync.
+    /// was not rejected, or refused it for good (another user's, another app's: posting again
+    /// cannot change that) in an answer that verified. Network failures, 5xx, unverified
+    /// refusals (anyone on the path can forge a 422) and enforced verification failures leave it
+    /// unfinished, to be posted again by the next sync.
     private func post(_ transaction: StoreTransaction) async throws -> CustomerInfo {
-        let answer: Backend.Answer
-        do {
-            answer = try await backend.perform(.post("/v1/receipts", [("app_user_id", appUserID), ("fetch_token", transaction.jws)]))
-        } catch PurchasesError.server(let status, let code, let message) where (4201...4210).contains(code ?? 0) {
-            try await finish(transaction)
-            throw PurchasesError.server(statusCode: status, code: code, message: message)
+        let user = appUserID
+        let answer = try await backend.performAllowingRefusal(.post("/v1/receipts", [("app_user_id", user), ("fetch_token", transaction.jws)]))
+        if let refusal = answer.refusal {
+            if case .server(_, let code?, _) = refusal, (4201...4210).contains(code),
+               answer.verification == .verified || configuration.entitlementVerificationMode == .disabled {
+                try await finish(transaction)
+            }
+            throw refusal
         }
-        let info = try remember(answer, path: "/v1/receipts")
-        try await finish(transaction)
+        let info = try remember(answer, path: "/v1/receipts", user: user)
+        // Only an answer that verified (or, with verification off, any answer) proves the server
+        // recorded the purchase; an unverified one may be a forgery that dropped the request.
+        if info.entitlements.verification != .failed {
+            try await finish(transaction)
+        }
         await refreshMappingIfNeeded()
         return info
     }

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import CountersignAppStore
+import X509
 
 /// Where and how a Countersign server runs.
 public struct ServerConfiguration: Sendable {
@@ -18,6 +19,16 @@ public struct ServerConfiguration: Sendable {
     /// The apps' configuration; nil: `countersign.json` in the data directory (written with the
     /// demo app on first start). A given file must exist.
     public var configurationFile: URL?
+    /// When set, `GET /metrics` needs `Authorization: Bearer <token>` (401 otherwise).
+    public var metricsBearerToken: String?
+    /// Telemetry reports (`POST /v1/diagnostics/verification_failures`) each app may send: a
+    /// sustained rate and a burst; beyond them the server answers 429.
+    public var telemetryReportsPerSecond: Double = 20
+    public var telemetryReportBurst: Double = 200
+    /// How often the key rotation service checks the intermediate key.
+    public var keyCheckInterval: Duration = .seconds(3_600)
+    /// The one clock of routes, signing, key rotation and storage (tests move it).
+    public var now: @Sendable () -> Date = { Date() }
 
     public init(dataDirectory: URL) {
         self.dataDirectory = dataDirectory
@@ -58,7 +69,7 @@ public struct CountersignServer: Sendable {
         }
         let mode: SigningKeyRing.Mode = configuration.intermediatesDirectory.map { .offline(intermediatesDirectory: $0) }
             ?? .managed(dataDirectory: directory)
-        keys = try SigningKeyRing(mode: mode, logger: logger)
+        keys = try SigningKeyRing(mode: mode, now: configuration.now, logger: logger)
         try keys.rotateIfNeeded()
         (verifiers, testStore) = try Self.makeVerifiers(for: deployment, dataDirectory: directory)
         database = try await Database.open(configuration.database ?? .embedded(in: directory), logger: logger)
@@ -84,6 +95,12 @@ public struct CountersignServer: Sendable {
                 anchors: anchors, bundleId: app.bundleId, appAppleId: app.appAppleId, environments: environments
             )
             configuration.allowsXcode = environments.contains(.xcode)
+            configuration.xcodeCertificates = try (app.storeKitTestingCertificates ?? []).map { encoded in
+                guard let der = Data(base64Encoded: encoded), let certificate = try? Certificate(derEncoded: [UInt8](der)) else {
+                    throw ConfigurationError("app '\(app.id)': storeKitTestingCertificates must be base64 DER certificates")
+                }
+                return certificate
+            }
             do {
                 verifiers[app.id] = try SignedDataVerifier(configuration: configuration)
             } catch {
@@ -96,9 +113,9 @@ public struct CountersignServer: Sendable {
     public func makeRouter() -> Router<ServerRequestContext> {
         let router = Router(context: ServerRequestContext.self)
         router.add(middleware: RequestObservation(metrics: metrics))
-        let signing = ResponseSigning(keys: keys, metrics: metrics)
+        let now = configuration.now
+        let signing = ResponseSigning(keys: keys, metrics: metrics, now: now)
         let authentication = APIKeyAuthentication(deployment: deployment)
-        let now: @Sendable () -> Date = { Date() }
         router.addHealthRoutes(signing: signing)
         PublicRoutes(
             signing: signing, authentication: authentication, store: store, verifiers: verifiers, testStore: testStore,
@@ -106,8 +123,15 @@ public struct CountersignServer: Sendable {
         ).add(to: router)
         NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, now: now).add(to: router)
         AdminRoutes(authentication: authentication, store: store, keys: keys, now: now).add(to: router)
-        DiagnosticsRoutes(authentication: authentication, store: store, metrics: metrics, now: now).add(to: router)
-        router.get("/metrics") { _, _ in
+        let limiter = RateLimiter(perSecond: configuration.telemetryReportsPerSecond, burst: configuration.telemetryReportBurst, now: now)
+        DiagnosticsRoutes(authentication: authentication, store: store, metrics: metrics, limiter: limiter, now: now).add(to: router)
+        let metricsToken = configuration.metricsBearerToken
+        router.get("/metrics") { request, _ in
+            if let metricsToken {
+                guard let presented = try? APIKeyAuthentication.bearer(request), APIKeyAuthentication.constantTimeEqual(presented, metricsToken) else {
+                    return ErrorAnswer.response(APIError(.invalidAPIKey, "GET /metrics needs 'Authorization: Bearer <metrics token>'"))
+                }
+            }
             let text = metrics.exposition(keyExpiresIn: keys.daysUntilExpiry * 86_400)
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(bytes: text)))
         }
@@ -123,6 +147,7 @@ public struct CountersignServer: Sendable {
         Application(
             router: makeRouter(),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Countersign"),
+            services: [KeyRotationService(keys: keys, interval: configuration.keyCheckInterval, logger: logger)],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger
         )

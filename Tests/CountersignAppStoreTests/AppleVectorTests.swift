@@ -183,6 +183,7 @@ struct AppleVectorTests {
     func xcodeNeverWithProduction() {
         var configuration = SignedDataVerifier.Configuration(anchors: [], bundleId: nil, environments: [.production, .xcode])
         configuration.allowsXcode = true
+        configuration.xcodeCertificates = [AppleVectors.certificate("xcode/storekit-testing-in-xcode-2023.cer")]
         #expect(throws: SignedDataVerifier.ConfigurationError.self) { _ = try SignedDataVerifier(configuration: configuration) }
     }
 

@@ -70,5 +70,6 @@ public struct NotificationPayload: AppStoreSignedPayload, Hashable {
     }
 
     public var claimedBundleId: String? { data?.bundleId ?? summary?.bundleId ?? externalPurchaseToken?.bundleId }
+    public static var carriesAppAppleId: Bool { true }
     public var claimedAppAppleId: Int64? { data?.appAppleId ?? summary?.appAppleId ?? externalPurchaseToken?.appAppleId }
 }

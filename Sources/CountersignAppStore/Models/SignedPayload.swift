@@ -13,12 +13,17 @@ public protocol AppStoreSignedPayload: Codable, Sendable {
     var claimedAppAppleId: Int64? { get }
     /// Whether the payload kind always names its bundle (renewal infos do not).
     static var carriesBundleId: Bool { get }
+    /// Whether the payload kind names the app's App Store id. Only notifications and app
+    /// transactions do, and only those are checked against `appAppleId` (as Apple's own
+    /// library does): Production transactions and renewal infos carry none.
+    static var carriesAppAppleId: Bool { get }
     /// Decodes the payload JSON (dates in milliseconds).
     static func decodePayload(from data: Data) throws -> Self
 }
 
 extension AppStoreSignedPayload {
     public static var carriesBundleId: Bool { true }
+    public static var carriesAppAppleId: Bool { false }
 
     public static func decodePayload(from data: Data) throws -> Self {
         try AppStoreJSON.decode(Self.self, from: data)

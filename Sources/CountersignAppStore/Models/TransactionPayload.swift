@@ -111,5 +111,6 @@ public struct AppTransactionPayload: AppStoreSignedPayload, Hashable {
     public var validationDate: Date? { receiptCreationDate }
     public var claimedEnvironment: AppStoreEnvironment? { receiptType }
     public var claimedBundleId: String? { bundleId }
+    public static var carriesAppAppleId: Bool { true }
     public var claimedAppAppleId: Int64? { appAppleId }
 }

@@ -46,9 +46,11 @@ public final class SignedDataVerifier: Sendable {
         /// The environments the app accepts.
         public var environments: Set<AppStoreEnvironment>
         /// Accept StoreKit Testing in Xcode data (self-signed, one certificate). Development only;
-        /// refused together with Production.
+        /// refused together with Production, and only with ``xcodeCertificates`` pinned.
         public var allowsXcode = false
-        /// If set, Xcode data must be signed by one of these certificates.
+        /// The StoreKit Testing certificates Xcode data must be signed by (the one Xcode exports
+        /// for the app's StoreKit configuration). Required with ``allowsXcode``: any self-signed
+        /// chain would otherwise do, and anyone can make one.
         public var xcodeCertificates: [Certificate] = []
         /// How far a signed date may be ahead of the clock.
         public var futureTolerance: TimeInterval = 300
@@ -74,6 +76,9 @@ public final class SignedDataVerifier: Sendable {
     public init(configuration: Configuration) throws(ConfigurationError) {
         if configuration.allowsXcode && configuration.environments.contains(.production) {
             throw ConfigurationError(description: "Xcode signed data may not be accepted by a configuration that accepts Production")
+        }
+        if configuration.allowsXcode && configuration.xcodeCertificates.isEmpty {
+            throw ConfigurationError(description: "Xcode signed data needs the app's StoreKit Testing certificate pinned (any self-signed certificate would pass otherwise)")
         }
         guard !configuration.anchors.isEmpty || configuration.allowsXcode else {
             throw ConfigurationError(description: "a signed-data verifier needs at least one pinned root certificate")
@@ -187,7 +192,7 @@ public final class SignedDataVerifier: Sendable {
         guard let der = Data(base64Encoded: encoded), let certificate = try? Certificate(derEncoded: [UInt8](der)) else {
             throw SignedDataError(.invalidCertificate, "x5c[0] is not a base64 DER certificate")
         }
-        if !configuration.xcodeCertificates.isEmpty && !configuration.xcodeCertificates.contains(certificate) {
+        guard configuration.xcodeCertificates.contains(certificate) else {
             throw SignedDataError(.verificationFailure, "Xcode certificate is not one of the pinned StoreKit Testing certificates")
         }
         guard let key = P256.Signing.PublicKey(certificate.publicKey), signature.count == 64,
@@ -212,7 +217,7 @@ public final class SignedDataVerifier: Sendable {
         guard configuration.environments.contains(environment) else {
             throw SignedDataError(.invalidEnvironment, "environment \(environment) is not accepted by this app")
         }
-        if environment == .production, let appAppleId = configuration.appAppleId, payload.claimedAppAppleId != appAppleId {
+        if environment == .production, type.carriesAppAppleId, let appAppleId = configuration.appAppleId, payload.claimedAppAppleId != appAppleId {
             throw SignedDataError(.invalidAppIdentifier, "appAppleId \(payload.claimedAppAppleId.map(String.init) ?? "none") is not \(appAppleId)")
         }
     }

@@ -28,6 +28,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Offline key mode: sign with the intermediates in this directory instead of a managed root.")
     var intermediates: String?
 
+    // GET /metrics is open unless COUNTERSIGN_METRICS_TOKEN is set (then it needs that bearer token).
     @Option(help: "postgres://user:password@host:5432/db, or an SQLite file (default: DATA/countersign.sqlite; env COUNTERSIGN_DATABASE_URL).")
     var database: String?
 
@@ -54,6 +55,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.port = port
         configuration.intermediatesDirectory = intermediates.map { URL(fileURLWithPath: $0) }
         configuration.configurationFile = config.map { URL(fileURLWithPath: $0) }
+        configuration.metricsBearerToken = ProcessInfo.processInfo.environment["COUNTERSIGN_METRICS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         // A database URL holds a password: the environment keeps it out of `ps`.
         if let database = database ?? ProcessInfo.processInfo.environment["COUNTERSIGN_DATABASE_URL"] {
             configuration.database = try CLIError.wrapping("--database") { try DatabaseLocation(argument: database) }
@@ -71,18 +73,8 @@ struct ServeCommand: AsyncParsableCommand {
         let application = server.makeApplication { port in
             say("listening on http://\(host):\(port)")
         }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await application.runService() }
-            group.addTask {
-                // Check the intermediate hourly; rotation issues or picks up a newer one in time.
-                while !Task.isCancelled {
-                    try await Task.sleep(for: .seconds(3_600))
-                    do { try server.keys.rotateIfNeeded() } catch { logger.error("key rotation failed", metadata: ["error": "\(error)"]) }
-                }
-            }
-            try await group.next()
-            group.cancelAll()
-        }
+        // Key rotation runs inside the application, as one of its services.
+        try await application.runService()
         try await server.shutdown()
     }
 }

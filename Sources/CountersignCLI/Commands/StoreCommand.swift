@@ -101,8 +101,11 @@ struct StoreCommand: ParsableCommand {
         @Option(help: "The current time as Unix seconds (for the future-date check and undated payloads).")
         var at: Int?
 
-        @Flag(help: "Accept StoreKit Testing in Xcode data (development only).")
+        @Flag(help: "Accept StoreKit Testing in Xcode data (development only; needs --xcode-certificate).")
         var xcode = false
+
+        @Option(name: .customLong("xcode-certificate"), help: "The app's StoreKit Testing certificate (DER or PEM) that Xcode data must be signed by; repeatable.")
+        var xcodeCertificate: [String] = []
 
         func run() async throws {
             let jws = String(decoding: try readInputFile(file, what: "JWS"), as: UTF8.self)
@@ -120,6 +123,9 @@ struct StoreCommand: ParsableCommand {
                 bundleId: bundleId, appAppleId: appAppleId, environments: environments
             )
             configuration.allowsXcode = xcode
+            configuration.xcodeCertificates = try xcodeCertificate.map { path throws(CLIError) in
+                try CLIError.wrapping("StoreKit Testing certificate \(path)") { try TrustAnchor.loadCertificate(from: URL(fileURLWithPath: path)) }
+            }
             if let at {
                 let clock = Date(timeIntervalSince1970: TimeInterval(at))
                 configuration.now = { clock }

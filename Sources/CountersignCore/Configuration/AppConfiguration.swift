@@ -18,6 +18,9 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
     public var transferBehavior: TransferBehavior
     public var products: [Product]
     public var offerings: [Offering]
+    /// For apps that list `Xcode`: the StoreKit Testing certificates (base64 DER, as Xcode
+    /// exports them) its data must be signed by. Required with `Xcode`.
+    public var storeKitTestingCertificates: [String]?
 
     /// What happens when a purchase already recorded for one user is posted by another.
     public enum TransferBehavior: String, Codable, Sendable, Hashable {

@@ -27,12 +27,16 @@ public enum EntitlementRules {
         var result = CustomerEntitlements()
         var candidates: [String: [EntitlementGrant]] = [:]
 
-        // Subscriptions: the newest transaction of each chain.
+        // Subscriptions: the newest transaction of each chain, by purchase date (a renewal or an
+        // upgrade is purchased after what it replaces, even when it ends sooner); a transaction
+        // marked upgraded never counts while the chain has another.
         let chains = Dictionary(grouping: purchases.filter(\.isSubscription), by: \.originalTransactionId)
         for (chainId, transactions) in chains {
-            guard let latest = transactions.max(by: { ($0.expiresDate ?? $0.purchaseDate) < ($1.expiresDate ?? $1.purchaseDate) }) else { continue }
+            let current = transactions.contains { !$0.isUpgraded } ? transactions.filter { !$0.isUpgraded } : transactions
+            guard let latest = current.max(by: { ($0.purchaseDate, $0.expiresDate ?? $0.purchaseDate) < ($1.purchaseDate, $1.expiresDate ?? $1.purchaseDate) }) else { continue }
             let status = statusByChain[chainId]
-            let grace = status?.gracePeriodExpiresDate.flatMap { $0 > (latest.expiresDate ?? .distantPast) ? $0 : nil }
+            // A refund ends access at once, billing grace period or not.
+            let grace = latest.revocationDate != nil ? nil : status?.gracePeriodExpiresDate.flatMap { $0 > (latest.expiresDate ?? .distantPast) ? $0 : nil }
             var end = latest.expiresDate.map { max($0, grace ?? $0) }
             if let revoked = latest.revocationDate { end = min(end ?? revoked, revoked) }
             let active = !latest.isUpgraded && (end.map { now < $0 } ?? false) && now >= latest.purchaseDate

@@ -2,26 +2,49 @@ import Foundation
 
 /// A strict RFC 8259 syntax check, without building any values.
 ///
-/// The verifier only needs to know that a body is well-formed JSON of the promised kind; a
-/// byte scanner does that in a fraction of the time of a full parse. Leading and trailing JSON
-/// whitespace (including the trailing newline servers commonly send) is allowed.
+/// Two parsers must never read one body two ways, so besides the grammar this refuses what
+/// parsers disagree on: a key repeated in one object (compared after unescaping, so `"a\u005fb"`
+/// repeats `"a_b"`; one parser keeps the first, another the last), invalid UTF-8, and `\u`
+/// escapes that name a lone surrogate. Leading and trailing JSON whitespace (including the
+/// trailing newline servers commonly send) is allowed.
 public enum JSONSyntax {
     public enum TopLevel: Sendable { case object, anyValue }
 
+    /// Why a body was refused.
+    public enum Problem: Error, Sendable, Hashable, CustomStringConvertible {
+        /// Not JSON (or not the promised top-level kind, or text parsers would read differently).
+        case malformed
+        /// A key appears twice in one object; the payload is the key, unescaped.
+        case duplicateKey(String)
+
+        public var description: String {
+            switch self {
+            case .malformed: "not well-formed JSON"
+            case .duplicateKey(let key): "the key \"\(key.prefix(64))\" appears twice in one object"
+            }
+        }
+    }
+
     public static func isValid(_ data: Data, topLevel: TopLevel) -> Bool {
+        check(data, topLevel: topLevel) == nil
+    }
+
+    /// Nil when `data` is well-formed JSON of the promised kind, else what is wrong with it.
+    public static func check(_ data: Data, topLevel: TopLevel) -> Problem? {
         data.withUnsafeBytes { raw in
             var scanner = Scanner(bytes: raw.bindMemory(to: UInt8.self))
             scanner.skipWhitespace()
-            if topLevel == .object && scanner.peek != UInt8(ascii: "{") { return false }
-            guard scanner.value(depth: 0) else { return false }
+            if topLevel == .object && scanner.peek != UInt8(ascii: "{") { return .malformed }
+            guard scanner.value(depth: 0) else { return scanner.problem ?? .malformed }
             scanner.skipWhitespace()
-            return scanner.isAtEnd
+            return scanner.isAtEnd ? nil : .malformed
         }
     }
 
     private struct Scanner {
         let bytes: UnsafeBufferPointer<UInt8>
         var index = 0
+        var problem: Problem?
         static let maximumDepth = 512
 
         var isAtEnd: Bool { index == bytes.count }
@@ -50,7 +73,7 @@ public enum JSONSyntax {
             switch byte {
             case UInt8(ascii: "{"): return object(depth: depth + 1)
             case UInt8(ascii: "["): return array(depth: depth + 1)
-            case UInt8(ascii: "\""): return string()
+            case UInt8(ascii: "\""): return string(into: nil)
             case UInt8(ascii: "t"): return literal("true")
             case UInt8(ascii: "f"): return literal("false")
             case UInt8(ascii: "n"): return literal("null")
@@ -62,9 +85,17 @@ public enum JSONSyntax {
             index += 1
             skipWhitespace()
             if consume(UInt8(ascii: "}")) { return true }
+            // Keys as unescaped UTF-8; most objects are small, so a list beats a set.
+            var keys: [[UInt8]] = []
             while true {
                 skipWhitespace()
-                guard string() else { return false }
+                var key: [UInt8] = []
+                guard string(into: &key) else { return false }
+                if keys.contains(key) {
+                    problem = .duplicateKey(String(decoding: key, as: UTF8.self))
+                    return false
+                }
+                keys.append(key)
                 skipWhitespace()
                 guard consume(UInt8(ascii: ":")) else { return false }
                 skipWhitespace()
@@ -88,7 +119,8 @@ public enum JSONSyntax {
             }
         }
 
-        mutating func string() -> Bool {
+        /// Scans a string; with `decoded`, appends its unescaped UTF-8 there.
+        mutating func string(into decoded: UnsafeMutablePointer<[UInt8]>?) -> Bool {
             guard consume(UInt8(ascii: "\"")) else { return false }
             while let byte = peek {
                 index += 1
@@ -98,25 +130,80 @@ public enum JSONSyntax {
                 case UInt8(ascii: "\\"):
                     guard let escaped = peek else { return false }
                     index += 1
-                    switch escaped {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
-                         UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    let simple: UInt8? = switch escaped {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): escaped
+                    case UInt8(ascii: "b"): 0x08
+                    case UInt8(ascii: "f"): 0x0C
+                    case UInt8(ascii: "n"): 0x0A
+                    case UInt8(ascii: "r"): 0x0D
+                    case UInt8(ascii: "t"): 0x09
+                    default: nil
+                    }
+                    if let simple {
+                        decoded?.pointee.append(simple)
                         continue
-                    case UInt8(ascii: "u"):
-                        for _ in 0..<4 {
-                            guard let hex = peek, hex.isHexDigit else { return false }
-                            index += 1
-                        }
-                    default:
+                    }
+                    guard escaped == UInt8(ascii: "u"), let unit = hex4() else { return false }
+                    var scalarValue = UInt32(unit)
+                    if (0xD800...0xDBFF).contains(unit) {
+                        // A high surrogate must be followed by an escaped low one.
+                        guard consume(UInt8(ascii: "\\")), consume(UInt8(ascii: "u")), let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return false }
+                        scalarValue = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
+                    } else if (0xDC00...0xDFFF).contains(unit) {
                         return false
+                    }
+                    if let decoded, let scalar = Unicode.Scalar(scalarValue) {
+                        decoded.pointee.append(contentsOf: Array(String(Character(scalar)).utf8))
                     }
                 case 0x00..<0x20:
                     return false
+                case 0x20..<0x80:
+                    decoded?.pointee.append(byte)
                 default:
-                    continue
+                    guard let end = utf8Sequence(startingWith: byte) else { return false }
+                    decoded?.pointee.append(contentsOf: bytes[(index - 1)..<end])
+                    index = end
                 }
             }
             return false
+        }
+
+        /// Validates one multi-byte UTF-8 sequence whose lead byte was just consumed; returns the
+        /// index after it (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
+        func utf8Sequence(startingWith lead: UInt8) -> Int? {
+            let count: Int
+            var second: ClosedRange<UInt8> = 0x80...0xBF
+            switch lead {
+            case 0xC2...0xDF: count = 1
+            case 0xE0: count = 2; second = 0xA0...0xBF
+            case 0xE1...0xEC, 0xEE...0xEF: count = 2
+            case 0xED: count = 2; second = 0x80...0x9F
+            case 0xF0: count = 3; second = 0x90...0xBF
+            case 0xF1...0xF3: count = 3
+            case 0xF4: count = 3; second = 0x80...0x8F
+            default: return nil
+            }
+            guard bytes.count - index >= count, second.contains(bytes[index]) else { return nil }
+            for offset in 1..<count where !(0x80...0xBF).contains(bytes[index + offset]) { return nil }
+            return index + count
+        }
+
+        mutating func hex4() -> UInt16? {
+            guard bytes.count - index >= 4 else { return nil }
+            var value: UInt16 = 0
+            for _ in 0..<4 {
+                let byte = bytes[index]
+                let digit: UInt8
+                switch byte {
+                case 0x30...0x39: digit = byte - 0x30
+                case 0x41...0x46: digit = byte - 0x41 + 10
+                case 0x61...0x66: digit = byte - 0x61 + 10
+                default: return nil
+                }
+                value = value << 4 | UInt16(digit)
+                index += 1
+            }
+            return value
         }
 
         mutating func number() -> Bool {
@@ -139,11 +226,5 @@ public enum JSONSyntax {
             while let byte = peek, (0x30...0x39).contains(byte) { index += 1 }
             return index > start
         }
-    }
-}
-
-extension UInt8 {
-    fileprivate var isHexDigit: Bool {
-        (0x30...0x39).contains(self) || (0x41...0x46).contains(self) || (0x61...0x66).contains(self)
     }
 }

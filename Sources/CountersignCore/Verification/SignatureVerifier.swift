@@ -59,6 +59,10 @@ public final class SignatureVerifier: Sendable {
         public var etagFormat: ETagFormat = .fixedHex16
         /// The device clock.
         public var now: @Sendable () -> Date = { Date() }
+        /// The latest time the client knows to have passed because a verified answer was signed
+        /// then (nil: none yet). An intermediate expired before it is `intermediateExpired`
+        /// whatever the device clock says, so setting the clock back revives nothing.
+        public var verifiedTimeFloor: @Sendable () -> Date? = { nil }
 
         public init(rootKeys: [Curve25519.Signing.PublicKey]) {
             self.rootKeys = rootKeys
@@ -120,6 +124,9 @@ public final class SignatureVerifier: Sendable {
         guard intermediateKey.isValidSignature(blob.signature, for: message) else { return .failed(.payloadMismatch) }
 
         let certificate = blob.intermediate
+        if let floor = configuration.verifiedTimeFloor(), !certificate.isValid(at: floor) {
+            return .failed(.intermediateExpired)
+        }
         if !certificate.isValid(at: configuration.now(), tolerance: configuration.clockSkewTolerance) {
             // The request time is authenticated now, so it can tell a skewed device clock from an
             // answer the server could never have signed.

@@ -27,6 +27,9 @@ public enum VerificationFailure: String, Sendable, Hashable, CaseIterable, Custo
     case malformedBody
     /// The nonce the client sent is not 12 bytes (a client bug, never accepted).
     case malformedNonce
+    /// The answer verified but is a CustomerInfo for another user than the one the SDK asked
+    /// for (or logged in as): a signed answer moved from one request to another.
+    case appUserMismatch
 
     public var description: String { rawValue }
 

@@ -22,6 +22,12 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     case headersHashMismatch = 4003
     case malformedJSON = 4004
     case invalidField = 4005
+    /// A JSON body repeats a key in one object (keys compared after unescaping): parsers
+    /// disagree on which copy counts, so the body is refused rather than guessed at.
+    case duplicateJSONKey = 4007
+    /// The app user id is reserved for the server's own use (`$CS…`/`$RC…`, other than the
+    /// SDK's anonymous `$CSAnonymousID:` ids).
+    case reservedAppUserId = 4008
     case bodyTooLarge = 4013
     // 401 / 403
     case missingAPIKey = 4101
@@ -41,12 +47,18 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     case testStoreNotEnabled = 4206
     case purchaseOwnedByAnotherUser = 4209
     case purchaseBoundToAnotherUser = 4210
+    /// Too many requests of one kind from one app (telemetry); try again later.
+    case rateLimited = 4290
     // 500
     case internalError = 5000
+    /// The server has no unexpired intermediate key, so it cannot sign answers; it refuses
+    /// rather than answer unsigned or with an expired key.
+    case signingKeyExpired = 5031
 
     public var httpStatus: Int {
         switch self {
-        case .malformedRequest, .malformedNonce, .postParamsHashMismatch, .headersHashMismatch, .malformedJSON, .invalidField, .invalidAppUserId: 400
+        case .malformedRequest, .malformedNonce, .postParamsHashMismatch, .headersHashMismatch, .malformedJSON, .invalidField, .invalidAppUserId,
+             .duplicateJSONKey, .reservedAppUserId: 400
         case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement: 422
         case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: 409
         case .bodyTooLarge: 413
@@ -55,6 +67,8 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
         case .notFound: 404
         case .methodNotAllowed: 405
         case .internalError: 500
+        case .rateLimited: 429
+        case .signingKeyExpired: 503
         }
     }
 }

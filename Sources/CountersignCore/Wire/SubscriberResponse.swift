@@ -90,6 +90,85 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
     }
 }
 
+// Decoding is lenient where it is safe, as RevenueCat's SDK is: a verified answer is never
+// refused for a missing optional field or an unknown one. Only what identifies the answer is
+// required (`request_date_ms` or `request_date`, `subscriber`, its `original_app_user_id`, and
+// each entitlement's `product_identifier`); missing dates read as "" (no date), missing maps as
+// empty, a missing period type as `normal`, a missing store as `app_store`.
+extension KeyedDecodingContainer {
+    fileprivate func lenient<T: Decodable>(_ type: T.Type, _ key: Key, default value: T) -> T {
+        ((try? decodeIfPresent(type, forKey: key)) ?? nil) ?? value
+    }
+
+    fileprivate func lenient<T: Decodable>(_ type: T.Type, _ key: Key) -> T? {
+        (try? decodeIfPresent(type, forKey: key)) ?? nil
+    }
+}
+
+extension SubscriberResponse {
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        subscriber = try container.decode(Subscriber.self, forKey: .subscriber)
+        requestDate = container.lenient(String.self, .requestDate, default: "")
+        if let milliseconds = container.lenient(Int64.self, .requestDateMs) {
+            requestDateMs = milliseconds
+        } else if let date = WireDate.parse(requestDate) {
+            requestDateMs = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        } else {
+            throw DecodingError.keyNotFound(CodingKeys.requestDateMs, .init(codingPath: [], debugDescription: "no request date"))
+        }
+    }
+}
+
+extension SubscriberResponse.Subscriber {
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        originalAppUserId = try container.decode(String.self, forKey: .originalAppUserId)
+        entitlements = container.lenient([String: SubscriberResponse.Entitlement].self, .entitlements, default: [:])
+        subscriptions = container.lenient([String: SubscriberResponse.Subscription].self, .subscriptions, default: [:])
+        nonSubscriptions = container.lenient([String: [SubscriberResponse.NonSubscription]].self, .nonSubscriptions, default: [:])
+        firstSeen = container.lenient(String.self, .firstSeen, default: "")
+        lastSeen = container.lenient(String.self, .lastSeen, default: "")
+        managementUrl = container.lenient(String.self, .managementUrl)
+    }
+}
+
+extension SubscriberResponse.Entitlement {
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        productIdentifier = try container.decode(String.self, forKey: .productIdentifier)
+        expiresDate = container.lenient(String.self, .expiresDate)
+        gracePeriodExpiresDate = container.lenient(String.self, .gracePeriodExpiresDate)
+        purchaseDate = container.lenient(String.self, .purchaseDate, default: "")
+    }
+}
+
+extension SubscriberResponse.Subscription {
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        expiresDate = container.lenient(String.self, .expiresDate)
+        purchaseDate = container.lenient(String.self, .purchaseDate, default: "")
+        originalPurchaseDate = container.lenient(String.self, .originalPurchaseDate, default: "")
+        periodType = container.lenient(String.self, .periodType, default: "normal")
+        store = container.lenient(String.self, .store, default: "app_store")
+        isSandbox = container.lenient(Bool.self, .isSandbox, default: false)
+        unsubscribeDetectedAt = container.lenient(String.self, .unsubscribeDetectedAt)
+        billingIssuesDetectedAt = container.lenient(String.self, .billingIssuesDetectedAt)
+        gracePeriodExpiresDate = container.lenient(String.self, .gracePeriodExpiresDate)
+        refundedAt = container.lenient(String.self, .refundedAt)
+    }
+}
+
+extension SubscriberResponse.NonSubscription {
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = container.lenient(String.self, .id, default: "")
+        purchaseDate = container.lenient(String.self, .purchaseDate, default: "")
+        store = container.lenient(String.self, .store, default: "app_store")
+        isSandbox = container.lenient(Bool.self, .isSandbox, default: false)
+    }
+}
+
 extension SubscriberResponse {
     /// The answer for one customer at `requestDate`, from the evaluated entitlements.
     public init(

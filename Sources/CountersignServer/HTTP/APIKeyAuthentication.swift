@@ -23,11 +23,26 @@ public struct APIKeyAuthentication: Sendable {
         return String(parts[1])
     }
 
+    /// Compares two keys in time that depends on their lengths only, never on where they first
+    /// differ, so response timing cannot be used to guess a key byte by byte.
+    static func constantTimeEqual(_ lhs: String, _ rhs: String) -> Bool {
+        let left = Array(lhs.utf8), right = Array(rhs.utf8)
+        guard left.count == right.count else { return false }
+        var difference: UInt8 = 0
+        for index in left.indices { difference |= left[index] ^ right[index] }
+        return difference == 0
+    }
+
+    /// Whether `keys` holds `key`; every key is compared in full.
+    static func holds(_ keys: [String], _ key: String) -> Bool {
+        keys.reduce(false) { found, candidate in constantTimeEqual(candidate, key) || found }
+    }
+
     /// The app whose public key the request carries, with the key.
     public func publicApp(_ request: Request) throws(APIError) -> (app: AppConfiguration, key: String) {
         let key = try Self.bearer(request)
-        if let app = deployment.apps.first(where: { $0.publicApiKeys.contains(key) }) { return (app, key) }
-        if deployment.apps.contains(where: { $0.secretApiKeys.contains(key) }) {
+        if let app = deployment.apps.first(where: { Self.holds($0.publicApiKeys, key) }) { return (app, key) }
+        if deployment.apps.contains(where: { Self.holds($0.secretApiKeys, key) }) {
             throw APIError(.wrongKeyKind, "a secret key cannot be used on a public endpoint; apps ship their public key")
         }
         throw APIError(.invalidAPIKey, "unknown API key")
@@ -36,8 +51,8 @@ public struct APIKeyAuthentication: Sendable {
     /// The app whose secret key the request carries.
     public func secretApp(_ request: Request) throws(APIError) -> AppConfiguration {
         let key = try Self.bearer(request)
-        if let app = deployment.apps.first(where: { $0.secretApiKeys.contains(key) }) { return app }
-        if deployment.apps.contains(where: { $0.publicApiKeys.contains(key) }) {
+        if let app = deployment.apps.first(where: { Self.holds($0.secretApiKeys, key) }) { return app }
+        if deployment.apps.contains(where: { Self.holds($0.publicApiKeys, key) }) {
             throw APIError(.wrongKeyKind, "a public key cannot be used on the admin API; use a secret key")
         }
         throw APIError(.invalidAPIKey, "unknown API key")

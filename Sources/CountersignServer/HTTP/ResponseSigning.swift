@@ -19,28 +19,46 @@ public struct ResponseSigning: Sendable {
         self.now = now
     }
 
+    /// Answers a signature-required request. The request parts are checked first (a malformed
+    /// nonce or a hash header that does not match is an unsigned 400: the server never signs a
+    /// claim it did not check); after that every answer is signed, error answers included, so a
+    /// client can tell the server's refusal from a forged one.
+    ///
+    /// - Parameters:
+    ///   - postParams: the decoded body fields `X-Post-Params-Hash` covers, exactly the values the
+    ///     handler acts on; nil for endpoints without a body.
+    ///   - apiKey: the bearer value as presented (bound into the signature even if it is refused).
     public func respond(
         to request: Request,
         context: ServerRequestContext,
         endpoint: SignedEndpoint,
-        body: Data? = nil,
+        postParams: [(String, String?)]? = nil,
         apiKey: String? = nil,
         handler: () async throws -> SignedAnswer
     ) async throws -> Response {
         let parts: SignedRequestParts
-        switch Result(catching: { () throws(APIError) in try requestParts(request, endpoint: endpoint, body: body, apiKey: apiKey) }) {
+        switch Result(catching: { () throws(APIError) in try requestParts(request, endpoint: endpoint, postParams: postParams, apiKey: apiKey) }) {
         case .success(let checked): parts = checked
         case .failure(let error): return ErrorAnswer.response(error)
+        }
+        let date = now()
+        let signer: ResponseSigner
+        do {
+            signer = try keys.signer(at: date)
+        } catch {
+            metrics?.recordSigningRefused()
+            context.logger.critical("no unexpired intermediate key: refusing to answer", metadata: ["error": "\(error)"])
+            return ErrorAnswer.response(error)
         }
         var answer: SignedAnswer
         do {
             answer = try await handler()
         } catch let error as APIError {
-            return ErrorAnswer.response(error)
+            answer = SignedAnswer.error(error)
         } catch {
             // Never echo internals to the client; the log has them, with the request id.
             context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
-            return ErrorAnswer.response(APIError(.internalError, "internal error; the server log has the details"))
+            answer = SignedAnswer.error(APIError(.internalError, "internal error; the server log has the details"))
         }
         var etag: String?
         if answer.cacheable && answer.status == .ok {
@@ -50,9 +68,9 @@ public struct ResponseSigning: Sendable {
                 answer = SignedAnswer(status: .notModified, body: Data(), cacheable: true)
             }
         }
-        let requestTime = String(Int64((now().timeIntervalSince1970 * 1000).rounded(.down)))
+        let requestTime = String(Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
         let signingStart = ThreadCPUTime.nanoseconds()
-        let signature = try keys.currentSigner.signature(
+        let signature = try signer.signature(
             request: parts, response: SignedResponseParts(requestTime: requestTime, etag: etag, body: answer.body)
         )
         metrics?.recordSigning(.nanoseconds(ThreadCPUTime.nanoseconds() - signingStart))
@@ -66,7 +84,7 @@ public struct ResponseSigning: Sendable {
     }
 
     /// The signed request parts, from what the server itself received.
-    func requestParts(_ request: Request, endpoint: SignedEndpoint, body: Data?, apiKey: String?) throws(APIError) -> SignedRequestParts {
+    func requestParts(_ request: Request, endpoint: SignedEndpoint, postParams: [(String, String?)]?, apiKey: String?) throws(APIError) -> SignedRequestParts {
         var nonce: Data?
         if let value = request.headers[SignatureHeader.nonce] {
             guard let raw = Data(base64Encoded: value), raw.count == SignedRequestParts.nonceCount else {
@@ -76,7 +94,7 @@ public struct ResponseSigning: Sendable {
         }
         let postParamsHash = request.headers[SignatureHeader.postParamsHash]
         if let claimed = postParamsHash {
-            guard let keys = endpoint.postParamKeys, let body, let expected = Self.postParamsHash(keys: keys, body: body), expected == claimed else {
+            guard let postParams, FieldsHash.headerValue(postParams) == claimed else {
                 throw APIError(.postParamsHashMismatch, "X-Post-Params-Hash does not match the request body")
             }
         }
@@ -95,12 +113,6 @@ public struct ResponseSigning: Sendable {
             headersHash: headersHash
         )
     }
-
-    /// The post-params hash of a JSON body over `keys`; nil when the body is not a JSON object.
-    static func postParamsHash(keys: [String], body: Data) -> String? {
-        guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any] else { return nil }
-        return FieldsHash.headerValue(keys.map { key in (key, object[key] as? String) })
-    }
 }
 
 /// The CPU time the current thread has used. Signing is synchronous, so the difference around
@@ -113,7 +125,8 @@ enum ThreadCPUTime {
     }
 }
 
-/// Unsigned error answers.
+/// Unsigned error answers: for endpoints that are not signed, and for requests whose signed
+/// parts could not be checked.
 public enum ErrorAnswer {
     public static func response(_ error: APIError) -> Response {
         let code = APIErrorCode(rawValue: error.code) ?? .internalError

@@ -39,6 +39,12 @@ public struct SignedAnswer: Sendable {
         SignedAnswer(status: status, body: try WireJSON.encode(value), cacheable: cacheable)
     }
 
+    /// An error answer (`{"code", "message"}` with the code's HTTP status), signed like any other.
+    public static func error(_ error: APIError) -> SignedAnswer {
+        let code = APIErrorCode(rawValue: error.code) ?? .internalError
+        return SignedAnswer(status: HTTPResponse.Status(code: code.httpStatus), body: (try? WireJSON.encode(error)) ?? Data(), cacheable: false)
+    }
+
     /// The ETag of a body: 16 lowercase hex characters (the first 8 bytes of its SHA-256), the
     /// one shape the client's verifier accepts.
     public static func etag(of body: Data) -> String {
@@ -50,12 +56,9 @@ public struct SignedAnswer: Sendable {
 public struct SignedEndpoint: Sendable {
     /// Whether the bearer API key is part of the signed message (false only for `/v1/health`).
     public var authenticated: Bool
-    /// The JSON body fields `X-Post-Params-Hash` covers, in order; nil for endpoints without a body.
-    public var postParamKeys: [String]?
 
-    public init(authenticated: Bool, postParamKeys: [String]? = nil) {
+    public init(authenticated: Bool) {
         self.authenticated = authenticated
-        self.postParamKeys = postParamKeys
     }
 }
 

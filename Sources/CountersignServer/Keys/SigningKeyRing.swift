@@ -52,6 +52,17 @@ public final class SigningKeyRing: @unchecked Sendable {
         lock.withLock { signer }
     }
 
+    /// The signer for an answer made at `date`; throws when the newest intermediate has expired
+    /// by then (the caller answers 503: an answer signed with an expired key would be refused by
+    /// every client, and an unsigned one would teach clients to accept unsigned answers).
+    public func signer(at date: Date) throws(APIError) -> ResponseSigner {
+        let signer = currentSigner
+        guard signer.key.certificate.isValid(at: date) else {
+            throw APIError(.signingKeyExpired, "the server's signing key expired; answers cannot be signed until a new intermediate key is installed")
+        }
+        return signer
+    }
+
     /// Days until the current intermediate expires (fractional).
     public var daysUntilExpiry: Double {
         currentSigner.key.certificate.expirationDate.timeIntervalSince(now()) / 86_400

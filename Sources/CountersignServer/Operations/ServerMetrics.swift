@@ -32,7 +32,7 @@ public final class ServerMetrics: Sendable {
     /// One answered request: `route` is the matched route pattern (never the raw path, so user
     /// ids do not become label values).
     func recordRequest(route: String, method: String, status: Int, duration: Duration) {
-        let labels = [("route", route), ("method", method), ("status", String(status))]
+        let labels = [("route", route), ("method", Self.countedMethods.contains(method) ? method : "other"), ("status", String(status))]
         registry.makeCounter(
             descriptor: Self.name("http_requests", unit: "total", help: "Answered requests by route, method and status."), labels: labels
         ).increment()
@@ -45,6 +45,24 @@ public final class ServerMetrics: Sendable {
     func recordSigning(_ duration: Duration) {
         signingTime.record(duration)
     }
+
+    /// An answer refused with 503 because no unexpired intermediate key was left to sign it.
+    func recordSigningRefused() {
+        registry.makeCounter(
+            descriptor: Self.name("signing_refused", unit: "total", help: "Answers refused (503) because the intermediate key had expired.")
+        ).increment()
+    }
+
+    /// Telemetry reports refused because an app sent more than its share.
+    func recordTelemetryRateLimited(app: String) {
+        registry.makeCounter(
+            descriptor: Self.name("verification_failure_reports_rate_limited", unit: "total", help: "Telemetry reports refused with 429, by app."),
+            labels: [("app", app)]
+        ).increment()
+    }
+
+    /// The HTTP methods counted by name; anything else is `other`, so a client cannot mint label values.
+    static let countedMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
     /// Verification failures that SDKs reported, by app and reason.
     func recordReportedFailures(app: String, reason: String, mode: String, count: Int) {

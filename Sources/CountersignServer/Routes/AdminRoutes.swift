@@ -206,14 +206,20 @@ struct AdminRoutes: Sendable {
 /// `POST /v1/diagnostics/verification_failures`: SDKs report the signature verification
 /// failures they saw, in batches. Counted by app, UTC day, reason and mode; nothing personal is
 /// stored (not even the app user id the report may carry).
+///
+/// Only the failure reasons and modes the SDK knows are taken (anything else is a 400), so
+/// stored rows and metric label values stay a small fixed set; each app's reports are rate
+/// limited (429), so one noisy or hostile client cannot flood the table.
 struct DiagnosticsRoutes: Sendable {
     let authentication: APIKeyAuthentication
     let store: PurchaseStore
     let metrics: ServerMetrics
+    let limiter: RateLimiter
     let now: @Sendable () -> Date
 
     static let maximumBatch = 100
-    static let modes: Set<String> = ["disabled", "informational", "enforced"]
+    static let modes: Set<String> = ["informational", "enforced"]
+    static let reasons = Set(VerificationFailure.allCases.map(\.rawValue))
 
     struct Report: Decodable {
         struct Failure: Decodable {
@@ -237,6 +243,10 @@ struct DiagnosticsRoutes: Sendable {
             var request = request
             do {
                 let (app, _) = try authentication.publicApp(request)
+                guard limiter.allow(app.id) else {
+                    metrics.recordTelemetryRateLimited(app: app.id)
+                    throw APIError(.rateLimited, "too many verification failure reports from this app; try again later")
+                }
                 let report = try JSONBody.decode(Report.self, from: try await request.collectBody(context: context).get())
                 let counts = try Self.validated(report)
                 try await store.addVerificationFailures(app: app.id, counts: counts, at: now())
@@ -257,10 +267,10 @@ struct DiagnosticsRoutes: Sendable {
             throw APIError(.invalidField, "failures must hold 1 to \(maximumBatch) entries")
         }
         return try report.failures.map { failure throws(APIError) in
-            guard (1...64).contains(failure.reason.utf8.count), failure.reason.utf8.allSatisfy(\.isASCIIAlphanumeric) else {
-                throw APIError(.invalidField, "reason must be 1 to 64 ASCII letters or digits")
+            guard reasons.contains(failure.reason) else {
+                throw APIError(.invalidField, "reason must be one of \(reasons.sorted().joined(separator: ", "))")
             }
-            guard modes.contains(failure.mode) else { throw APIError(.invalidField, "mode must be disabled, informational or enforced") }
+            guard modes.contains(failure.mode) else { throw APIError(.invalidField, "mode must be informational or enforced (disabled mode verifies nothing)") }
             guard failure.path.utf8.count <= 1024, (failure.sdkVersion?.utf8.count ?? 0) <= 64, (failure.appUserId?.utf8.count ?? 0) <= 256 else {
                 throw APIError(.invalidField, "path, sdk_version or app_user_id is too long")
             }

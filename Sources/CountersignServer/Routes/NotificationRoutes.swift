@@ -26,9 +26,7 @@ struct NotificationRoutes: Sendable {
             case .failure(let error): return ErrorAnswer.response(error)
             }
             do {
-                guard let body = try? JSONDecoder().decode(Body.self, from: data) else {
-                    throw APIError(.malformedJSON, "body must be a JSON object with a string signedPayload")
-                }
+                let body = try JSONBody.decode(Body.self, from: data)
                 guard let bundleId = SignedDataVerifier.claimedBundleId(ofNotification: body.signedPayload),
                       let app = deployment.apps.first(where: { $0.bundleId == bundleId }), let verifier = verifiers[app.id]
                 else {

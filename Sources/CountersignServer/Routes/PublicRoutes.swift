@@ -23,7 +23,6 @@ struct PublicRoutes: Sendable {
 
     /// The body of `POST /v1/receipts`.
     struct ReceiptRequest: Decodable {
-        static let paramKeys = ["app_user_id", "fetch_token"]
         var appUserId: String
         var fetchToken: String
         var productId: String?
@@ -35,7 +34,6 @@ struct PublicRoutes: Sendable {
 
     /// The body of `POST /v1/subscribers/identify`.
     struct IdentifyRequest: Decodable {
-        static let paramKeys = ["app_user_id", "new_app_user_id"]
         var appUserId: String
         var newAppUserId: String
 
@@ -46,7 +44,6 @@ struct PublicRoutes: Sendable {
 
     /// The body of `POST /v1/test_store/purchases`.
     struct TestPurchaseRequest: Decodable {
-        static let paramKeys = ["app_user_id", "product_id", "app_account_token"]
         var appUserId: String
         var productId: String
         var appAccountToken: String?
@@ -203,45 +200,42 @@ struct PublicRoutes: Sendable {
         handler: @escaping @Sendable (AppConfiguration, ServerRequestContext) async throws -> SignedAnswer
     ) {
         router.get(path) { request, context in
-            try await authenticated(request, context, endpoint: SignedEndpoint(authenticated: true), body: nil) { app in
+            try await authenticated(request, context, postParams: nil) { app in
                 try await handler(app, context)
             }
         }
     }
 
-    /// A signed POST of a JSON body: the body is collected (413 beyond the limit), checked
-    /// against `X-Post-Params-Hash` over `Body.paramKeys`, and decoded (400 naming the field).
+    /// A signed POST of a JSON body. The body is collected (413 beyond the limit) and decoded
+    /// once (400 for bad JSON, a repeated key or a bad field); `X-Post-Params-Hash` is checked
+    /// against the decoded fields, the very values the handler then acts on.
     private func post<Body: PostBody>(
         _ router: Router<ServerRequestContext>, _ path: RouterPath, _ type: Body.Type,
         handler: @escaping @Sendable (AppConfiguration, Body) async throws -> SignedAnswer
     ) {
         router.post(path) { request, context in
             var request = request
-            let data: Data
-            switch await request.collectBody(context: context) {
-            case .success(let collected): data = collected
+            let body: Body
+            switch await request.collectBody(context: context).flatMap({ data in Result { () throws(APIError) in try JSONBody.decode(Body.self, from: data) } }) {
+            case .success(let decoded): body = decoded
             case .failure(let error): return ErrorAnswer.response(error)
             }
-            let endpoint = SignedEndpoint(authenticated: true, postParamKeys: Body.paramKeys)
-            return try await authenticated(request, context, endpoint: endpoint, body: data) { app in
-                try await handler(app, try JSONBody.decode(Body.self, from: data))
+            return try await authenticated(request, context, postParams: body.postParams) { app in
+                try await handler(app, body)
             }
         }
     }
 
+    /// Signs whatever the handler answers, refusals of the API key included (the key as
+    /// presented is bound into the signature).
     private func authenticated(
-        _ request: Request, _ context: ServerRequestContext, endpoint: SignedEndpoint, body: Data?,
+        _ request: Request, _ context: ServerRequestContext, postParams: [(String, String?)]?,
         handler: @escaping (AppConfiguration) async throws -> SignedAnswer
     ) async throws -> Response {
-        let app: AppConfiguration
-        let key: String
-        do {
-            (app, key) = try authentication.publicApp(request)
-        } catch {
-            return ErrorAnswer.response(error)
-        }
-        return try await signing.respond(to: request, context: context, endpoint: endpoint, body: body, apiKey: key) {
-            try await handler(app)
+        let presented = try? APIKeyAuthentication.bearer(request)
+        return try await signing.respond(to: request, context: context, endpoint: SignedEndpoint(authenticated: true),
+                                         postParams: postParams, apiKey: presented) {
+            try await handler(try authentication.publicApp(request).app)
         }
     }
 
@@ -262,7 +256,8 @@ struct PublicRoutes: Sendable {
         return try VerifiedTransaction(jws: jws, payload: payload, app: app)
     }
 
-    /// App user ids: 1 to 256 bytes of UTF-8 without control characters.
+    /// App user ids: 1 to 256 bytes of UTF-8 without control characters, and not reserved
+    /// (see ``ReservedAppUserID``).
     static func appUserId(_ raw: String, percentEncoded: Bool) throws(APIError) -> String {
         guard let decoded = percentEncoded ? raw.removingPercentEncoding : raw else {
             throw APIError(.invalidAppUserId, "app user id is not valid percent-encoded UTF-8")
@@ -270,23 +265,41 @@ struct PublicRoutes: Sendable {
         guard (1...256).contains(decoded.utf8.count), !decoded.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw APIError(.invalidAppUserId, "app user id must be 1 to 256 bytes without control characters")
         }
+        guard !ReservedAppUserID.isReserved(decoded) else {
+            throw APIError(.reservedAppUserId, "app user ids starting with '$CS' or '$RC' are reserved (only the SDK's '$CSAnonymousID:' ids are accepted)")
+        }
         return decoded
     }
 }
 
-/// A JSON request body with the fields its `X-Post-Params-Hash` covers.
+/// A JSON request body with the fields its `X-Post-Params-Hash` covers, taken from the decoded
+/// body itself, so the hash and the handler can never read two different values.
 protocol PostBody: Decodable, Sendable {
-    static var paramKeys: [String] { get }
+    var postParams: [(String, String?)] { get }
 }
 
-extension PublicRoutes.ReceiptRequest: PostBody {}
-extension PublicRoutes.IdentifyRequest: PostBody {}
-extension PublicRoutes.TestPurchaseRequest: PostBody {}
+extension PublicRoutes.ReceiptRequest: PostBody {
+    var postParams: [(String, String?)] { [("app_user_id", appUserId), ("fetch_token", fetchToken)] }
+}
+
+extension PublicRoutes.IdentifyRequest: PostBody {
+    var postParams: [(String, String?)] { [("app_user_id", appUserId), ("new_app_user_id", newAppUserId)] }
+}
+
+extension PublicRoutes.TestPurchaseRequest: PostBody {
+    var postParams: [(String, String?)] { [("app_user_id", appUserId), ("product_id", productId), ("app_account_token", appAccountToken)] }
+}
 
 /// Decoding of JSON request bodies with errors that tell bad JSON from a bad field.
+/// Every body is checked by ``JSONSyntax`` first: a repeated key (after unescaping), invalid
+/// UTF-8 or a lone surrogate escape is refused, so no two readers of a body can disagree.
 enum JSONBody {
     static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(APIError) -> T {
-        guard JSONSyntax.isValid(data, topLevel: .object) else {
+        switch JSONSyntax.check(data, topLevel: .object) {
+        case nil: break
+        case .duplicateKey(let key)?:
+            throw APIError(.duplicateJSONKey, "the body repeats the key \"\(key.prefix(64))\" in one object")
+        case .malformed?:
             throw APIError(.malformedJSON, "the body must be one JSON object")
         }
         do {

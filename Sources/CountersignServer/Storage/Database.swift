@@ -48,6 +48,7 @@ public final class Database: Sendable {
         let database: Database
         switch location {
         case .sqlite(let path):
+            try restrictToOwner(sqlitePath: path)
             let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger).get()
             let sql = connection.sql()
             // WAL: readers do not block the writer; FULL: a commit is on disk before it returns.
@@ -74,6 +75,22 @@ public final class Database: Sendable {
             throw error
         }
         return database
+    }
+
+    /// The database holds every customer's purchases: its file is created readable by the owner
+    /// only (0600), and an existing one (with its WAL and shared-memory files) is tightened to
+    /// that. SQLite gives the WAL and shared-memory files it creates the main file's permissions.
+    static func restrictToOwner(sqlitePath path: String) throws {
+        let descriptor = Foundation.open(path, O_CREAT | O_RDWR, 0o600)
+        guard descriptor >= 0 else { throw ConfigurationError("cannot create the database file \(path) (errno \(errno))") }
+        #if canImport(Glibc)
+        Glibc.close(descriptor)
+        #else
+        Darwin.close(descriptor)
+        #endif
+        for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
+            guard chmod(file, 0o600) == 0 else { throw ConfigurationError("cannot restrict \(file) to its owner (errno \(errno))") }
+        }
     }
 
     /// Runs `body` outside a transaction (each statement commits on its own).

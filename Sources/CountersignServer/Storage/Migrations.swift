@@ -9,6 +9,12 @@ enum Migrations {
         let version: Int
         let name: String
         let statements: [String]
+        /// PostgreSQL's statements where they differ (SQLite cannot alter a column in place).
+        var postgresStatements: [String]? = nil
+
+        func statements(for dialect: Database.Dialect) -> [String] {
+            dialect == .postgres ? postgresStatements ?? statements : statements
+        }
     }
 
     /// The schema. Types are chosen to mean the same on SQLite and PostgreSQL (TEXT, BIGINT,
@@ -102,6 +108,33 @@ enum Migrations {
             )
             """,
         ]),
+        // A deleted customer's purchases stay recorded and owned by nobody: NULL, which no
+        // `app_user_id = ?` matches (it used to be the id `$CSDeleted`, which a client could ask for).
+        // Upgraded transactions are marked, so the old product stops granting at the upgrade.
+        Migration(version: 3, name: "purchases owned by nobody; upgraded transactions", statements: [
+            """
+            CREATE TABLE purchase_owners_v3 (
+                app_id TEXT NOT NULL,
+                original_transaction_id TEXT NOT NULL,
+                app_user_id TEXT,
+                updated_at_ms BIGINT NOT NULL,
+                PRIMARY KEY (app_id, original_transaction_id)
+            )
+            """,
+            """
+            INSERT INTO purchase_owners_v3 (app_id, original_transaction_id, app_user_id, updated_at_ms)
+            SELECT app_id, original_transaction_id, CASE WHEN app_user_id = '$CSDeleted' THEN NULL ELSE app_user_id END, updated_at_ms
+            FROM purchase_owners
+            """,
+            "DROP TABLE purchase_owners",
+            "ALTER TABLE purchase_owners_v3 RENAME TO purchase_owners",
+            "CREATE INDEX purchase_owners_by_user ON purchase_owners (app_id, app_user_id)",
+            "ALTER TABLE purchases ADD COLUMN is_upgraded INTEGER NOT NULL DEFAULT 0",
+        ], postgresStatements: [
+            "ALTER TABLE purchase_owners ALTER COLUMN app_user_id DROP NOT NULL",
+            "UPDATE purchase_owners SET app_user_id = NULL WHERE app_user_id = '$CSDeleted'",
+            "ALTER TABLE purchases ADD COLUMN is_upgraded INTEGER NOT NULL DEFAULT 0",
+        ]),
     ]
 
     static func run(on database: Database, migrations: [Migration] = all) async throws {
@@ -123,7 +156,7 @@ enum Migrations {
                 let applied = try await sql.select().column("version").from("schema_migrations")
                     .where("version", .equal, migration.version).all()
                 guard applied.isEmpty else { return }
-                for statement in migration.statements {
+                for statement in migration.statements(for: database.dialect) {
                     try await sql.raw(SQLQueryString(statement)).run()
                 }
                 try await sql.insert(into: "schema_migrations")

@@ -5,13 +5,9 @@ import SQLKit
 /// Customers beyond purchases: logIn merges, the admin API's lookups, promotional grants and
 /// deletion.
 extension PurchaseStore {
-    /// The owner purchases of a deleted customer pass to: they stay owned (so under
-    /// `keepWithOriginal` nobody else can claim them), by nobody who can sign in.
-    public static let deletedCustomerId = "$CSDeleted"
-
     /// Whether an app user id is one the SDK made up for a user who has not logged in.
     public static func isAnonymous(_ appUserId: String) -> Bool {
-        appUserId.hasPrefix("$CSAnonymousID:") || appUserId.hasPrefix("$RCAnonymousID:")
+        ReservedAppUserID.isAnonymous(appUserId)
     }
 
     /// logIn: `newUser` becomes the customer; when `currentUser` is anonymous its purchases and
@@ -143,13 +139,15 @@ extension PurchaseStore {
     }
 
     /// Deletes a customer and their grants. Their purchases stay recorded (a transaction can
-    /// never be replayed as new) and pass to ``deletedCustomerId``. Returns false for an unknown
+    /// never be replayed as new) and stay owned, by nobody: the owner becomes NULL, which no
+    /// query by app user id can match (so under `keepWithOriginal` nobody can claim them, and
+    /// under `transfer` the next user who restores them gets them). Returns false for an unknown
     /// customer.
     public func deleteCustomer(app: AppConfiguration, user: String, now: Date) async throws -> Bool {
         try await database.transaction { sql in
             guard try await Self.customerExists(sql, app: app.id, user: user) else { return false }
             try await sql.delete(from: "promotional_grants").where("app_id", .equal, app.id).where("app_user_id", .equal, user).run()
-            try await sql.update("purchase_owners").set("app_user_id", to: Self.deletedCustomerId)
+            try await sql.update("purchase_owners").set("app_user_id", to: SQLLiteral.null)
                 .set("updated_at_ms", to: Self.milliseconds(now))
                 .where("app_id", .equal, app.id).where("app_user_id", .equal, user).run()
             try await sql.delete(from: "customers").where("app_id", .equal, app.id).where("app_user_id", .equal, user).run()

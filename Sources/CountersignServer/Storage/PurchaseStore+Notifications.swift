@@ -38,24 +38,43 @@ extension PurchaseStore {
         }
     }
 
-    /// Adds a transaction a notification carries (a renewal, say) and sets its revocation; the
-    /// chain's owner, if it has one, owns it; a purchase bound by app account token to a known
-    /// customer gets that owner.
+    /// Adds a transaction a notification carries (a renewal, say) or brings a stored one up to
+    /// date. A stored transaction takes the revocation and upgrade state of the copy signed
+    /// last, so a refund (`REFUND`) and its reversal (`REFUND_REVERSED`, the same transaction
+    /// without a revocation date) end in the right state in either order of arrival. The chain's
+    /// owner, if it has one, owns it; a purchase bound by app account token to a known customer
+    /// gets that owner.
     static func upsertTransaction(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws {
-        let exists = try await sql.select().column("transaction_id").from("purchases")
-            .where("transaction_id", .equal, transaction.transactionId).first() != nil
-        if !exists {
-            try await insertPurchase(sql, transaction, app: app, now: now)
-        } else if let revoked = transaction.payload.revocationDate {
-            try await sql.update("purchases").set("revocation_date_ms", to: milliseconds(revoked))
-                .where("transaction_id", .equal, transaction.transactionId).run()
-        }
+        try await storeTransaction(sql, transaction, app: app, now: now)
         let owner = try await sql.select().column("app_user_id").from("purchase_owners")
             .where("app_id", .equal, app.id).where("original_transaction_id", .equal, transaction.originalTransactionId).first()
         if owner == nil, let token = transaction.payload.appAccountToken?.lowercased(),
            let user = try await customer(sql, app: app.id, token: token) {
-            try await setOwner(sql, app: app.id, chain: transaction.originalTransactionId, user: user, now: now, insert: true)
+            try await insertOwner(sql, app: app.id, chain: transaction.originalTransactionId, user: user, now: now)
         }
+    }
+
+    /// Inserts a transaction, or refreshes a stored one from a copy signed later than the stored
+    /// one (revocation and upgrade state); an older copy changes nothing. Returns whether the
+    /// transaction was new.
+    @discardableResult
+    static func storeTransaction(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws -> Bool {
+        let stored = try await sql.select().column("signed_date_ms").from("purchases")
+            .where("transaction_id", .equal, transaction.transactionId).first()
+            .map { try $0.decode(column: "signed_date_ms", as: Int64.self) }
+        guard let stored else {
+            try await insertPurchase(sql, transaction, app: app, now: now)
+            return true
+        }
+        let signed = milliseconds(transaction.payload.signedDate ?? now)
+        if signed > stored {
+            try await sql.update("purchases")
+                .set("revocation_date_ms", to: SQLBind(transaction.payload.revocationDate.map(milliseconds)))
+                .set("is_upgraded", to: SQLBind((transaction.payload.isUpgraded ?? false) ? 1 : 0))
+                .set("signed_date_ms", to: SQLBind(signed))
+                .where("transaction_id", .equal, transaction.transactionId).run()
+        }
+        return false
     }
 
     static func updateSubscriptionState(_ sql: any SQLDatabase, app: String, chain: String, renewal: RenewalInfoPayload, now: Date) async throws {

@@ -32,50 +32,59 @@ public struct PurchaseStore: Sendable {
     /// (``PurchaseStatus/boundToAnotherUser``: committed for that user), applying the app's
     /// transfer behaviour. Throws an ``APIError`` and changes nothing when the purchase belongs to
     /// someone else and may not move.
+    ///
+    /// Who owns a purchase chain:
+    /// - a token naming a known customer who logged in (not an anonymous id) pins the chain to
+    ///   that customer, whoever posts it: a purchase made while signed in can never be replayed
+    ///   to unlock another account;
+    /// - a token naming an anonymous id pins nothing: the anonymous id is gone after a reinstall
+    ///   or was merged into a real user by logIn, so the transfer behaviour decides as for a
+    ///   purchase without a token;
+    /// - a chain whose owner was deleted is owned by nobody: `transfer` and `transferIfNoActive`
+    ///   give it to the poster, `keepWithOriginal` refuses.
     public func record(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws -> PurchaseStatus {
         try await database.transactionRetryingUniqueViolations { sql in
             try await Self.touchCustomer(sql, app: app.id, user: poster, now: now)
             var owner = poster
             if let token = transaction.payload.appAccountToken?.lowercased(),
                token != AppAccountToken.forAppUserID(poster).uuidString.lowercased(),
-               let bound = try await Self.customer(sql, app: app.id, token: token) {
+               let bound = try await Self.customer(sql, app: app.id, token: token), !Self.isAnonymous(bound) {
                 owner = bound
             }
-            let existingPurchase = try await sql.select().column("transaction_id").from("purchases")
-                .where("transaction_id", .equal, transaction.transactionId).first()
-            if existingPurchase == nil {
-                try await Self.insertPurchase(sql, transaction, app: app, now: now)
-            }
-            let currentOwner = try await sql.select().column("app_user_id").from("purchase_owners")
-                .where("app_id", .equal, app.id).where("original_transaction_id", .equal, transaction.originalTransactionId)
-                .first().map { try $0.decode(column: "app_user_id", as: String.self) }
-            switch currentOwner {
-            case nil:
-                try await Self.setOwner(sql, app: app.id, chain: transaction.originalTransactionId, user: owner, now: now, insert: true)
+            let isNew = try await Self.storeTransaction(sql, transaction, app: app, now: now)
+            let chain = transaction.originalTransactionId
+            let ownerRow = try await sql.select().column("app_user_id").from("purchase_owners")
+                .where("app_id", .equal, app.id).where("original_transaction_id", .equal, chain).first()
+            guard let ownerRow else {
+                try await Self.insertOwner(sql, app: app.id, chain: chain, user: owner, now: now)
                 return owner != poster ? .boundToAnotherUser : .new
-            case owner?:
+            }
+            // NULL: the owner was deleted.
+            let currentOwner = try ownerRow.decode(column: "app_user_id", as: String?.self)
+            if currentOwner == owner {
                 if owner != poster { return .boundToAnotherUser }
-                return existingPurchase == nil ? .new : .alreadyRecorded
-            case let other?:
-                if owner != poster {
-                    // The token's user wins over whoever holds the chain now.
-                    try await Self.setOwner(sql, app: app.id, chain: transaction.originalTransactionId, user: owner, now: now, insert: false)
-                    return .boundToAnotherUser
-                }
-                switch app.transferBehavior {
-                case .transfer:
-                    break
-                case .keepWithOriginal:
-                    throw APIError(.purchaseOwnedByAnotherUser, "this purchase belongs to another user and the app keeps purchases with their first owner")
-                case .transferIfNoActive:
-                    let entitlements = try await Self.entitlements(sql, app: app, user: other, now: now, onlyChain: transaction.originalTransactionId)
+                return isNew ? .new : .alreadyRecorded
+            }
+            if owner != poster {
+                // The token's user wins over whoever holds the chain now.
+                try await Self.updateOwner(sql, app: app.id, chain: chain, user: owner, now: now)
+                return .boundToAnotherUser
+            }
+            switch app.transferBehavior {
+            case .transfer:
+                break
+            case .keepWithOriginal:
+                throw APIError(.purchaseOwnedByAnotherUser, "this purchase belongs to another user and the app keeps purchases with their first owner")
+            case .transferIfNoActive:
+                if let other = currentOwner {
+                    let entitlements = try await Self.entitlements(sql, app: app, user: other, now: now, onlyChain: chain)
                     if !entitlements.activeEntitlementIds.isEmpty {
                         throw APIError(.purchaseOwnedByAnotherUser, "this purchase still gives another user an active entitlement")
                     }
                 }
-                try await Self.setOwner(sql, app: app.id, chain: transaction.originalTransactionId, user: poster, now: now, insert: false)
-                return .transferred
             }
+            try await Self.updateOwner(sql, app: app.id, chain: chain, user: poster, now: now)
+            return .transferred
         }
     }
 
@@ -151,27 +160,28 @@ public struct PurchaseStore: Sendable {
         try await sql.insert(into: "purchases")
             .columns("transaction_id", "app_id", "original_transaction_id", "product_id", "product_type", "environment",
                      "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "signed_date_ms", "app_account_token",
-                     "signed_transaction", "recorded_at_ms")
+                     "signed_transaction", "recorded_at_ms", "is_upgraded")
             .values(
                 SQLBind(transaction.transactionId), SQLBind(app.id), SQLBind(transaction.originalTransactionId),
-                SQLBind(transaction.product.id), SQLBind(transaction.product.type.rawValue), SQLBind(payload.environment?.rawValue ?? ""),
+                SQLBind(transaction.productId), SQLBind(transaction.kind.rawValue), SQLBind(payload.environment?.rawValue ?? ""),
                 SQLBind(payload.purchaseDate.map(milliseconds)), SQLBind(payload.expiresDate.map(milliseconds)),
                 SQLBind(payload.revocationDate.map(milliseconds)), SQLBind(milliseconds(payload.signedDate ?? now)),
-                SQLBind(payload.appAccountToken), SQLBind(transaction.jws), SQLBind(milliseconds(now))
+                SQLBind(payload.appAccountToken), SQLBind(transaction.jws), SQLBind(milliseconds(now)),
+                SQLBind((payload.isUpgraded ?? false) ? 1 : 0)
             )
             .run()
     }
 
-    static func setOwner(_ sql: any SQLDatabase, app: String, chain: String, user: String, now: Date, insert: Bool) async throws {
-        if insert {
-            try await sql.insert(into: "purchase_owners")
-                .columns("app_id", "original_transaction_id", "app_user_id", "updated_at_ms")
-                .values(SQLBind(app), SQLBind(chain), SQLBind(user), SQLBind(milliseconds(now)))
-                .run()
-        } else {
-            try await sql.update("purchase_owners").set("app_user_id", to: user).set("updated_at_ms", to: milliseconds(now))
-                .where("app_id", .equal, app).where("original_transaction_id", .equal, chain).run()
-        }
+    static func insertOwner(_ sql: any SQLDatabase, app: String, chain: String, user: String, now: Date) async throws {
+        try await sql.insert(into: "purchase_owners")
+            .columns("app_id", "original_transaction_id", "app_user_id", "updated_at_ms")
+            .values(SQLBind(app), SQLBind(chain), SQLBind(user), SQLBind(milliseconds(now)))
+            .run()
+    }
+
+    static func updateOwner(_ sql: any SQLDatabase, app: String, chain: String, user: String, now: Date) async throws {
+        try await sql.update("purchase_owners").set("app_user_id", to: user).set("updated_at_ms", to: milliseconds(now))
+            .where("app_id", .equal, app).where("original_transaction_id", .equal, chain).run()
     }
 
     /// Evaluates the entitlement rules over what the user owns (optionally one chain only): one
@@ -180,7 +190,7 @@ public struct PurchaseStore: Sendable {
         func column(_ name: String, _ table: String) -> SQLColumn { SQLColumn(name, table: table) }
         var query = sql.select()
             .columns(["transaction_id", "original_transaction_id", "product_id", "product_type", "environment",
-                      "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms"].map { column($0, "p") })
+                      "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms", "is_upgraded"].map { column($0, "p") })
             .columns(["auto_renew_status", "in_billing_retry", "grace_period_expires_ms"].map { column($0, "s") })
             .column(SQLAlias(column("original_transaction_id", "s"), as: SQLIdentifier("state_chain")))
             .from(SQLAlias(SQLIdentifier("purchases"), as: SQLIdentifier("p")))
@@ -220,6 +230,7 @@ public struct PurchaseStore: Sendable {
                 expiresDate: try row.decode(column: "expires_date_ms", as: Int64?.self).map(date)
             )
             record.revocationDate = try row.decode(column: "revocation_date_ms", as: Int64?.self).map(date)
+            record.isUpgraded = try row.decode(column: "is_upgraded", as: Int.self) != 0
             purchases.append(record)
         }
         // One chain only (may it move?): promotional grants are not the chain's.
@@ -228,27 +239,47 @@ public struct PurchaseStore: Sendable {
     }
 }
 
-/// A store transaction that passed signed-data verification and names a configured product.
+/// A store transaction that passed signed-data verification, with the fields the server relies on.
+///
+/// Its product need not be configured: a purchase of a product the app does not list (yet) is
+/// recorded all the same (Apple took the money; the app may add the product later) and grants
+/// nothing until a product maps it to entitlements.
 public struct VerifiedTransaction: Sendable {
     public let jws: String
     public let payload: TransactionPayload
     public let transactionId: String
     public let originalTransactionId: String
-    public let product: AppConfiguration.Product
+    public let productId: String
+    /// The configured product, nil when the app does not list it.
+    public let product: AppConfiguration.Product?
+    /// The configured kind, or the kind the App Store names.
+    public let kind: AppConfiguration.ProductKind
 
     /// Checks the fields the server relies on; throws an ``APIError`` naming what is missing.
     public init(jws: String, payload: TransactionPayload, app: AppConfiguration) throws(APIError) {
         guard let transactionId = payload.transactionId, !transactionId.isEmpty,
               let originalTransactionId = payload.originalTransactionId, !originalTransactionId.isEmpty,
-              let productId = payload.productId
+              let productId = payload.productId, !productId.isEmpty
         else { throw APIError(.invalidField, "the transaction lacks a transaction id, original transaction id or product id") }
-        guard let product = app.product(productId) else {
-            throw APIError(.unknownProduct, "product '\(productId.prefix(100))' is not configured for app '\(app.id)'")
+        let product = app.product(productId)
+        let kind: AppConfiguration.ProductKind
+        if let product {
+            kind = product.type
+        } else {
+            switch payload.type {
+            case .autoRenewable?: kind = .autoRenewable
+            case .nonRenewing?: kind = .nonRenewing
+            case .consumable?: kind = .consumable
+            case .nonConsumable?: kind = .nonConsumable
+            default: throw APIError(.invalidField, "the transaction names no product type the server knows")
+            }
         }
         self.jws = jws
         self.payload = payload
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
+        self.productId = productId
         self.product = product
+        self.kind = kind
     }
 }
