@@ -150,6 +150,7 @@ let package = Package(
                 "CountersignProxy",
                 "CountersignTesting",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
         .testTarget(

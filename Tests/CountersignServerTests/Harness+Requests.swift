@@ -104,3 +104,10 @@ enum LiveHTTP {
         return ((response as! HTTPURLResponse).statusCode, data)
     }
 }
+
+/// The body fields each endpoint's `X-Post-Params-Hash` covers, in order (as the SDK sends them).
+enum ParamKeys {
+    static let receipt = ["app_user_id", "fetch_token"]
+    static let identify = ["app_user_id", "new_app_user_id"]
+    static let testPurchase = ["app_user_id", "product_id", "app_account_token"]
+}

@@ -35,7 +35,6 @@ struct HostileInputTests {
     /// The cases, built from a harness (they need its signed transactions).
     static func cases(_ harness: ReceiptTests.Harness) throws -> [Case] {
         let (good, _) = try harness.mint("lifetime", type: .nonConsumable)
-        let (unknownProduct, _) = try harness.mint("not_configured", type: .nonConsumable)
         let (otherBundle, _) = try harness.mint("lifetime", type: .nonConsumable, bundleId: "com.attacker.app")
         let attacker = try TestStoreCA.create(name: "attacker")
         let (forged, _) = try attacker.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: harness.app.bundleId))
@@ -73,6 +72,20 @@ struct HostileInputTests {
             post("fetch_token is null", json(["app_user_id": "u1", "fetch_token": NSNull()]), .invalidField),
             post("fetch_token is an object", receipt("u1", ["jws": good]), .invalidField),
             post("oversized body", receipt("u1", String(repeating: "a", count: 70_000)), .bodyTooLarge),
+            // One body, one meaning: what a second parser could read differently is refused.
+            post("identify: new_app_user_id twice", to: "/v1/subscribers/identify",
+                 Data(#"{"app_user_id":"$CSAnonymousID:x","new_app_user_id":"victim","new_app_user_id":"me"}"#.utf8), .duplicateJSONKey),
+            post("receipt: app_user_id twice, once escaped", Data(#"{"app_user_id":"u1","app\u005fuser_id":"u2","fetch_token":"\#(good)"}"#.utf8), .duplicateJSONKey),
+            post("receipt: a nested duplicate", Data(#"{"app_user_id":"u1","fetch_token":"\#(good)","x":{"a":1,"a":2}}"#.utf8), .duplicateJSONKey),
+            post("receipt: a lone surrogate escape", Data(#"{"app_user_id":"u\ud800","fetch_token":"\#(good)"}"#.utf8), .malformedJSON),
+            post("receipt: invalid UTF-8", Data([0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0xC0, 0xAF, 0x22, 0x7D]), .malformedJSON),
+            // Reserved app user ids.
+            get("the deleted customers' id", "/v1/subscribers/%24CSDeleted", .reservedAppUserId),
+            get("a $RC id", "/v1/subscribers/%24RCAnonymousID%3Aabc", .reservedAppUserId),
+            get("a $cs id in lowercase", "/v1/subscribers/%24csInternal", .reservedAppUserId),
+            post("identify into a reserved id", to: "/v1/subscribers/identify",
+                 json(["app_user_id": "$CSAnonymousID:x", "new_app_user_id": "$CSDeleted"]), .reservedAppUserId),
+            post("receipt for a reserved id", receipt("$CSDeleted", good), .reservedAppUserId),
             // Receipts: app user ids.
             post("empty app user id", receipt("", good), .invalidAppUserId),
             post("2 KB app user id", receipt(longId, good), .invalidAppUserId),
@@ -80,7 +93,6 @@ struct HostileInputTests {
             post("newline in app user id", receipt("u1\nlevel=error", good), .invalidAppUserId),
             post("escape in app user id", receipt("u1\u{1B}[2J", good), .invalidAppUserId),
             // Receipts: store data.
-            post("unknown product", receipt("u1", unknownProduct), .unknownProduct),
             post("JWS for another bundle", receipt("u1", otherBundle), .wrongApp),
             post("JWS from a foreign CA", receipt("u1", forged), .invalidStoreSignature),
             post("JWS with a changed payload", receipt("u1", tampered), .invalidStoreSignature),
@@ -129,6 +141,13 @@ struct HostileInputTests {
             post("notification with a forged payload", to: "/v1/notifications/apple", json(["signedPayload": forged]), key: .none, .wrongApp),
             post("telemetry with a secret key", to: "/v1/diagnostics/verification_failures",
                  json(["failures": [["reason": "x", "path": "/", "mode": "enforced"]]]), key: .secretKey, .wrongKeyKind),
+            post("telemetry with a made-up reason", to: "/v1/diagnostics/verification_failures",
+                 json(["failures": [["reason": "ohNo1", "path": "/", "mode": "enforced"]]]), .invalidField),
+            post("telemetry with a made-up mode", to: "/v1/diagnostics/verification_failures",
+                 json(["failures": [["reason": "payloadMismatch", "path": "/", "mode": "paranoid"]]]), .invalidField),
+            post("telemetry with a duplicated key", to: "/v1/diagnostics/verification_failures",
+                 Data(#"{"failures":[],"failures":[{"reason":"payloadMismatch","path":"/","mode":"enforced"}]}"#.utf8), .duplicateJSONKey),
+            post("grant with a duplicated key", to: grant, Data(#"{"duration":"weekly","duration":"lifetime"}"#.utf8), key: .secretKey, .duplicateJSONKey),
         ]
     }
 
@@ -155,7 +174,12 @@ struct HostileInputTests {
                 #expect((400..<500).contains(reply.status), "\(hostile)")
                 #expect(reply.status == hostile.expected.httpStatus, "\(hostile): status \(reply.status)")
                 #expect(reply.code == hostile.expected.rawValue, "\(hostile): \(String(decoding: reply.body, as: UTF8.self))")
-                #expect(reply.headers[SignatureHeader.signature] == nil, "\(hostile): errors are not signed")
+                // Unsigned endpoints never sign; signed ones sign their refusals once the request's
+                // signed parts are checked (SignedErrorTests verifies those signatures).
+                if !hostile.path.hasPrefix("/v1/subscribers") && !hostile.path.hasPrefix("/v1/receipts") && !hostile.path.hasPrefix("/v1/test_store")
+                    && !hostile.path.hasPrefix("/v1/product_entitlement_mapping") {
+                    #expect(reply.headers[SignatureHeader.signature] == nil, "\(hostile): errors of unsigned endpoints are not signed")
+                }
                 #expect(try await harness.snapshot() == before, "\(hostile) changed the database")
                 checked += 1
             }

@@ -142,7 +142,8 @@ extension ReceiptTests {
                 (try JSONSerialization.data(withJSONObject: ["signedPayload": forged]), APIErrorCode.invalidStoreSignature),
                 (try JSONSerialization.data(withJSONObject: ["signedPayload": foreign]), .wrongApp),
                 (Data("not json".utf8), .malformedJSON),
-                (Data(#"{"signedPayload":1}"#.utf8), .malformedJSON),
+                (Data(#"{"signedPayload":1}"#.utf8), .invalidField),
+                (Data(#"{"signedPayload":"a","signed\u0050ayload":"b"}"#.utf8), .duplicateJSONKey),
             ] {
                 let status = try await harness.client.execute(uri: "/v1/notifications/apple", method: .post, body: ByteBuffer(data: body)) { response in
                     #expect((try? JSONDecoder().decode(APIError.self, from: Data(response.body.readableBytesView)))?.code == code.rawValue)

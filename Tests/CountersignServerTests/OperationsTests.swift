@@ -23,7 +23,8 @@ struct OperationsTests {
             let text = try await Self.metrics(harness)
             #expect(text.contains(#"countersign_http_requests_total{route="/v1/subscribers/{app_user_id}",method="GET",status="200"} 2"#))
             #expect(text.contains(#"countersign_http_requests_total{route="/v1/subscribers/{app_user_id}",method="GET",status="401"} 1"#))
-            #expect(text.contains("countersign_response_signing_seconds_count 2"))
+            // Three signed answers: the refusal of the wrong key is signed too.
+            #expect(text.contains("countersign_response_signing_seconds_count 3"))
             // User ids never become label values.
             #expect(!text.contains("u2"))
             let expiry = text.split(separator: "\n").first { $0.hasPrefix("countersign_intermediate_key_expiry_seconds ") }

@@ -68,14 +68,14 @@ struct PublicEndpointTests {
             #expect(try await harness.post(user: anonymous, jws: jws).status == 200)
 
             let body = ["app_user_id": anonymous, "new_app_user_id": "known"]
-            let first = try await harness.signed(.post, "/v1/subscribers/identify", json: body, paramKeys: PublicRoutes.IdentifyRequest.paramKeys)
+            let first = try await harness.signed(.post, "/v1/subscribers/identify", json: body, paramKeys: ParamKeys.identify)
             #expect(first.reply.status == 201)
             #expect(first.outcome == .verified)
             #expect(first.reply.json["created"] as? Bool == true)
             #expect(ReceiptTests.entitlement(first.reply.json, "pro") != nil)
             #expect(ReceiptTests.entitlement(try await harness.customerInfo(anonymous), "pro") == nil)
 
-            let again = try await harness.signed(.post, "/v1/subscribers/identify", json: body, paramKeys: PublicRoutes.IdentifyRequest.paramKeys)
+            let again = try await harness.signed(.post, "/v1/subscribers/identify", json: body, paramKeys: ParamKeys.identify)
             #expect(again.reply.status == 200)
             #expect(again.reply.json["created"] as? Bool == false)
             #expect(ReceiptTests.entitlement(again.reply.json, "pro") != nil)
@@ -88,7 +88,7 @@ struct PublicEndpointTests {
             let (jws, _) = try harness.mint("lifetime", type: .nonConsumable)
             #expect(try await harness.post(user: "alice", jws: jws).status == 200)
             let body = ["app_user_id": "alice", "new_app_user_id": "bob"]
-            let answer = try await harness.signed(.post, "/v1/subscribers/identify", json: body, paramKeys: PublicRoutes.IdentifyRequest.paramKeys)
+            let answer = try await harness.signed(.post, "/v1/subscribers/identify", json: body, paramKeys: ParamKeys.identify)
             #expect(answer.reply.status == 201)
             #expect(ReceiptTests.entitlement(answer.reply.json, "pro") == nil)
             #expect(ReceiptTests.entitlement(try await harness.customerInfo("alice"), "pro") != nil)
@@ -101,7 +101,7 @@ struct PublicEndpointTests {
             let token = AppAccountToken.forAppUserID("u1").uuidString
             let minted = try await harness.signed(
                 .post, "/v1/test_store/purchases", json: ["app_user_id": "u1", "product_id": "pro_monthly", "app_account_token": token],
-                paramKeys: PublicRoutes.TestPurchaseRequest.paramKeys
+                paramKeys: ParamKeys.testPurchase
             )
             #expect(minted.reply.status == 200)
             #expect(minted.outcome == .verified)
@@ -119,7 +119,7 @@ struct PublicEndpointTests {
         try await ReceiptTests.withHarness(.sqlite, environments: ["Sandbox"]) { harness in
             let minted = try await harness.signed(
                 .post, "/v1/test_store/purchases", json: ["app_user_id": "u1", "product_id": "pro_monthly"],
-                paramKeys: PublicRoutes.TestPurchaseRequest.paramKeys
+                paramKeys: ParamKeys.testPurchase
             )
             #expect(minted.reply.status == 403)
             #expect(minted.reply.code == APIErrorCode.testStoreNotEnabled.rawValue)

@@ -159,7 +159,6 @@ struct ReceiptTests {
             let forged = TestStoreCA.Purchase(productId: "lifetime", type: .nonConsumable, bundleId: harness.app.bundleId)
             let (foreignJWS, _) = try TestStoreCA.create(name: "attacker").mintTransaction(forged)
             let cases: [(String, String, String?, APIErrorCode)] = [
-                ("u1", unknown, nil, .unknownProduct),
                 ("u1", otherBundle, nil, .wrongApp),
                 ("u1", foreignJWS, nil, .invalidStoreSignature),
                 ("u1", "a.b.c", nil, .invalidStoreSignature),
@@ -175,7 +174,6 @@ struct ReceiptTests {
                 #expect(result.status == code.httpStatus, "\(code)")
                 #expect(result.json["code"] as? Int == code.rawValue, "\(code)")
             }
-            #expect(try await harness.server.store.purchaseCount(transactionId: unknownPayload.transactionId!) == 0)
             #expect(try await harness.server.store.purchaseCount(transactionId: otherPayload.transactionId!) == 0)
             #expect(Self.entitlement(try await harness.customerInfo("u1"), "pro") == nil)
         }

@@ -130,7 +130,7 @@ public final class SignedDataVerifier: Sendable {
         let now = configuration.now()
         let validationTime = signedDate ?? now
         if validationTime.timeIntervalSince(now) > configuration.futureTolerance {
-            throw SignedDataError(.verificationFailure, "signedDate is \(Int(validationTime.timeIntervalSince(now))) s in the future")
+            throw SignedDataError(.verificationFailure, "signedDate is \(validationTime.timeIntervalSince(now).rounded()) s in the future")
         }
         let chain: VerifiedChain
         if let cached, cached.validity.contains(validationTime) {
