@@ -134,6 +134,7 @@ let package = Package(
             name: "CountersignServerTests",
             dependencies: [
                 "CountersignServer",
+                "Countersign",
                 "CountersignTesting",
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "NIOCore", package: "swift-nio"),

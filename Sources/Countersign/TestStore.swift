@@ -69,6 +69,21 @@ public final class TestStore: Store, @unchecked Sendable {
         return latest.values.sorted { $0.purchaseDate < $1.purchaseDate }
     }
 
+    /// Puts a transaction the store account received outside `purchase` into the ledger,
+    /// unfinished, as StoreKit delivers renewals, purchases on another device, Family Sharing
+    /// grants and refunds: a signed transaction (for tests and tools; `verified` says whether the
+    /// device trusts its signature). A transaction already in the ledger is replaced by the newer
+    /// copy (a refund's revocation date, say).
+    public func deliver(signedTransaction jws: String, verified: Bool = true) throws {
+        guard let entry = Self.entry(jws: jws, verified: verified) else {
+            throw PurchasesError.purchaseNotCompleted("not a signed transaction")
+        }
+        try update { entries in
+            entries.removeAll { $0.transaction.transactionId == entry.transaction.transactionId }
+            entries.append(entry)
+        }
+    }
+
     public func unfinishedTransactions() async throws -> [StoreTransaction] {
         ledger().filter { !$0.finished }.map(\.transaction)
     }

@@ -40,6 +40,9 @@ public final class TamperingProxy: Sendable {
         case serverDown = "server-down"
         /// Remove `X-Request-Time`.
         case dropRequestTime = "drop-request-time"
+        /// Answer every request with an unsigned `422 {"code": 4201}` (the server's "not a valid
+        /// signed transaction"), to make the SDK give up on, and finish, a real purchase.
+        case forgeRefusal = "forge-refusal"
     }
 
     public struct Configuration: Sendable {
@@ -132,33 +135,42 @@ public final class TamperingProxy: Sendable {
         let path = request.uri.path
         var answer: Answer
         let attack = state.attack
-        switch attack {
-        case .serverDown:
-            answer = Answer(status: .serviceUnavailable, headers: [.contentType: "application/json"],
-                            body: Data(#"{"code":5030,"message":"service unavailable"}"#.utf8))
-        case .replay:
-            if let recorded = state.recorded(path) {
-                answer = recorded
-            } else {
-                // The attacker's own earlier request: another nonce.
+        do {
+            switch attack {
+            case .serverDown:
+                answer = Answer(status: .serviceUnavailable, headers: [.contentType: "application/json"],
+                                body: Data(#"{"code":5030,"message":"service unavailable"}"#.utf8))
+            case .forgeRefusal:
+                answer = Answer(status: .unprocessableContent, headers: [.contentType: "application/json"],
+                                body: Data(#"{"code":4201,"message":"fetch_token is not a valid signed transaction"}"#.utf8))
+            case .replay:
+                if let recorded = state.recorded(path) {
+                    answer = recorded
+                } else {
+                    // The attacker's own earlier request: another nonce.
+                    var headers = request.headers
+                    headers[Self.nonce] = SignedRequestParts.makeNonce().base64EncodedString()
+                    answer = try await forward(request.method, request.uri.description, headers: headers, body: body)
+                    state.record(answer, for: path)
+                }
+            case .crossUser where request.method == .get && Self.isCustomerInfoPath(path):
+                answer = try await forward(.get, "/v1/subscribers/\(otherUser.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? otherUser)",
+                                           headers: request.headers, body: body)
+            case .forge304:
+                // The server is asked without the client's ETag, so it answers a full 200 (as it would
+                // for a changed customer); the proxy turns that into a 304 to keep the client on its cache.
                 var headers = request.headers
-                headers[Self.nonce] = SignedRequestParts.makeNonce().base64EncodedString()
+                headers[Self.etag] = nil
                 answer = try await forward(request.method, request.uri.description, headers: headers, body: body)
-                state.record(answer, for: path)
+            case .swapPath where path.hasPrefix("/v1/subscribers/"):
+                answer = try await forward(request.method, Self.respelled(path) + (request.uri.query.map { "?" + $0 } ?? ""), headers: request.headers, body: body)
+            default:
+                answer = try await forward(request.method, request.uri.description, headers: request.headers, body: body)
             }
-        case .crossUser where request.method == .get && Self.isCustomerInfoPath(path):
-            answer = try await forward(.get, "/v1/subscribers/\(otherUser.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? otherUser)",
-                                       headers: request.headers, body: body)
-        case .forge304:
-            // The server is asked without the client's ETag, so it answers a full 200 (as it would
-            // for a changed customer); the proxy turns that into a 304 to keep the client on its cache.
-            var headers = request.headers
-            headers[Self.etag] = nil
-            answer = try await forward(request.method, request.uri.description, headers: headers, body: body)
-        case .swapPath where path.hasPrefix("/v1/subscribers/"):
-            answer = try await forward(request.method, Self.respelled(path) + (request.uri.query.map { "?" + $0 } ?? ""), headers: request.headers, body: body)
-        default:
-            answer = try await forward(request.method, request.uri.description, headers: request.headers, body: body)
+        } catch {
+            // An upstream that is down or answers nonsense: a 502, never a crash of the proxy.
+            answer = Answer(status: .badGateway, headers: [.contentType: "application/json"],
+                            body: Data(#"{"code":5020,"message":"upstream failed"}"#.utf8))
         }
         state.log(SeenRequest(method: request.method.rawValue, path: path, etag: request.headers[Self.etag], upstreamStatus: Int(answer.status.code)))
         if answer.status.code < 300 || answer.status == .notModified {
@@ -173,7 +185,7 @@ public final class TamperingProxy: Sendable {
 
     func tamper(_ answer: inout Answer, attack: Attack, request: Request) throws {
         switch attack {
-        case .none, .replay, .crossUser, .swapPath, .serverDown:
+        case .none, .replay, .crossUser, .swapPath, .serverDown, .forgeRefusal:
             break
         case .grantEntitlement:
             answer.body = grantingEntitlement(answer.body)
@@ -184,12 +196,14 @@ public final class TamperingProxy: Sendable {
         case .dropRequestTime:
             answer.headers[Self.requestTime] = nil
         case .digitShift:
-            guard var time = answer.headers[Self.requestTime], let digit = time.popLast() else { return }
+            // Only a request time ending in a digit can be shifted; anything else is left as it came.
+            guard var time = answer.headers[Self.requestTime], let digit = time.popLast(), let byte = digit.asciiValue,
+                  (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return }
             answer.headers[Self.requestTime] = time
             if let etag = answer.headers[Self.etag] {
                 answer.headers[Self.etag] = String(digit) + etag
             } else {
-                answer.body = Data([UInt8(ascii: "0") + UInt8(String(digit))!]) + answer.body
+                answer.body = Data([byte]) + answer.body
             }
         case .foreignRoot, .expiredIntermediate:
             answer.body = grantingEntitlement(answer.body)

@@ -18,6 +18,8 @@ struct AttackMatrixTests {
         case rejected(VerificationFailure)
         /// The server is unreachable and nothing cached or on the device stands in.
         case offline
+        /// A `server` error with this code: a refusal, nothing delivered.
+        case refused(Int)
 
         var description: String {
             switch self {
@@ -25,6 +27,7 @@ struct AttackMatrixTests {
             case .delivered(let result, nil): "delivered, `\(result.rawValue)`"
             case .rejected(let reason): "error `signatureVerificationFailed` (\(reason.rawValue))"
             case .offline: "error `offline`"
+            case .refused(let code): "error `server` (\(code)), nothing granted"
             }
         }
     }
@@ -40,12 +43,14 @@ struct AttackMatrixTests {
         case .foreignRoot: .untrustedRoot
         case .expiredIntermediate: .intermediateExpired
         case .dropRequestTime: .missingRequestTime
+        case .forgeRefusal: .missingSignature
         }
     }
 
     /// The table.
     static func expected(_ attack: Attack, _ mode: EntitlementVerificationMode) -> Expected {
         if attack == .serverDown { return .offline }
+        if attack == .forgeRefusal { return mode == .enforced ? .rejected(.missingSignature) : .refused(4201) }
         switch (mode, reason(attack)) {
         case (.disabled, _): return .delivered(.notRequested, nil)
         case (_, nil): return .delivered(.verified, nil)
@@ -70,6 +75,7 @@ struct AttackMatrixTests {
         case .forge304: "turns the server's 200 into a 304 with a made-up ETag, to keep the client on its cached answer"
         case .serverDown: "answers 503 (no cache, no store purchase: nothing to fall back on)"
         case .dropRequestTime: "removes `X-Request-Time`"
+        case .forgeRefusal: "answers an unsigned `422 {\"code\":4201}` (a forged refusal; a purchase refused this way is never finished)"
         }
     }
 
@@ -174,9 +180,11 @@ struct AttackMatrixTests {
             switch error {
             case .signatureVerificationFailed(let path, let status, let reason):
                 #expect(expected == .rejected(reason), "\(label): threw \(error)")
-                #expect(path == "/v1/subscribers/free-user" && (status == 200 || status == 304), "\(label)")
+                #expect(path == "/v1/subscribers/free-user" && (status == 200 || status == 304 || status == 422), "\(label)")
             case .offline:
                 #expect(expected == .offline, "\(label): threw \(error)")
+            case .server(_, let code?, _):
+                #expect(expected == .refused(code), "\(label): threw \(error)")
             default:
                 Issue.record("\(label): threw \(error)")
             }
