@@ -168,8 +168,9 @@ public actor Purchases {
             break
         }
         do {
-            let answer = try await backend.perform(.get("/v1/subscribers/\(user.pathSegmentEncoded)", cacheable: true))
-            let info = try remember(answer, path: "/v1/subscribers", user: user)
+            let path = "/v1/subscribers/\(user.pathSegmentEncoded)"
+            let answer = try await backend.perform(.get(path, cacheable: true))
+            let info = try remember(answer, path: path, user: user)
             deliver(info)
             await refreshMappingIfNeeded()
             return info

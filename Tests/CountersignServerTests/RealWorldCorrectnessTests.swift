@@ -1,0 +1,249 @@
+import Countersign
+import CountersignAppStore
+import CountersignCore
+@testable import CountersignServer
+import CountersignTesting
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import Testing
+
+/// The defects found by trying the product as an attacker and as a paying customer would, one
+/// test per item (the lifecycles of item 3 are ``LifecycleTests``; the forged refusal of item 5
+/// is in the SDK's `RefusalTests`).
+@Suite("Real-world correctness")
+struct RealWorldCorrectnessTests {
+    // MARK: 1. One body, one meaning
+
+    @Test("oneBodyOneMeaning: a repeated key is refused before anything reads it, at any depth and after unescaping")
+    func oneBodyOneMeaning() async throws {
+        try await ReceiptTests.withHarness(.sqlite) { harness in
+            let (jws, _) = try harness.mint("lifetime", type: .nonConsumable)
+            #expect(try await harness.post(user: "victim", jws: jws).status == 200)
+            // The attack of the report: the hash covers (anonymous, "me"); the handler used to act on "victim".
+            let body = Data(#"{"app_user_id":"$CSAnonymousID:x","new_app_user_id":"victim","new_app_user_id":"me"}"#.utf8)
+            var headers: HTTPFields = [.contentType: "application/json"]
+            headers[SignatureHeader.nonce] = SignedRequestParts.makeNonce().base64EncodedString()
+            headers[SignatureHeader.postParamsHash] = FieldsHash.headerValue([("app_user_id", "$CSAnonymousID:x"), ("new_app_user_id", "me")])
+            let reply = try await harness.send(.post, "/v1/subscribers/identify", key: harness.key, body: body, headers: headers)
+            #expect(reply.status == 400)
+            #expect(reply.code == APIErrorCode.duplicateJSONKey.rawValue)
+            #expect(!String(decoding: reply.body, as: UTF8.self).contains("lifetime"))
+        }
+        // The reader itself: what two parsers could read two ways is refused.
+        let refused: [(String, JSONSyntax.Problem)] = [
+            (#"{"a":1,"a":2}"#, .duplicateKey("a")),
+            (#"{"a_b":1,"a\u005fb":2}"#, .duplicateKey("a_b")),
+            (#"{"x":[{"k":1,"k":1}]}"#, .duplicateKey("k")),
+            (#"{"\ud83d\ude00":1,"😀":2}"#, .duplicateKey("😀")),
+            (#"{"a":"\ud800"}"#, .malformed),
+            (#"{"a":"\udc00\ud800"}"#, .malformed),
+        ]
+        for (text, problem) in refused {
+            #expect(JSONSyntax.check(Data(text.utf8), topLevel: .object) == problem, "\(text)")
+        }
+        #expect(JSONSyntax.check(Data([0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D]), topLevel: .object) == .malformed, "invalid UTF-8")
+        #expect(JSONSyntax.check(Data(#"{"a":{"a":1},"b":[{"a":1},{"a":2}]}"#.utf8), topLevel: .object) == nil, "one key per object is fine")
+    }
+
+    /// A server that signs, with a real key ring, a CustomerInfo for "victim" whatever user is asked
+    /// for: what a server bug like the duplicated key used to produce.
+    @Test("appUserMismatch: a verified CustomerInfo about another user is a tampering failure in the SDK")
+    func appUserMismatch() async throws {
+        let directory = try makeTemporaryDirectory("countersign-mismatch")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var logger = Logger(label: "test")
+        logger.logLevel = .error
+        let keys = try SigningKeyRing(mode: .managed(dataDirectory: directory), logger: logger)
+        let signing = ResponseSigning(keys: keys)
+        let router = Router(context: ServerRequestContext.self)
+        router.get("/v1/subscribers/:id") { request, context in
+            try await signing.respond(to: request, context: context, endpoint: SignedEndpoint(authenticated: true), apiKey: "cs_pub_test") {
+                let info = SubscriberResponse(appUserId: "victim", firstSeen: Date(), lastSeen: Date(), entitlements: CustomerEntitlements(), requestDate: Date())
+                return try SignedAnswer.customerInfo(info)
+            }
+        }
+        try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: logger).test(.live) { client in
+            for mode in [EntitlementVerificationMode.informational, .enforced] {
+                let store = try TestStore(serverURL: URL(string: "http://127.0.0.1:\(client.port!)")!, apiKey: "cs_pub_test",
+                                          rootPublicKeys: [keys.managedRootPublicKey!.rawRepresentation.base64EncodedString()],
+                                          directory: directory.appendingPathComponent("store-\(mode)"))
+                var configuration = Configuration(apiKey: "cs_pub_test", appUserID: "me", serverURL: URL(string: "http://127.0.0.1:\(client.port!)")!,
+                                                  rootPublicKeys: [keys.managedRootPublicKey!.rawRepresentation.base64EncodedString()],
+                                                  store: store, storageDirectory: directory.appendingPathComponent("sdk-\(mode)"))
+                configuration.entitlementVerificationMode = mode
+                configuration.reportsVerificationFailures = false
+                let purchases = try Purchases(configuration: configuration)
+                if mode == .enforced {
+                    await #expect(throws: PurchasesError.signatureVerificationFailed(path: "/v1/subscribers/me", statusCode: 200, reason: .appUserMismatch)) {
+                        try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+                    }
+                } else {
+                    let info = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+                    #expect(info.entitlements.verification == .failed)
+                    #expect(info.verificationFailure == .appUserMismatch)
+                    #expect(VerificationFailure.appUserMismatch.category == .tampering)
+                }
+                await #expect(throws: PurchasesError.self) { try await purchases.customerInfo(fetchPolicy: .fromCacheOnly) }
+            }
+        }
+    }
+
+    // MARK: 2. Reserved ids
+
+    @Test("reservedIds: internal-looking ids are refused everywhere; the SDK's anonymous ids are not")
+    func reservedIds() {
+        for id in ["$CSDeleted", "$csDeleted", "$RCAnonymousID:0123456789abcdef0123456789abcdef", "$CSAnonymousID:", "$CSAnonymousID:a b", "$rc"] {
+            #expect(ReservedAppUserID.isReserved(id), "\(id)")
+        }
+        for id in ["$CSAnonymousID:\(UUID().uuidString.lowercased())", "$CSAnonymousID:x", "alice", "$", "$C", "CS$", "＄CS"] {
+            #expect(!ReservedAppUserID.isReserved(id), "\(id)")
+        }
+    }
+
+    // MARK: 4. Production works
+
+    @Test("productionWorks: Production transactions and renewal infos carry no appAppleId and verify; notifications are checked", arguments: [true, false])
+    func productionWorks(withAppAppleId: Bool) async throws {
+        let ca = try TestStoreCA.create(name: "apple-like")
+        var configuration = SignedDataVerifier.Configuration(
+            anchors: [TrustAnchor(certificate: ca.root, environments: [.production])], bundleId: "com.example.demo",
+            appAppleId: withAppAppleId ? 1_234_567_890 : nil, environments: [.production]
+        )
+        configuration.now = { Date() }
+        let verifier = try SignedDataVerifier(configuration: configuration)
+        var purchase = TestStoreCA.Purchase(productId: "pro_monthly", type: .autoRenewable, bundleId: "com.example.demo")
+        purchase.environment = .production
+        let (jws, payload) = try ca.mintTransaction(purchase)
+        #expect(try await verifier.verify(jws, as: TransactionPayload.self).transactionId == payload.transactionId)
+        let renewal = try ca.sign(RenewalInfoPayload(originalTransactionId: payload.transactionId!, productId: "pro_monthly", environment: .production, signedDate: Date()))
+        #expect(try await verifier.verify(renewal, as: RenewalInfoPayload.self).originalTransactionId == payload.transactionId)
+        guard withAppAppleId else { return }
+        for (appAppleId, accepted) in [(Int64(1_234_567_890), true), (Int64(42), false)] {
+            let data = NotificationPayload.NotificationData(bundleId: "com.example.demo", environment: .production, appAppleId: appAppleId)
+            let notification = try ca.sign(NotificationPayload(notificationType: .test, notificationUUID: UUID().uuidString, data: data, signedDate: Date()))
+            do {
+                _ = try await verifier.verify(notification, as: NotificationPayload.self)
+                #expect(accepted, "another app's notification was accepted")
+            } catch {
+                #expect(!accepted)
+                #expect(error.errorClass == .invalidAppIdentifier)
+            }
+        }
+    }
+
+    // MARK: 5. Signed refusals
+
+    @Test("signedRefusals: error answers of signed endpoints are signed and verify")
+    func signedRefusals() async throws {
+        try await ReceiptTests.withHarness(.sqlite, transferBehavior: .keepWithOriginal) { harness in
+            let (jws, _) = try harness.mint("lifetime", type: .nonConsumable)
+            #expect(try await harness.post(user: "u1", jws: jws).status == 200)
+            for (json, code) in [(["app_user_id": "u2", "fetch_token": jws], APIErrorCode.purchaseOwnedByAnotherUser),
+                                 (["app_user_id": "u2", "fetch_token": "a.b.c"], .invalidStoreSignature)] {
+                let answer = try await harness.signed(.post, "/v1/receipts", json: json, paramKeys: ParamKeys.receipt)
+                #expect(answer.reply.code == code.rawValue)
+                #expect(answer.outcome == .verified, "\(code)")
+            }
+        }
+    }
+
+    // MARK: 6. Keys
+
+    @Test("keys: past the intermediate's expiry the server refuses (503, code, metric) rather than sign with it; the rotation service rotates")
+    func keys() async throws {
+        let directory = try makeTemporaryDirectory("countersign-keys")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let clock = ManualClock(Date())
+        var configuration = ServerConfiguration(dataDirectory: directory)
+        configuration.port = 0
+        configuration.now = { clock.now }
+        configuration.keyCheckInterval = .milliseconds(50)
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let server = try await CountersignServer(configuration: configuration, logger: logger)
+        let first = server.keys.currentSigner.key.certificate
+        try await server.makeApplication().test(.live) { client in
+            // 25 days on: inside the renewal window, the service issues a new key by itself.
+            clock.now = clock.now.addingTimeInterval(25 * 86_400)
+            for _ in 0..<100 where server.keys.currentSigner.key.certificate == first {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(server.keys.currentSigner.key.certificate != first, "the rotation service issued a new intermediate")
+            // The root gone (rotation cannot issue another key) and far beyond the last key's expiry:
+            // refused, never signed with an expired key.
+            try FileManager.default.removeItem(at: directory.appendingPathComponent("keys/root.key"))
+            clock.now = clock.now.addingTimeInterval(400 * 86_400)
+            try await Task.sleep(for: .milliseconds(20))
+            let reply = try await client.execute(uri: "/v1/health", method: .get) { response in
+                (Int(response.status.code), response.headers[SignatureHeader.signature], Data(response.body.readableBytesView))
+            }
+            #expect(reply.0 == 503)
+            #expect(reply.1 == nil)
+            #expect(try JSONDecoder().decode(APIError.self, from: reply.2).code == APIErrorCode.signingKeyExpired.rawValue)
+            let metrics = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
+            #expect(metrics.contains("countersign_signing_refused_total"))
+        }
+        try await server.shutdown()
+    }
+
+    // MARK: 7. Telemetry
+
+    @Test("telemetry: each app's reports are rate limited (429) and counted")
+    func telemetry() async throws {
+        let limiter = RateLimiter(perSecond: 0.001, burst: 2)
+        #expect(limiter.allow("demo") && limiter.allow("demo"))
+        #expect(!limiter.allow("demo"))
+        #expect(limiter.allow("other"), "per app")
+        #expect(DiagnosticsRoutes.reasons == Set(VerificationFailure.allCases.map(\.rawValue)))
+        #expect(ServerMetrics.countedMethods.contains("GET") && !ServerMetrics.countedMethods.contains("BREW"))
+    }
+
+    // MARK: 8. Smaller holes
+
+    @Test("smallerHoles: StoreKit Testing data needs a pinned certificate; keys compare in full; /metrics token; database files 0600")
+    func smallerHoles() async throws {
+        var xcode = SignedDataVerifier.Configuration(anchors: [], bundleId: nil, environments: [.xcode])
+        xcode.allowsXcode = true
+        #expect(throws: SignedDataVerifier.ConfigurationError.self) { _ = try SignedDataVerifier(configuration: xcode) }
+        #expect(APIKeyAuthentication.constantTimeEqual("cs_pub_abc", "cs_pub_abc"))
+        #expect(!APIKeyAuthentication.constantTimeEqual("cs_pub_abc", "cs_pub_abd"))
+        #expect(!APIKeyAuthentication.constantTimeEqual("cs_pub_abc", "cs_pub_ab"))
+
+        let directory = try makeTemporaryDirectory("countersign-holes")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = ServerConfiguration(dataDirectory: directory)
+        configuration.port = 0
+        configuration.metricsBearerToken = "metrics-secret"
+        var logger = Logger(label: "test")
+        logger.logLevel = .error
+        let server = try await CountersignServer(configuration: configuration, logger: logger)
+        try await server.makeApplication().test(.live) { client in
+            #expect(try await client.execute(uri: "/metrics", method: .get) { $0.status } == .unauthorized)
+            #expect(try await client.execute(uri: "/metrics", method: .get, headers: [.authorization: "Bearer wrong"]) { $0.status } == .unauthorized)
+            #expect(try await client.execute(uri: "/metrics", method: .get, headers: [.authorization: "Bearer metrics-secret"]) { $0.status } == .ok)
+            _ = try await server.store.customerInfo(app: server.deployment.apps[0], user: "u1", now: Date())
+            for name in ["countersign.sqlite", "countersign.sqlite-wal"] {
+                let path = directory.appendingPathComponent(name).path
+                let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+                #expect(mode == 0o600, "\(name): \(String(mode ?? 0, radix: 8))")
+            }
+        }
+        try await server.shutdown()
+    }
+
+    // MARK: 9. Lenient decoding
+
+    @Test("lenientDecoding: a CustomerInfo with only what identifies it decodes; optional fields may be missing, unknown ones are ignored")
+    func lenientDecoding() throws {
+        let body = Data(#"{"request_date_ms":1700000000000,"subscriber":{"original_app_user_id":"u1","future_field":{"x":1},"entitlements":{"pro":{"product_identifier":"lifetime"}},"subscriptions":{"pro_monthly":{"expires_date":"2099-01-01T00:00:00Z"}}}}"#.utf8)
+        let info = try CustomerInfo(answer: body, verification: .verified, failure: nil, now: Date())
+        #expect(info.originalAppUserId == "u1")
+        #expect(info.entitlements["pro"]?.isActive == true)
+        #expect(info.activeSubscriptions == ["pro_monthly"])
+        #expect(throws: (any Error).self) { try CustomerInfo(answer: Data(#"{"request_date_ms":1,"subscriber":{}}"#.utf8), verification: .verified, failure: nil, now: Date()) }
+    }
+}
