@@ -44,3 +44,4 @@ struct RefusalTests {
         #expect(SignatureVerifier(configuration: configuration).verify(request: request, response: response) == .failed(.intermediateExpired))
     }
 }
+
