@@ -12,7 +12,8 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: """
             On a fresh data directory it writes countersign.json (the default demo app with generated \
             API keys) and, in managed key mode, keys/root.key and keys/root.pub. Stops gracefully on \
-            SIGINT or SIGTERM.
+            SIGINT or SIGTERM. GET /metrics is open unless COUNTERSIGN_METRICS_TOKEN is set; then it \
+            needs 'Authorization: Bearer <that token>'.
             """
     )
 
@@ -28,7 +29,6 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Offline key mode: sign with the intermediates in this directory instead of a managed root.")
     var intermediates: String?
 
-    // GET /metrics is open unless COUNTERSIGN_METRICS_TOKEN is set (then it needs that bearer token).
     @Option(help: "postgres://user:password@host:5432/db, or an SQLite file (default: DATA/countersign.sqlite; env COUNTERSIGN_DATABASE_URL).")
     var database: String?
 

@@ -85,17 +85,17 @@ public enum JSONSyntax {
             index += 1
             skipWhitespace()
             if consume(UInt8(ascii: "}")) { return true }
-            // Keys as unescaped UTF-8; most objects are small, so a list beats a set.
-            var keys: [[UInt8]] = []
+            // Keys as unescaped UTF-8, in a set: a hostile body with thousands of keys must not
+            // cost a quadratic scan.
+            var keys: Set<[UInt8]> = []
             while true {
                 skipWhitespace()
                 var key: [UInt8] = []
                 guard string(into: &key) else { return false }
-                if keys.contains(key) {
+                guard keys.insert(key).inserted else {
                     problem = .duplicateKey(String(decoding: key, as: UTF8.self))
                     return false
                 }
-                keys.append(key)
                 skipWhitespace()
                 guard consume(UInt8(ascii: ":")) else { return false }
                 skipWhitespace()
