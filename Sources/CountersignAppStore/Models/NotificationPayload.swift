@@ -42,12 +42,21 @@ public struct NotificationPayload: AppStoreSignedPayload, Hashable {
         public var bundleId: String?
     }
 
+    /// Present for notifications about the app's own data (for example `RESCIND_CONSENT`).
+    public struct AppData: Codable, Hashable, Sendable {
+        public var appAppleId: Int64?
+        public var bundleId: String?
+        public var environment: AppStoreEnvironment?
+        public var signedAppData: String?
+    }
+
     public var notificationType: NotificationType
     public var subtype: NotificationSubtype?
     public var notificationUUID: String
     public var data: NotificationData?
     public var summary: Summary?
     public var externalPurchaseToken: ExternalPurchaseToken?
+    public var appData: AppData?
     public var version: String?
     public var signedDate: Date?
 
@@ -60,16 +69,22 @@ public struct NotificationPayload: AppStoreSignedPayload, Hashable {
         version = "2.0"
     }
 
-    public var validationDate: Date? { signedDate }
-
-    public var claimedEnvironment: AppStoreEnvironment? {
-        data?.environment ?? summary?.environment ?? externalPurchaseToken.map { token in
+    /// What the notification is about, from the first of `data`, `summary`,
+    /// `externalPurchaseToken` and `appData` that is present, taken whole (as Apple's library
+    /// does: fields are never borrowed from a second section).
+    private var subject: (bundleId: String?, appAppleId: Int64?, environment: AppStoreEnvironment?) {
+        if let data { return (data.bundleId, data.appAppleId, data.environment) }
+        if let summary { return (summary.bundleId, summary.appAppleId, summary.environment) }
+        if let token = externalPurchaseToken {
             // Apple marks sandbox external purchase tokens by their id prefix.
-            token.externalPurchaseId?.hasPrefix("SANDBOX") == true ? .sandbox : .production
+            return (token.bundleId, token.appAppleId, token.externalPurchaseId?.hasPrefix("SANDBOX") == true ? .sandbox : .production)
         }
+        if let appData { return (appData.bundleId, appData.appAppleId, appData.environment) }
+        return (nil, nil, nil)
     }
 
-    public var claimedBundleId: String? { data?.bundleId ?? summary?.bundleId ?? externalPurchaseToken?.bundleId }
+    public var claimedEnvironment: AppStoreEnvironment? { subject.environment }
+    public var claimedBundleId: String? { subject.bundleId }
     public static var carriesAppAppleId: Bool { true }
-    public var claimedAppAppleId: Int64? { data?.appAppleId ?? summary?.appAppleId ?? externalPurchaseToken?.appAppleId }
+    public var claimedAppAppleId: Int64? { subject.appAppleId }
 }

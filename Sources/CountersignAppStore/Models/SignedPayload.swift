@@ -2,9 +2,6 @@ import Foundation
 
 /// A payload that arrives as App Store signed data, with what the verifier checks in it.
 public protocol AppStoreSignedPayload: Codable, Sendable {
-    /// The time its certificate chain is validated at (`signedDate`, or `receiptCreationDate`
-    /// for an app transaction). Nil: the current time.
-    var validationDate: Date? { get }
     /// The environment it claims.
     var claimedEnvironment: AppStoreEnvironment? { get }
     /// The bundle id it claims.
@@ -17,21 +14,17 @@ public protocol AppStoreSignedPayload: Codable, Sendable {
     /// transactions do, and only those are checked against `appAppleId` (as Apple's own
     /// library does): Production transactions and renewal infos carry none.
     static var carriesAppAppleId: Bool { get }
-    /// Decodes the payload JSON (dates in milliseconds).
-    static func decodePayload(from data: Data) throws -> Self
 }
 
 extension AppStoreSignedPayload {
     public static var carriesBundleId: Bool { true }
     public static var carriesAppAppleId: Bool { false }
 
-    public static func decodePayload(from data: Data) throws -> Self {
-        try AppStoreJSON.decode(Self.self, from: data)
-    }
-}
-
-extension TransactionPayload {
-    public static func decodePayload(from data: Data) throws -> TransactionPayload {
-        try decodeFast(from: data)
+    /// Decodes a verified payload (dates in milliseconds); transactions take the fast path.
+    static func decodeVerified(from fields: [String: JSONValue]) throws -> Self {
+        if Self.self == TransactionPayload.self {
+            return try TransactionPayload.decodeFast(fields: fields) as! Self
+        }
+        return try JSONValueDecoder(value: .object(fields), codingPath: []).decodeValue(Self.self)
     }
 }

@@ -5,14 +5,21 @@ extension TransactionPayload {
     /// records decodes one, and the generic path cost as much as a third of the ECDSA check.
     /// Tests hold it equal to the synthesized `Decodable` conformance on Apple's fixtures.
     static func decodeFast(from data: Data) throws -> TransactionPayload {
-        let members: [(key: String, value: JSONValue)]
+        let value: JSONValue
         do {
-            members = try JSONParser.parseMembers(data)
+            value = try JSONParser.parse(data)
         } catch {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "invalid JSON at byte \(error.offset)"))
         }
+        guard case .object(let fields) = value else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "a transaction is a JSON object"))
+        }
+        return try decodeFast(fields: fields)
+    }
+
+    static func decodeFast(fields: [String: JSONValue]) throws -> TransactionPayload {
         var payload = TransactionPayload()
-        for (key, value) in members {
+        for (key, value) in fields {
             switch key {
             case "transactionId": payload.transactionId = try value.string(key)
             case "originalTransactionId": payload.originalTransactionId = try value.string(key)
@@ -46,6 +53,6 @@ extension TransactionPayload {
         return payload
     }
 
-    /// An empty payload, filled field by field by ``decodeFast(from:)``.
+    /// An empty payload, filled field by field by ``decodeFast(fields:)``.
     private init() {}
 }

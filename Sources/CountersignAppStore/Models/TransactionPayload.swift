@@ -51,7 +51,6 @@ public struct TransactionPayload: AppStoreSignedPayload, Hashable {
         transactionReason = .purchase
     }
 
-    public var validationDate: Date? { signedDate }
     public var claimedEnvironment: AppStoreEnvironment? { environment }
     public var claimedBundleId: String? { bundleId }
     public var claimedAppAppleId: Int64? { nil }
@@ -85,7 +84,6 @@ public struct RenewalInfoPayload: AppStoreSignedPayload, Hashable {
         self.signedDate = signedDate
     }
 
-    public var validationDate: Date? { signedDate }
     public var claimedEnvironment: AppStoreEnvironment? { environment }
     public var claimedBundleId: String? { nil }
     public var claimedAppAppleId: Int64? { nil }
@@ -108,7 +106,6 @@ public struct AppTransactionPayload: AppStoreSignedPayload, Hashable {
     public var appTransactionId: String?
     public var originalPlatform: String?
 
-    public var validationDate: Date? { receiptCreationDate }
     public var claimedEnvironment: AppStoreEnvironment? { receiptType }
     public var claimedBundleId: String? { bundleId }
     public static var carriesAppAppleId: Bool { true }

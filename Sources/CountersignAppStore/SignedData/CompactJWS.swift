@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 
 /// A compact JWS split into its parts, before any trust is placed in it.
@@ -6,21 +7,61 @@ import Foundation
 /// for every JWS one leaf signs) skips decoding its ~2 KB certificate chain. The text is handled
 /// as bytes: a JWS is ASCII, and String-level work on 3 KB costs more than the signature check.
 struct CompactJWS: Sendable {
-    struct Header: Decodable, Sendable {
-        var alg: String
-        var x5c: [String]
+    /// The JOSE header, read as Apple's library (PyJWT) reads it: `crit` may only name `b64`,
+    /// which must then be present and true (no detached payloads); `kid`, when present, is a
+    /// string. `alg` and `x5c` are kept as sent and judged by the verifier, in Apple's order.
+    struct Header: Sendable {
+        enum Chain: Sendable {
+            case missing
+            case certificates([JSONValue])
+            /// Not an array: only its length is judged, as a length (a string's characters).
+            case other(count: Int?)
+        }
+
+        var alg: String?
+        var x5c: Chain
+
+        init(json: Data) throws(SignedDataError) {
+            if let problem = JSONSyntax.check(json, topLevel: .object) {
+                throw .malformedJSON(json, problem, part: "header")
+            }
+            guard case .object(let fields)? = try? JSONParser.parse(json) else {
+                throw .failure(.malformedHeader, "header is not a JSON object")
+            }
+            if let kid = fields["kid"], case .string = kid {} else if fields["kid"] != nil {
+                throw .failure(.unsupportedHeader, "kid must be a string")
+            }
+            if let crit = fields["crit"] {
+                guard case .array(let names) = crit, !names.isEmpty else {
+                    throw .failure(.unsupportedHeader, "crit must be a non-empty list")
+                }
+                for name in names {
+                    guard case .string(let name) = name, name == "b64", fields[name] != nil else {
+                        throw .failure(.unsupportedHeader, "crit names an extension this verifier does not understand or the header lacks")
+                    }
+                }
+            }
+            if case .bool(false)? = fields["b64"] {
+                throw .failure(.unsupportedHeader, "b64 false (a detached, unencoded payload) is not App Store signed data")
+            }
+            if case .string(let alg)? = fields["alg"] { self.alg = alg }
+            switch fields["x5c"] {
+            case nil, .null?: x5c = .missing
+            case .array(let entries)?: x5c = entries.isEmpty ? .missing : .certificates(entries)
+            case .string(let text)?: x5c = text.isEmpty ? .missing : .other(count: text.count)
+            case .object(let members)?: x5c = members.isEmpty ? .missing : .other(count: members.count)
+            default: x5c = .other(count: nil)
+            }
+        }
     }
 
-    /// The trimmed JWS bytes.
+    /// The JWS bytes.
     private let bytes: [UInt8]
     private let firstDot: Int
     private let secondDot: Int
 
     init(_ text: String) throws(SignedDataError) {
-        let isSpace = { (byte: UInt8) in byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
-        var bytes = Array(text.utf8)
-        while let last = bytes.last, isSpace(last) { bytes.removeLast() }
-        if let start = bytes.firstIndex(where: { !isSpace($0) }), start > 0 { bytes.removeFirst(start) }
+        let bytes = Array(text.utf8)
         // memchr: the scan runs over ~3 KB on every verification.
         let dots: [Int] = bytes.withUnsafeBufferPointer { buffer in
             var found: [Int] = []
@@ -34,12 +75,12 @@ struct CompactJWS: Sendable {
             return found
         }
         guard dots.count == 2 else {
-            throw SignedDataError(.invalidJWTFormat, "expected 3 dot-separated segments, got \(dots.count + 1)")
+            throw .failure(.malformedJWS, "expected 3 dot-separated segments, got \(dots.count + 1)")
         }
         firstDot = dots[0]
         secondDot = dots[1]
         guard firstDot > 0, secondDot > firstDot + 1, secondDot < bytes.count - 1 else {
-            throw SignedDataError(.invalidJWTFormat, "a JWS segment is empty")
+            throw .failure(.malformedJWS, "a JWS segment is empty")
         }
         self.bytes = bytes
     }
@@ -50,35 +91,33 @@ struct CompactJWS: Sendable {
     /// The exact `header.payload` ASCII bytes the signature covers.
     var signingInput: ArraySlice<UInt8> { bytes[..<secondDot] }
 
-    /// Decodes the header: `alg` and the `x5c` certificate chain.
     func header() throws(SignedDataError) -> Header {
-        guard let decoded = Data(base64URL: headerSegment) else {
-            throw SignedDataError(.invalidJWTFormat, "header is not base64url")
-        }
-        do {
-            return try JSONDecoder().decode(Header.self, from: decoded)
-        } catch {
-            throw SignedDataError(.invalidJWTFormat, "header is not JSON with 'alg' and an 'x5c' array")
-        }
+        guard let decoded = Data(base64URL: headerSegment) else { throw Self.undecodable(headerSegment, "header") }
+        return try Header(json: decoded)
     }
 
     func payload() throws(SignedDataError) -> Data {
-        guard let payload = Data(base64URL: bytes[(firstDot + 1)..<secondDot]) else {
-            throw SignedDataError(.invalidJWTFormat, "payload is not base64url")
-        }
+        let segment = bytes[(firstDot + 1)..<secondDot]
+        guard let payload = Data(base64URL: segment) else { throw Self.undecodable(segment, "payload") }
         return payload
     }
 
     func signature() throws(SignedDataError) -> Data {
-        guard let signature = Data(base64URL: bytes[(secondDot + 1)...]) else {
-            throw SignedDataError(.invalidJWTFormat, "signature is not base64url")
-        }
+        let segment = bytes[(secondDot + 1)...]
+        guard let signature = Data(base64URL: segment) else { throw Self.undecodable(segment, "signature") }
         return signature
+    }
+
+    private static func undecodable(_ segment: ArraySlice<UInt8>, _ part: String) -> SignedDataError {
+        segment.last == UInt8(ascii: "=")
+            ? .failure(.paddedBase64URL, "the \(part) segment is padded; JWS segments are unpadded base64url")
+            : .failure(.malformedJWS, "the \(part) segment is not base64url")
     }
 }
 
 extension Data {
-    /// Decodes unpadded base64url (RFC 4648 section 5), rejecting padding and the `+` `/` alphabet.
+    /// Decodes unpadded base64url (RFC 4648 section 5), rejecting padding, the `+` `/` alphabet
+    /// and a last character with unused bits set (each byte string has one spelling).
     init?(base64URL text: some StringProtocol) {
         self.init(base64URL: Array(text.utf8)[...])
     }
@@ -99,6 +138,7 @@ extension Data {
                 output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
             }
         }
+        guard accumulator & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
         self.init(output)
     }
 

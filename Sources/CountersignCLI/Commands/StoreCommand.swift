@@ -78,7 +78,11 @@ struct StoreCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Verify App Store signed data and print its payload.",
             discussion: """
-                Prints the payload JSON and exits 0, or prints 'error: CLASS: reason' and exits 1. \
+                Prints the payload JSON and exits 0, or prints 'error: STATUS (reason): detail' and \
+                exits 1, where STATUS is the VerificationStatus Apple's App Store Server Library gives \
+                for the same data (VERIFICATION_FAILURE, INVALID_APP_IDENTIFIER, INVALID_CERTIFICATE, \
+                INVALID_CHAIN_LENGTH, INVALID_ENVIRONMENT) and reason says which check refused it. \
+                A configuration Apple's library refuses (Production without --app-apple-id) exits 2. \
                 Without --root, Apple Root CA - G3 (built in) is the only trusted root.
                 """
         )
@@ -98,6 +102,9 @@ struct StoreCommand: ParsableCommand {
         @Option(help: "An environment to accept; repeat for several (default: any the root vouches for).")
         var environment: [String] = []
 
+        @Option(help: "What the JWS holds: \(SignedDataVerifier.Kind.allCases.map(\.rawValue).joined(separator: ", ")) (default: guessed from its fields).")
+        var kind: String?
+
         @Option(help: "The current time as Unix seconds (for the future-date check and undated payloads).")
         var at: Int?
 
@@ -108,7 +115,13 @@ struct StoreCommand: ParsableCommand {
         var xcodeCertificate: [String] = []
 
         func run() async throws {
-            let jws = String(decoding: try readInputFile(file, what: "JWS"), as: UTF8.self)
+            let jws = String(decoding: try readInputFile(file, what: "JWS"), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let payloadKind = try kind.map { name throws(CLIError) in
+                guard let parsed = SignedDataVerifier.Kind(rawValue: name) else {
+                    throw CLIError("--kind must be one of \(SignedDataVerifier.Kind.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                return parsed
+            }
             let allEnvironments: Set<AppStoreEnvironment> = [.production, .sandbox, .testStore, .localTesting]
             let anchors = try root.map { path throws(CLIError) in
                 let certificate = try CLIError.wrapping("root certificate \(path)") {
@@ -132,7 +145,7 @@ struct StoreCommand: ParsableCommand {
             }
             let verifier = try CLIError.wrapping("configuration") { try SignedDataVerifier(configuration: configuration) }
             do {
-                let payload = try await verifier.verifyPayload(jws)
+                let payload = try await verifier.verifyPayload(jws, kind: payloadKind)
                 print(String(decoding: payload, as: UTF8.self))
             } catch {
                 print("error: \(error)")

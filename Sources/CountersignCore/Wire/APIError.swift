@@ -1,11 +1,23 @@
-/// An error answer: `{"code": <int>, "message": "..."}` with a stable code per cause.
+/// An error answer: `{"code": <int>, "message": "..."}` with a stable code per cause. Refused
+/// App Store signed data adds `store_status` (Apple's `VerificationStatus` name, as Apple's own
+/// library would report it) and `store_reason` (which of our checks refused it).
 public struct APIError: Error, Codable, Hashable, Sendable, CustomStringConvertible {
     public var code: Int
     public var message: String
+    public var storeStatus: String?
+    public var storeReason: String?
 
-    public init(_ code: APIErrorCode, _ message: String) {
+    public init(_ code: APIErrorCode, _ message: String, storeStatus: String? = nil, storeReason: String? = nil) {
         self.code = code.rawValue
         self.message = message
+        self.storeStatus = storeStatus
+        self.storeReason = storeReason
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case code, message
+        case storeStatus = "store_status"
+        case storeReason = "store_reason"
     }
 
     public var description: String { "\(code): \(message)" }

@@ -36,7 +36,10 @@ struct NotificationRoutes: Sendable {
                 do throws(SignedDataError) {
                     notification = try await verifier.verifyNotification(body.signedPayload)
                 } catch {
-                    throw APIError(.invalidStoreSignature, "signedPayload is not a valid signed notification (\(error.errorClass.rawValue))")
+                    context.logger.notice("notification refused", metadata: [
+                        "store_status": "\(error.status.rawValue)", "store_reason": "\(error.reason.rawValue)",
+                    ])
+                    throw APIError(storeRefusal: error, of: "signedPayload")
                 }
                 let outcome = try await store.apply(notification, app: app, now: now())
                 context.logger.info("notification stored", metadata: [
@@ -51,5 +54,18 @@ struct NotificationRoutes: Sendable {
                 return ErrorAnswer.response(APIError(.internalError, "internal error; the server log has the details"))
             }
         }
+    }
+}
+
+extension APIError {
+    /// Refused App Store signed data: the API code that says what kind of problem it is, with
+    /// Apple's status and our reason alongside.
+    init(storeRefusal error: SignedDataError, of field: String) {
+        let code: APIErrorCode = switch error.status {
+        case .invalidAppIdentifier: .wrongApp
+        case .invalidEnvironment: .wrongEnvironment
+        case .verificationFailure, .invalidCertificate, .invalidChainLength: .invalidStoreSignature
+        }
+        self.init(code, "\(field) was refused: \(error)", storeStatus: error.status.rawValue, storeReason: error.reason.rawValue)
     }
 }

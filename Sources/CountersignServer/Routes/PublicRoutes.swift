@@ -246,12 +246,7 @@ struct PublicRoutes: Sendable {
         do {
             payload = try await verifier.verify(jws, as: TransactionPayload.self)
         } catch {
-            switch error.errorClass {
-            case .invalidAppIdentifier: throw APIError(.wrongApp, "the transaction is for another app: \(error.reason)")
-            case .invalidEnvironment: throw APIError(.wrongEnvironment, "the transaction's environment is not accepted: \(error.reason)")
-            case .invalidJWTFormat, .invalidCertificate, .verificationFailure:
-                throw APIError(.invalidStoreSignature, "fetch_token is not a valid signed transaction (\(error.errorClass.rawValue))")
-            }
+            throw APIError(storeRefusal: error, of: "fetch_token")
         }
         return try VerifiedTransaction(jws: jws, payload: payload, app: app)
     }
