@@ -71,6 +71,9 @@ public struct CountersignServer: Sendable {
             ?? .managed(dataDirectory: directory)
         keys = try SigningKeyRing(mode: mode, now: configuration.now, logger: logger)
         try keys.rotateIfNeeded()
+        if deployment.appleRootCertificates != nil {
+            logger.warning("appleRootCertificates replaces Apple's root: data signed under it counts as App Store data (testing only)")
+        }
         (verifiers, testStore) = try Self.makeVerifiers(for: deployment, dataDirectory: directory)
         database = try await Database.open(configuration.database ?? .embedded(in: directory), logger: logger)
         store = PurchaseStore(database: database)
@@ -79,10 +82,18 @@ public struct CountersignServer: Sendable {
     static func makeVerifiers(for deployment: DeploymentConfiguration, dataDirectory: URL) throws -> ([String: SignedDataVerifier], TestStoreCA?) {
         var testStore: TestStoreCA?
         var verifiers: [String: SignedDataVerifier] = [:]
+        let appleAnchors = try deployment.appleRootCertificates.map { roots in
+            try roots.map { encoded in
+                guard let der = Data(base64Encoded: encoded), let certificate = try? Certificate(derEncoded: [UInt8](der)) else {
+                    throw ConfigurationError("appleRootCertificates must be base64 DER certificates")
+                }
+                return TrustAnchor(certificate: certificate, environments: [.production, .sandbox])
+            }
+        } ?? [AppleRootCertificates.anchor]
         for app in deployment.apps {
             let environments = Set(app.environments.map(AppStoreEnvironment.init(rawValue:)))
             var anchors: [TrustAnchor] = []
-            if !environments.isDisjoint(with: [.production, .sandbox]) { anchors.append(AppleRootCertificates.anchor) }
+            if !environments.isDisjoint(with: [.production, .sandbox]) { anchors.append(contentsOf: appleAnchors) }
             if environments.contains(.testStore) {
                 if environments.contains(.production) {
                     throw ConfigurationError("app '\(app.id)' lists both Production and TestStore: test-store purchases would unlock a production app")

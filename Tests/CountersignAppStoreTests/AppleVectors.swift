@@ -39,15 +39,19 @@ enum AppleVectors {
     static var appleLibraryTestRoot: Certificate { certificate("roots/apple-lib-testCA.der") }
 
     /// A verifier for one app, trusting `root` for Production and Sandbox (as Apple's root is).
+    /// It accepts Sandbox, and Production too when given the app's Apple ID (required for it).
     static func verifier(
         root: Certificate, bundleId: String?, appAppleId: Int64? = nil,
-        environments: Set<AppStoreEnvironment> = [.sandbox, .production], now: Date = Date()
+        environments: Set<AppStoreEnvironment>? = nil, now: Date = Date()
     ) -> SignedDataVerifier {
         var configuration = SignedDataVerifier.Configuration(
             anchors: [TrustAnchor(certificate: root, environments: [.production, .sandbox])],
-            bundleId: bundleId, appAppleId: appAppleId, environments: environments
+            bundleId: bundleId, appAppleId: appAppleId, environments: environments ?? (appAppleId == nil ? [.sandbox] : [.sandbox, .production])
         )
         configuration.now = { now }
+        // Apple's test certificates carry no key identifiers; Apple's own tests turn strict mode
+        // off for them, and so do these (Apple's real chains are checked strictly).
+        configuration.requiresKeyIdentifiers = root != appleLibraryTestRoot
         return try! SignedDataVerifier(configuration: configuration)
     }
 

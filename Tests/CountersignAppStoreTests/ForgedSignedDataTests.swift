@@ -16,9 +16,9 @@ struct ForgedSignedDataTests {
         ca = try ThrowawayCA()
     }
 
-    func rejects(_ jws: String, with errorClass: SignedDataError.Class, verifier: SignedDataVerifier? = nil) async throws {
+    func rejects(_ jws: String, with status: SignedDataError.Status, verifier: SignedDataVerifier? = nil) async throws {
         let verifier = try verifier ?? ca.verifier()
-        await #expect(throws: SignedDataError(errorClass, "")) { _ = try await verifier.verify(jws, as: TransactionPayload.self) }
+        await #expect(throws: SignedDataError.status(status)) { _ = try await verifier.verify(jws, as: TransactionPayload.self) }
     }
 
     @Test("control: a well-formed token from the pinned throwaway root verifies")
@@ -38,15 +38,15 @@ struct ForgedSignedDataTests {
         try await rejects(forger.token(payload: payload), with: .verificationFailure, verifier: SignedDataVerifier(configuration: configuration))
     }
 
-    @Test("chains of 2 and 4 certificates are malformed", arguments: [2, 4])
+    @Test("chains of 2 and 4 certificates are refused as INVALID_CHAIN_LENGTH", arguments: [2, 4])
     func chainLength(_ count: Int) async throws {
         let x5c = count == 2 ? [ca.leaf, ca.intermediate] : [ca.leaf, ca.intermediate, ca.root, ca.root]
-        try await rejects(ca.token(payload: payload, x5c: x5c), with: .invalidJWTFormat)
+        try await rejects(ca.token(payload: payload, x5c: x5c), with: .invalidChainLength)
     }
 
     @Test("alg other than ES256 is refused", arguments: ["none", "HS256", "ES384", "es256", ""])
     func algorithm(_ alg: String) async throws {
-        try await rejects(ca.token(payload: payload, alg: alg), with: .invalidJWTFormat)
+        try await rejects(ca.token(payload: payload, alg: alg), with: .verificationFailure)
     }
 
     @Test("a DER-encoded ECDSA signature is refused (JWS needs raw R‖S)")

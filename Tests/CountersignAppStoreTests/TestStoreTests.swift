@@ -33,9 +33,9 @@ struct TestStoreTests {
         let apple = AppleVectors.isAvailable ? AppleVectors.appleRoot : try TestStoreCA.create(name: "other").root
         let verifier = try SignedDataVerifier(configuration: .init(
             anchors: [TrustAnchor(certificate: apple, environments: [.production, .sandbox])],
-            bundleId: "com.example.demo", environments: [.production, .sandbox, .testStore]
+            bundleId: "com.example.demo", appAppleId: 1, environments: [.production, .sandbox, .testStore]
         ))
-        await #expect(throws: SignedDataError(.verificationFailure, "")) { _ = try await verifier.verify(jws, as: TransactionPayload.self) }
+        await #expect(throws: SignedDataError.status(.verificationFailure)) { _ = try await verifier.verify(jws, as: TransactionPayload.self) }
     }
 
     @Test("another deployment's test store root does not verify it")
@@ -43,7 +43,7 @@ struct TestStoreTests {
         let ours = try TestStoreCA.create(name: "ours")
         let theirs = try TestStoreCA.create(name: "theirs")
         let (jws, _) = try theirs.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: "com.example.demo"))
-        await #expect(throws: SignedDataError(.verificationFailure, "")) { _ = try await Self.verifier(ours).verify(jws, as: TransactionPayload.self) }
+        await #expect(throws: SignedDataError.status(.verificationFailure)) { _ = try await Self.verifier(ours).verify(jws, as: TransactionPayload.self) }
     }
 
     @Test("the test store root cannot vouch for Sandbox or Production data")
@@ -52,14 +52,14 @@ struct TestStoreTests {
         var purchase = TestStoreCA.Purchase(productId: "lifetime", type: .nonConsumable, bundleId: "com.example.demo")
         purchase.environment = .sandbox
         let (jws, _) = try ca.mintTransaction(purchase)
-        await #expect(throws: SignedDataError(.invalidEnvironment, "")) { _ = try await Self.verifier(ca).verify(jws, as: TransactionPayload.self) }
+        await #expect(throws: SignedDataError.status(.invalidEnvironment)) { _ = try await Self.verifier(ca).verify(jws, as: TransactionPayload.self) }
     }
 
     @Test("an app that does not list TestStore refuses test-store purchases")
     func appWithoutTestStore() async throws {
         let ca = try TestStoreCA.create(name: "test")
         let (jws, _) = try ca.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: "com.example.demo"))
-        await #expect(throws: SignedDataError(.invalidEnvironment, "")) {
+        await #expect(throws: SignedDataError.status(.invalidEnvironment)) {
             _ = try await Self.verifier(ca, environments: [.sandbox]).verify(jws, as: TransactionPayload.self)
         }
     }

@@ -17,6 +17,8 @@ struct ThrowawayCA {
     ///   - rootName: the root's common name (an attacker would pick Apple's).
     ///   - leafHasOID: whether the leaf carries Apple's receipt-signing OID.
     init(rootName: String = "Throwaway Root", leafHasOID: Bool = true, now: Date = Date()) throws {
+        let rootKeyIdentifier = SubjectKeyIdentifier(hash: rootKey.publicKey)
+        let intermediateKeyIdentifier = SubjectKeyIdentifier(hash: intermediateKey.publicKey)
         let rootDN = try DistinguishedName { CommonName(rootName); OrganizationName("Apple Inc.") }
         let intermediateDN = try DistinguishedName { CommonName("Throwaway Intermediate") }
         let leafDN = try DistinguishedName { CommonName("Throwaway Leaf") }
@@ -28,6 +30,7 @@ struct ThrowawayCA {
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
                 Critical(KeyUsage(keyCertSign: true))
+                rootKeyIdentifier
             },
             issuerPrivateKey: .init(rootKey)
         )
@@ -37,6 +40,8 @@ struct ThrowawayCA {
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
                 Critical(KeyUsage(keyCertSign: true))
+                intermediateKeyIdentifier
+                AuthorityKeyIdentifier(keyIdentifier: rootKeyIdentifier.keyIdentifier)
                 Certificate.Extension(oid: AppleOIDPolicy.intermediateMarker, critical: false, value: [0x05, 0x00])
             },
             issuerPrivateKey: .init(rootKey)
@@ -44,6 +49,7 @@ struct ThrowawayCA {
         var leafExtensions = try Certificate.Extensions {
             Critical(BasicConstraints.notCertificateAuthority)
             Critical(KeyUsage(digitalSignature: true))
+            AuthorityKeyIdentifier(keyIdentifier: intermediateKeyIdentifier.keyIdentifier)
         }
         if leafHasOID {
             try leafExtensions.append(Certificate.Extension(oid: AppleOIDPolicy.leafMarker, critical: false, value: [0x05, 0x00]))

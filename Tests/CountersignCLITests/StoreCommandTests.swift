@@ -25,11 +25,11 @@ struct StoreCommandTests {
 
         let wrongBundle = try CLIRunner.run(["store", "verify", file.path, "--root", root, "--at", now, "--bundle-id", "com.other"])
         #expect(wrongBundle.status == 1)
-        #expect(wrongBundle.lines == ["error: INVALID_APP_IDENTIFIER: bundleId 'com.example.demo' is not 'com.other'"])
+        #expect(wrongBundle.lines == ["error: INVALID_APP_IDENTIFIER (bundle-id): bundleId 'com.example.demo' is not 'com.other'"])
 
         let againstApple = try CLIRunner.run(["store", "verify", file.path, "--at", now])
         #expect(againstApple.status == 1)
-        #expect(againstApple.lines.first?.hasPrefix("error: VERIFICATION_FAILURE: ") == true)
+        #expect(againstApple.lines.first?.hasPrefix("error: VERIFICATION_FAILURE (untrusted-chain): ") == true)
 
         // One payload character changed.
         var parts = minted.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".").map(String.init)
@@ -42,7 +42,7 @@ struct StoreCommandTests {
         #expect(tampered.lines.first?.hasPrefix("error: ") == true)
     }
 
-    @Test("store verify on malformed input says INVALID_JWT_FORMAT; unknown products and missing files are errors")
+    @Test("store verify on malformed input says VERIFICATION_FAILURE (malformed-jws); Production without an app Apple ID, unknown products and missing files are errors")
     func badInput() throws {
         let directory = try makeTemporaryDirectory("countersign-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -50,7 +50,13 @@ struct StoreCommandTests {
         try Data("a.b.c".utf8).write(to: file)
         let result = try CLIRunner.run(["store", "verify", file.path])
         #expect(result.status == 1)
-        #expect(result.lines == ["error: INVALID_JWT_FORMAT: header is not base64url"])
+        #expect(result.lines == ["error: VERIFICATION_FAILURE (malformed-jws): the header segment is not base64url"])
+
+        // Apple's library refuses to be configured for Production without the app's Apple ID.
+        let production = try CLIRunner.run(["store", "verify", file.path, "--environment", "Production"])
+        #expect(production.status == 2)
+        #expect(production.lines.first?.hasPrefix("error: configuration: appAppleId is required") == true)
+        #expect(production.lines.first?.contains("App Store Connect") == true)
 
         let missing = try CLIRunner.run(["store", "verify", "/nonexistent.jws"])
         #expect(missing.status == 2)

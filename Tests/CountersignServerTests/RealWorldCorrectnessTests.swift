@@ -106,7 +106,7 @@ struct RealWorldCorrectnessTests {
 
     // MARK: 4. Production works
 
-    @Test("productionWorks: Production transactions and renewal infos carry no appAppleId and verify; notifications are checked", arguments: [true, false])
+    @Test("productionWorks: Production transactions and renewal infos carry no appAppleId and verify; notifications are checked; Production without appAppleId is refused as a configuration", arguments: [true, false])
     func productionWorks(withAppAppleId: Bool) async throws {
         let ca = try TestStoreCA.create(name: "apple-like")
         var configuration = SignedDataVerifier.Configuration(
@@ -114,6 +114,11 @@ struct RealWorldCorrectnessTests {
             appAppleId: withAppAppleId ? 1_234_567_890 : nil, environments: [.production]
         )
         configuration.now = { Date() }
+        guard withAppAppleId else {
+            // As Apple's library: a Production verifier without the app's Apple ID cannot exist.
+            #expect(throws: SignedDataVerifier.ConfigurationError.self) { _ = try SignedDataVerifier(configuration: configuration) }
+            return
+        }
         let verifier = try SignedDataVerifier(configuration: configuration)
         var purchase = TestStoreCA.Purchase(productId: "pro_monthly", type: .autoRenewable, bundleId: "com.example.demo")
         purchase.environment = .production
@@ -121,7 +126,6 @@ struct RealWorldCorrectnessTests {
         #expect(try await verifier.verify(jws, as: TransactionPayload.self).transactionId == payload.transactionId)
         let renewal = try ca.sign(RenewalInfoPayload(originalTransactionId: payload.transactionId!, productId: "pro_monthly", environment: .production, signedDate: Date()))
         #expect(try await verifier.verify(renewal, as: RenewalInfoPayload.self).originalTransactionId == payload.transactionId)
-        guard withAppAppleId else { return }
         for (appAppleId, accepted) in [(Int64(1_234_567_890), true), (Int64(42), false)] {
             let data = NotificationPayload.NotificationData(bundleId: "com.example.demo", environment: .production, appAppleId: appAppleId)
             let notification = try ca.sign(NotificationPayload(notificationType: .test, notificationUUID: UUID().uuidString, data: data, signedDate: Date()))
@@ -130,7 +134,7 @@ struct RealWorldCorrectnessTests {
                 #expect(accepted, "another app's notification was accepted")
             } catch {
                 #expect(!accepted)
-                #expect(error.errorClass == .invalidAppIdentifier)
+                #expect(error.status == .invalidAppIdentifier)
             }
         }
     }

@@ -13,6 +13,8 @@ struct AppleOIDPolicy: VerifierPolicy {
     static let leafMarker: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 11, 1]
 
     let verifyingCriticalExtensions: [ASN1ObjectIdentifier] = []
+    /// Whether to ask for the key identifiers and key usage of OpenSSL's strict mode.
+    let requiresKeyIdentifiers: Bool
 
     func chainMeetsPolicyRequirements(chain: UnverifiedCertificateChain) async -> PolicyEvaluationResult {
         guard chain.count == 3 else {
@@ -24,6 +26,7 @@ struct AppleOIDPolicy: VerifierPolicy {
         guard chain[1].extensions[oid: Self.intermediateMarker] != nil else {
             return .failsToMeetPolicy(reason: "intermediate lacks the Apple WWDR OID 1.2.840.113635.100.6.2.1")
         }
+        guard requiresKeyIdentifiers else { return .meetsPolicy }
         for (index, name) in [(0, "leaf"), (1, "intermediate")] where chain[index].extensions[oid: .X509ExtensionID.authorityKeyIdentifier] == nil {
             return .failsToMeetPolicy(reason: "\(name) has no authority key identifier (required in strict mode)")
         }

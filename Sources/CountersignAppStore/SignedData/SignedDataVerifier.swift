@@ -61,6 +61,11 @@ public final class SignedDataVerifier: Sendable {
         /// for the app's StoreKit configuration). Required with ``allowsXcode``: any self-signed
         /// chain would otherwise do, and anyone can make one.
         public var xcodeCertificates: [Certificate] = []
+        /// Ask what OpenSSL's strict mode asks of the chain (key identifiers, the intermediate's
+        /// key usage), as Apple's `SignedDataVerifier` always does. Apple's own test certificates
+        /// lack key identifiers and its test suite turns strict mode off for them; ours does the
+        /// same for those vectors, and nothing else should.
+        public var requiresKeyIdentifiers = true
         /// How far a signed date may be ahead of the clock.
         public var futureTolerance: TimeInterval = 300
         /// The clock.
@@ -244,7 +249,7 @@ public final class SignedDataVerifier: Sendable {
         let intermediate = try Self.certificate(x5c[1], index: 1)
         var verifier = Verifier(rootCertificates: CertificateStore(configuration.anchors.map(\.certificate))) {
             RFC5280Policy(fixedExpiryValidationTime: time)
-            AppleOIDPolicy()
+            AppleOIDPolicy(requiresKeyIdentifiers: configuration.requiresKeyIdentifiers)
         }
         let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore([intermediate]))
         guard case .validCertificate(let chain) = result else {
@@ -392,17 +397,17 @@ extension SignedDataVerifier {
     /// Verifies a JWS of the given kind (or the kind its fields suggest) and returns its payload
     /// as pretty, sorted JSON: exactly the signed fields, including any this version does not model.
     nonisolated(nonsending) public func verifyPayload(_ jws: String, kind: Kind? = nil) async throws(SignedDataError) -> Data {
-        let payload = try CompactJWS(jws).payload()
-        let resolved: Kind
-        if let kind { resolved = kind } else { resolved = Kind.guess(try Self.payloadFields(payload)) }
-        switch resolved {
+        // A payload that cannot be read is reported by `verify`, in Apple's order of checks.
+        let payload = try? CompactJWS(jws).payload()
+        switch kind ?? payload.flatMap({ try? Self.payloadFields($0) }).map(Kind.guess) ?? .transaction {
         case .notification: _ = try await verify(jws, as: NotificationPayload.self)
         case .appTransaction: _ = try await verify(jws, as: AppTransactionPayload.self)
         case .renewalInfo: _ = try await verify(jws, as: RenewalInfoPayload.self)
         case .transaction: _ = try await verify(jws, as: TransactionPayload.self)
         }
-        let object = try? JSONSerialization.jsonObject(with: payload)
-        return object.flatMap { try? JSONSerialization.data(withJSONObject: $0, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]) } ?? payload
+        let verified = try CompactJWS(jws).payload()
+        let object = try? JSONSerialization.jsonObject(with: verified)
+        return object.flatMap { try? JSONSerialization.data(withJSONObject: $0, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]) } ?? verified
     }
 }
 
@@ -410,7 +415,15 @@ extension SignedDataVerifier {
     /// The bundle id a notification *claims*, read without any verification: only for choosing
     /// which app's verifier to run. Nil when the JWS cannot be read.
     public static func claimedBundleId(ofNotification jws: String) -> String? {
-        guard let token = try? CompactJWS(jws), let payload = try? token.payload() else { return nil }
-        return (try? AppStoreJSON.decode(NotificationPayload.self, from: payload))?.claimedBundleId
+        guard let token = try? CompactJWS(jws), let payload = try? token.payload(),
+              let fields = try? payloadFields(payload) else { return nil }
+        // The section Apple's library reads the bundle id from; the rest is judged by `verify`.
+        for section in ["data", "summary", "externalPurchaseToken", "appData"] {
+            guard let value = fields[section] else { continue }
+            if case .null = value { continue }
+            guard case .object(let members) = value, case .string(let bundleId)? = members["bundleId"] else { return nil }
+            return bundleId
+        }
+        return nil
     }
 }

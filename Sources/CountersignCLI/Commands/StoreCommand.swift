@@ -99,7 +99,7 @@ struct StoreCommand: ParsableCommand {
         @Option(name: .customLong("app-apple-id"), help: "The app's App Store id (checked on Production data).")
         var appAppleId: Int64?
 
-        @Option(help: "An environment to accept; repeat for several (default: any the root vouches for).")
+        @Option(help: "An environment to accept; repeat for several (default: any the root vouches for; Production only with --app-apple-id).")
         var environment: [String] = []
 
         @Option(help: "What the JWS holds: \(SignedDataVerifier.Kind.allCases.map(\.rawValue).joined(separator: ", ")) (default: guessed from its fields).")
@@ -129,7 +129,11 @@ struct StoreCommand: ParsableCommand {
                 }
                 return TrustAnchor(certificate: certificate, environments: allEnvironments)
             }
-            var environments = environment.isEmpty ? allEnvironments : Set(environment.map(AppStoreEnvironment.init(rawValue:)))
+            // Production needs the app's Apple ID (as in Apple's library); asked for without one, the
+            // verifier refuses the configuration, and by default it is left out.
+            var environments = environment.isEmpty
+                ? allEnvironments.filter { $0 != .production || appAppleId != nil }
+                : Set(environment.map(AppStoreEnvironment.init(rawValue:)))
             if xcode { environments.insert(.xcode) }
             var configuration = SignedDataVerifier.Configuration(
                 anchors: anchors.isEmpty ? [AppleRootCertificates.anchor] : anchors,

@@ -120,9 +120,13 @@ public struct ConfigurationError: Error, Hashable, CustomStringConvertible {
 /// The deployment's configuration file, `countersign.json`.
 public struct DeploymentConfiguration: Codable, Sendable, Hashable {
     public var apps: [AppConfiguration]
+    /// For testing against a look-alike Apple PKI only: base64 DER roots trusted for Production
+    /// and Sandbox data instead of the built-in Apple Root CA - G3. The server logs a warning.
+    public var appleRootCertificates: [String]?
 
-    public init(apps: [AppConfiguration]) {
+    public init(apps: [AppConfiguration], appleRootCertificates: [String]? = nil) {
         self.apps = apps
+        self.appleRootCertificates = appleRootCertificates
     }
 
     public static let fileName = "countersign.json"
