@@ -67,14 +67,14 @@ public struct CountersignServer: Sendable {
             try deployment.save(toDataDirectory: directory)
             logger.info("wrote the default configuration", metadata: ["file": "\(directory.appendingPathComponent(DeploymentConfiguration.fileName).path)"])
         }
-        let mode: SigningKeyRing.Mode = configuration.intermediatesDirectory.map { .offline(intermediatesDirectory: $0) }
-            ?? .managed(dataDirectory: directory)
-        keys = try SigningKeyRing(mode: mode, now: configuration.now, logger: logger)
-        try keys.rotateIfNeeded()
         if deployment.appleRootCertificates != nil {
             logger.warning("appleRootCertificates replaces Apple's root: data signed under it counts as App Store data (testing only)")
         }
         (verifiers, testStore) = try Self.makeVerifiers(for: deployment, dataDirectory: directory)
+        let mode: SigningKeyRing.Mode = configuration.intermediatesDirectory.map { .offline(intermediatesDirectory: $0) }
+            ?? .managed(dataDirectory: directory)
+        keys = try SigningKeyRing(mode: mode, now: configuration.now, logger: logger)
+        try keys.rotateIfNeeded()
         database = try await Database.open(configuration.database ?? .embedded(in: directory), logger: logger)
         store = PurchaseStore(database: database)
     }

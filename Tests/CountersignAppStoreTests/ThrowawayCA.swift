@@ -69,6 +69,21 @@ struct ThrowawayCA {
 
     var chain: [Certificate] { [leaf, intermediate, root] }
 
+    /// A JWS over exactly these header and payload segments (already encoded, so they may be
+    /// padded or odd), signed by the leaf.
+    func token(headerSegment: String, payloadSegment: String) throws -> String {
+        let input = headerSegment + "." + payloadSegment
+        return input + "." + (try leafKey.signature(for: Data(input.utf8))).rawRepresentation.base64URLEncodedString
+    }
+
+    /// A JWS with this header (plus `alg` ES256 and the chain unless given) and payload JSON.
+    func token(header: [String: Any], payloadJSON: String) throws -> String {
+        var fields: [String: Any] = ["alg": "ES256", "x5c": chain.map(Self.base64DER)]
+        fields.merge(header) { _, new in new }
+        let headerJSON = try JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])
+        return try token(headerSegment: headerJSON.base64URLEncodedString, payloadSegment: Data(payloadJSON.utf8).base64URLEncodedString)
+    }
+
     /// A JWS with any header and chain; `transformSignature` tampers with the raw signature.
     func token(
         payload: some Encodable,

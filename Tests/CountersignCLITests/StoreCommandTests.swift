@@ -66,4 +66,18 @@ struct StoreCommandTests {
         #expect(unknown.status == 2)
         #expect(unknown.lines == ["error: product 'nope' is not configured for app 'demo' (known: pro_monthly, lifetime, coins_100)"])
     }
+
+    @Test("serve will not start with an app that accepts Production without its appAppleId, and says where to find it")
+    func productionNeedsAppAppleId() throws {
+        let directory = try makeTemporaryDirectory("countersign-cli")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let configuration = #"{"apps":[{"id":"shop","bundleId":"com.example.shop","publicApiKeys":["pk_x"],"secretApiKeys":["sk_x"],"environments":["Production"],"transferBehavior":"transfer","products":[],"offerings":[]}]}"#
+        try Data(configuration.utf8).write(to: directory.appendingPathComponent("countersign.json"))
+        let serve = try CLIRunner.run(["serve", "--data-dir", directory.path, "--port", "0"])
+        #expect(serve.status == 2)
+        #expect(serve.lines.last?.contains("app 'shop': appAppleId is required") == true, "\(serve.lines)")
+        #expect(serve.lines.last?.contains("App Store Connect") == true)
+        // Nothing was created for a server that never started.
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("keys").path))
+    }
 }
