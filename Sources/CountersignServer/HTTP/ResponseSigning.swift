@@ -54,6 +54,11 @@ public struct ResponseSigning: Sendable {
         do {
             answer = try await handler()
         } catch let error as APIError {
+            if let storeStatus = error.storeStatus {
+                context.logger.notice("store data refused", metadata: [
+                    "store_status": "\(storeStatus)", "store_reason": "\(error.storeReason ?? "")", "code": "\(error.code)",
+                ])
+            }
             answer = SignedAnswer.error(error)
         } catch {
             // Never echo internals to the client; the log has them, with the request id.
