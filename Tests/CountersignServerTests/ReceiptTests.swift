@@ -174,6 +174,13 @@ struct ReceiptTests {
                 #expect(result.status == code.httpStatus, "\(code)")
                 #expect(result.json["code"] as? Int == code.rawValue, "\(code)")
             }
+            // Refused store data names Apple's status and our reason.
+            for (jws, status, reason) in [(otherBundle, "INVALID_APP_IDENTIFIER", "bundle-id"), (foreignJWS, "VERIFICATION_FAILURE", "untrusted-chain"),
+                                          ("a.b.c", "VERIFICATION_FAILURE", "malformed-jws")] {
+                let result = try await harness.post(user: "u1", jws: jws, key: nil)
+                #expect(result.json["store_status"] as? String == status)
+                #expect(result.json["store_reason"] as? String == reason)
+            }
             #expect(try await harness.server.store.purchaseCount(transactionId: otherPayload.transactionId!) == 0)
             #expect(Self.entitlement(try await harness.customerInfo("u1"), "pro") == nil)
         }
