@@ -385,6 +385,7 @@ def make_cases():
     add("payload/lone-surrogate", "transaction", deliberate="text-encoding",
         payload_bytes=(raw[:-1] + ',"note":"\\ud800"}').encode())
     add("payload/utf16", "transaction", deliberate="text-encoding", payload_bytes=raw.encode("utf-16-le"))
+    add("payload/nested-200", "transaction", payload_bytes=(raw[:-1] + ',"deep":' + "[" * 200 + "]" * 200 + "}").encode())
     add("payload/nested-depth", "transaction", payload_bytes=(raw[:-1] + ',"deep":' + "[" * 5000 + "]" * 5000 + "}").encode())
 
     # Dates.

@@ -19,7 +19,8 @@ struct JSONParser {
     private let bytes: [UInt8]
     private let text: String
     private var index = 0
-    private static let maximumDepth = 64
+    // As deep as JSONSyntax reads (and Python reads at least as deep): the two must agree.
+    private static let maximumDepth = 512
 
     static func parse(_ data: Data) throws(SyntaxError) -> JSONValue {
         var parser = JSONParser(bytes: [UInt8](data))
