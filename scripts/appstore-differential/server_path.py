@@ -16,7 +16,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from countersign_process import call, connect, start_server  # noqa: E402
 
-from run import DIFFERENCES, judge  # noqa: E402
+from run import judge  # noqa: E402
 
 SERVER_CONFIGURATIONS = {"sandbox": ["Sandbox"], "production": ["Production"]}
 
@@ -105,5 +105,3 @@ def reset_postgres(url):
     subprocess.run(["psql", url.split("?")[0], "-q", "-c", "DROP SCHEMA public CASCADE; CREATE SCHEMA public;"],
                    check=True, capture_output=True)
 
-
-__all__ = ["run", "DIFFERENCES"]

@@ -31,35 +31,6 @@ struct JSONParser {
         return value
     }
 
-    /// Parses a JSON object into its ordered members (nested objects become `.object`).
-    static func parseMembers(_ data: Data) throws(SyntaxError) -> [(key: String, value: JSONValue)] {
-        var parser = JSONParser(bytes: [UInt8](data))
-        parser.skipWhitespace()
-        guard parser.peek == UInt8(ascii: "{") else { throw SyntaxError(offset: parser.index) }
-        parser.index += 1
-        var members: [(key: String, value: JSONValue)] = []
-        members.reserveCapacity(32)
-        parser.skipWhitespace()
-        if parser.peek == UInt8(ascii: "}") {
-            parser.index += 1
-        } else {
-            while true {
-                parser.skipWhitespace()
-                let key = try parser.string()
-                parser.skipWhitespace()
-                try parser.expect(UInt8(ascii: ":"))
-                parser.skipWhitespace()
-                members.append((key, try parser.value(depth: 1)))
-                parser.skipWhitespace()
-                if parser.peek == UInt8(ascii: "}") { parser.index += 1; break }
-                try parser.expect(UInt8(ascii: ","))
-            }
-        }
-        parser.skipWhitespace()
-        guard parser.index == parser.bytes.count else { throw SyntaxError(offset: parser.index) }
-        return members
-    }
-
     private init(bytes: [UInt8]) {
         self.bytes = bytes
         text = String(decoding: bytes, as: UTF8.self)
