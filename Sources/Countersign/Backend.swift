@@ -6,7 +6,7 @@ import FoundationNetworking
 
 /// Talks to the server: a fresh nonce per request, the post-params hash over what it sends, the
 /// signature checked against what it sent (never against anything echoed back), and the ETag
-/// rules of DESIGN 4.
+/// rules of docs/sdk.md ("Caching and ETags").
 final class Backend: Sendable {
     struct Endpoint: Sendable {
         var method: String

@@ -4,7 +4,7 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// How the SDK treats signed answers (DESIGN section 4).
+/// How the SDK treats signed answers (docs/sdk.md, "Verification").
 public enum EntitlementVerificationMode: String, Sendable, Codable, CaseIterable {
     /// No verification: every result is `notRequested`.
     case disabled

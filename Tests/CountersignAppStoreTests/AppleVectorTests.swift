@@ -4,8 +4,8 @@ import Foundation
 import Testing
 import X509
 
-/// Every entry of `../shared/vectors/apple/manifest.json` gives its stated result.
-@Suite("Apple signed-data vectors", .enabled(if: AppleVectors.isAvailable, "../shared/vectors is absent"))
+/// Every entry of `Tests/Fixtures/apple/manifest.json` gives its stated result.
+@Suite("Apple signed-data vectors")
 struct AppleVectorTests {
     static func kind(_ entry: [String: Any]) -> String { entry["kind"] as? String ?? "" }
 
@@ -131,7 +131,7 @@ struct AppleVectorTests {
             let root = certificate(entry["trust_root_override"] as? String ?? "test-root.der")
             let time = entry["at"] as! String == "EXPIRED_DATE" ? expired : effective
             let x5c = [entry["leaf"] as! String, entry["intermediate"] as! String].map {
-                try! Data(contentsOf: AppleVectors.directory!.appendingPathComponent("apple-lib-certs/\($0)")).base64EncodedString()
+                Fixtures.data("apple/apple-lib-certs/\($0)").base64EncodedString()
             }
             let verifier = AppleVectors.verifier(root: root, bundleId: nil, now: time)
             let outcome: Result<VerifiedChain, SignedDataError>

@@ -3,23 +3,12 @@ import CountersignTesting
 import Foundation
 import X509
 
-/// `../shared/vectors/apple/`: the manifest and its files.
+/// `Tests/Fixtures/apple/`: Apple's public signed-data vectors, their manifest and files.
 enum AppleVectors {
-    static let directory: URL? = {
-        switch SharedVectors.directory() {
-        case .success(let url): return url.appendingPathComponent("apple")
-        case .failure(let missing):
-            print("skipping Apple vector tests: \(missing.reason)")
-            return nil
-        }
-    }()
-
-    static var isAvailable: Bool { directory != nil }
+    static let directory = Fixtures.url("apple")
 
     nonisolated(unsafe) static let manifest: [String: Any] = {
-        guard let directory else { return [:] }
-        let data = try! Data(contentsOf: directory.appendingPathComponent("manifest.json"))
-        return try! JSONSerialization.jsonObject(with: data) as! [String: Any]
+        try! JSONSerialization.jsonObject(with: Fixtures.data("apple/manifest.json")) as! [String: Any]
     }()
 
     static func entries(_ section: String) -> [[String: Any]] {
@@ -27,12 +16,12 @@ enum AppleVectors {
     }
 
     static func text(_ path: String) -> String {
-        try! String(contentsOf: directory!.appendingPathComponent(path), encoding: .utf8)
+        String(decoding: Fixtures.data("apple/\(path)"), as: UTF8.self)
             .trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     static func certificate(_ path: String) -> Certificate {
-        try! TrustAnchor.loadCertificate(from: directory!.appendingPathComponent(path))
+        try! TrustAnchor.loadCertificate(from: directory.appendingPathComponent(path))
     }
 
     static var appleRoot: Certificate { certificate("roots/AppleRootCA-G3.cer") }

@@ -31,7 +31,7 @@ struct ForgedSignedDataTests {
     func lookAlikeRoot() async throws {
         let forger = try ThrowawayCA(rootName: "Apple Root CA - G3")
         var configuration = SignedDataVerifier.Configuration(
-            anchors: [TrustAnchor(certificate: AppleVectors.isAvailable ? AppleVectors.appleRoot : ca.root, environments: [.sandbox])],
+            anchors: [TrustAnchor(certificate: AppleVectors.appleRoot, environments: [.sandbox])],
             bundleId: "com.example.demo", environments: [.sandbox]
         )
         configuration.now = { Date() }

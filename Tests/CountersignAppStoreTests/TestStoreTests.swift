@@ -30,7 +30,7 @@ struct TestStoreTests {
     func appleRootRejects() async throws {
         let ca = try TestStoreCA.create(name: "test")
         let (jws, _) = try ca.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: "com.example.demo"))
-        let apple = AppleVectors.isAvailable ? AppleVectors.appleRoot : try TestStoreCA.create(name: "other").root
+        let apple = AppleVectors.appleRoot
         let verifier = try SignedDataVerifier(configuration: .init(
             anchors: [TrustAnchor(certificate: apple, environments: [.production, .sandbox])],
             bundleId: "com.example.demo", appAppleId: 1, environments: [.production, .sandbox, .testStore]

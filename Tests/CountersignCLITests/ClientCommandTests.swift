@@ -2,7 +2,7 @@ import CountersignTesting
 import Foundation
 import Testing
 
-/// `countersign client customer-info --json` (DESIGN 9) against a live `countersign serve`,
+/// `countersign client customer-info --json` (docs/cli.md) against a live `countersign serve`,
 /// directly and through `countersign proxy --attack grant-entitlement`.
 @Suite("client command")
 struct ClientCommandTests {

@@ -2,7 +2,7 @@ import CountersignTesting
 import Foundation
 import Testing
 
-/// One entry of `../shared/vectors/revenuecat/rc_vectors.json`.
+/// One entry of `Tests/Fixtures/revenuecat/rc_vectors.json`.
 struct RevenueCatVector: Decodable, CustomTestStringConvertible {
     struct Decoded: Decodable {
         var salt_hex: String?
@@ -48,22 +48,13 @@ struct RevenueCatVector: Decodable, CustomTestStringConvertible {
 
     var isAndroid: Bool { id.hasPrefix("android_") }
 
-    static func load() -> Result<[RevenueCatVector], SharedVectors.MissingVectors> {
-        SharedVectors.directory().map { directory in
-            let url = directory.appendingPathComponent("revenuecat/rc_vectors.json")
-            let data = try! Data(contentsOf: url)
-            return try! JSONDecoder().decode([RevenueCatVector].self, from: data)
-        }
-    }
+    /// Every vector in the file.
+    static let loaded: [RevenueCatVector] = {
+        try! JSONDecoder().decode([RevenueCatVector].self, from: Fixtures.data("revenuecat/rc_vectors.json"))
+    }()
 
-    /// The vectors, or an empty list with the reason printed, so suites skip cleanly.
     static func all(where predicate: (RevenueCatVector) -> Bool) -> [RevenueCatVector] {
-        switch load() {
-        case .success(let vectors): return vectors.filter(predicate)
-        case .failure(let missing):
-            print("skipping RevenueCat vector tests: \(missing.reason)")
-            return []
-        }
+        loaded.filter(predicate)
     }
 }
 

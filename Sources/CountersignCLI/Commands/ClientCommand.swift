@@ -57,7 +57,7 @@ struct ClientCommand: AsyncParsableCommand {
             }
         }
 
-        /// Prints the outcome (DESIGN 9) and exits non-zero on an error.
+        /// Prints the outcome (docs/cli.md) and exits non-zero on an error.
         func report(_ result: Result<CustomerInfo, any Error>, extra: [String: Any] = [:]) throws {
             switch result {
             case .success(let info):

@@ -3,7 +3,7 @@ import Foundation
 
 /// One app a deployment serves: its identity, keys, accepted store environments and catalogue.
 ///
-/// Stored in `countersign.json` (see DESIGN section 9); environment names are App Store's
+/// Stored in `countersign.json` (see docs/operations.md); environment names are App Store's
 /// (`Production`, `Sandbox`, `Xcode`) plus `TestStore`.
 public struct AppConfiguration: Codable, Sendable, Hashable {
     public var id: String

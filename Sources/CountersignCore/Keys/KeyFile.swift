@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
 
-/// Reading and writing key files (JSON with base64 fields, see DESIGN section 9).
+/// Reading and writing key files (JSON with base64 fields, see docs/trust-model.md).
 ///
 /// `root.key`: `{"privateKey": <32-byte seed>, "publicKey": <32 bytes>}`.
 /// Intermediate: `{"publicKey", "expirationDays", "rootSignature", "privateKey"}`.

@@ -4,7 +4,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 
-/// The endpoints apps call with their public API key; every answer is signed (DESIGN 3).
+/// The endpoints apps call with their public API key; every answer is signed (docs/wire-format.md).
 ///
 /// - `GET /v1/subscribers/{app_user_id}`: CustomerInfo (cacheable: `X-ETag`, signed 304s).
 /// - `POST /v1/receipts`: record a purchase, answer CustomerInfo with `purchase_status`.
