@@ -87,7 +87,7 @@ final class Backend: Sendable {
         request.setValue("Bearer \(apiKey)", forHTTPHeaderField: "Authorization")
         request.setValue("Countersign-SDK/\(CountersignSDK.version)", forHTTPHeaderField: "User-Agent")
         let nonce = endpoint.usesNonce ? SignedRequestParts.makeNonce() : nil
-        if let nonce { request.setValue(nonce.base64EncodedString(), forHTTPHeaderField: "X-Nonce") }
+        if let nonce { request.setValue(nonce.base64EncodedString(), forHTTPHeaderField: WireHeader.nonce) }
         var postParamsHash: String?
         if endpoint.method == "POST" {
             var object: [String: String] = [:]
@@ -95,11 +95,11 @@ final class Backend: Sendable {
             request.httpBody = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             postParamsHash = FieldsHash.headerValue(endpoint.fields)
-            request.setValue(postParamsHash, forHTTPHeaderField: "X-Post-Params-Hash")
+            request.setValue(postParamsHash, forHTTPHeaderField: WireHeader.postParamsHash)
         }
         // Only an ETag whose cached answer this mode accepts is sent back.
         let cached = endpoint.cacheable ? etags?.entry(for: endpoint.path, acceptable: acceptableCached) : nil
-        if let cached { request.setValue(cached.etag, forHTTPHeaderField: "X-ETag") }
+        if let cached { request.setValue(cached.etag, forHTTPHeaderField: WireHeader.etag) }
 
         let data: Data
         let response: HTTPURLResponse
@@ -126,17 +126,17 @@ final class Backend: Sendable {
                 request: SignedRequestParts(authValue: apiKey, nonce: nonce, path: endpoint.path, postParamsHash: postParamsHash),
                 response: ReceivedResponse(
                     statusCode: status,
-                    signature: response.value(forHTTPHeaderField: "X-Signature"),
-                    requestTime: response.value(forHTTPHeaderField: "X-Request-Time"),
+                    signature: response.value(forHTTPHeaderField: WireHeader.signature),
+                    requestTime: response.value(forHTTPHeaderField: WireHeader.requestTime),
                     // A 304 vouches for the ETag this client sent, whatever the answer echoes.
-                    etag: status == 304 ? cached?.etag : response.value(forHTTPHeaderField: "X-ETag"),
+                    etag: status == 304 ? cached?.etag : response.value(forHTTPHeaderField: WireHeader.etag),
                     body: data
                 )
             )
             switch outcome {
             case .verified:
                 verification = .verified
-                if let time = response.value(forHTTPHeaderField: "X-Request-Time").flatMap(SignatureVerifier.parseRequestTime) {
+                if let time = response.value(forHTTPHeaderField: WireHeader.requestTime).flatMap(SignatureVerifier.parseRequestTime) {
                     timeFloor?.raise(to: Date(timeIntervalSince1970: TimeInterval(time) / 1000))
                 }
             case .failed(let reason):
@@ -159,7 +159,7 @@ final class Backend: Sendable {
             }
             return Answer(status: 200, body: cached.body, verification: verification, failure: failure)
         }
-        if endpoint.cacheable, let etag = response.value(forHTTPHeaderField: "X-ETag"), acceptableCached(verification) {
+        if endpoint.cacheable, let etag = response.value(forHTTPHeaderField: WireHeader.etag), acceptableCached(verification) {
             etags?.store(ETagCache.Entry(etag: etag, body: data, verification: verification), for: endpoint.path)
         } else if endpoint.cacheable {
             etags?.remove(endpoint.path)

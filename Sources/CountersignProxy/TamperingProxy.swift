@@ -278,12 +278,12 @@ public final class TamperingProxy: Sendable {
         return parts.joined(separator: "/")
     }
 
-    static let signature = HTTPField.Name("X-Signature")!
-    static let requestTime = HTTPField.Name("X-Request-Time")!
-    static let etag = HTTPField.Name("X-ETag")!
-    static let nonce = HTTPField.Name("X-Nonce")!
-    static let postParamsHash = HTTPField.Name("X-Post-Params-Hash")!
-    static let headersHash = HTTPField.Name("X-Headers-Hash")!
+    static let signature = HTTPField.Name(WireHeader.signature)!
+    static let requestTime = HTTPField.Name(WireHeader.requestTime)!
+    static let etag = HTTPField.Name(WireHeader.etag)!
+    static let nonce = HTTPField.Name(WireHeader.nonce)!
+    static let postParamsHash = HTTPField.Name(WireHeader.postParamsHash)!
+    static let headersHash = HTTPField.Name(WireHeader.headersHash)!
 
     /// The attack in force and the answers recorded for `replay`.
     final class State: @unchecked Sendable {

@@ -122,7 +122,7 @@ public struct CountersignServer: Sendable {
     }
 
     public func makeRouter() -> Router<ServerRequestContext> {
-        let router = Router(context: ServerRequestContext.self)
+        let router = ServerRouter()
         router.add(middleware: RequestObservation(metrics: metrics))
         let now = configuration.now
         let signing = ResponseSigning(keys: keys, metrics: metrics, now: now)
@@ -146,7 +146,7 @@ public struct CountersignServer: Sendable {
             let text = metrics.exposition(keyExpiresIn: keys.daysUntilExpiry * 86_400)
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(bytes: text)))
         }
-        return router
+        return router.finish()
     }
 
     /// Closes the database; call after the application stopped.

@@ -17,7 +17,7 @@ public struct SampleExchange: Sendable {
             nonce: Data("0123456789ab".utf8),
             path: "/v1/subscribers/u1",
             postParamsHash: FieldsHash.headerValue([("app_user_id", "u1"), ("fetch_token", "jws")]),
-            headersHash: FieldsHash.headerValue([("X-Is-Sandbox", "true")])
+            headersHash: FieldsHash.headerValue([(WireHeader.isSandbox, "true")])
         ),
         statusCode: Int = 200,
         requestTime: String = "1767229200000",

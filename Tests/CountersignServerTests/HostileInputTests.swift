@@ -120,7 +120,12 @@ struct HostileInputTests {
             get("traversal out of the API", "/v1/subscribers/../../etc/passwd", .notFound),
             get("secret key on CustomerInfo", "/v1/subscribers/u1", key: .secretKey, .wrongKeyKind),
             get("bad nonce on CustomerInfo", "/v1/subscribers/u1", headers: ["X-Nonce": nonce + "AAAA"], .malformedNonce),
-            Case(description: "a method the endpoint lacks", method: .delete, path: "/v1/receipts", key: .publicKey, body: nil, expected: .notFound),
+            Case(description: "a method the endpoint lacks", method: .delete, path: "/v1/receipts", key: .publicKey, body: nil, expected: .methodNotAllowed),
+            Case(description: "TRACE on the metrics", method: .trace, path: "/metrics", key: .none, body: nil, expected: .methodNotAllowed),
+            get("257-character path id", "/v1/subscribers/\(String(repeating: "%C3%A9", count: 257))", .invalidAppUserId),
+            get("X-ETag that this server never sends", "/v1/subscribers/u1", headers: ["X-ETag": "W/\"0123456789abcdef\""], .malformedRequest),
+            get("X-ETag in upper case", "/v1/subscribers/u1", headers: ["X-ETag": "0123456789ABCDEF"], .malformedRequest),
+            get("no Authorization and a bad nonce", "/v1/subscribers/u1", key: .none, headers: ["X-Nonce": "***"], .missingAPIKey),
             // Identify and the test store.
             post("identify into an anonymous id", to: "/v1/subscribers/identify",
                  json(["app_user_id": "u1", "new_app_user_id": "$CSAnonymousID:x"]), .invalidAppUserId),
@@ -184,6 +189,36 @@ struct HostileInputTests {
                 checked += 1
             }
             print("hostile input (\(kind)): \(checked) requests checked")
+        }
+    }
+
+    @Test("a method a path lacks is answered 405 with the methods it takes", arguments: TestDatabaseKind.available)
+    func methodNotAllowed(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            let reply = try await harness.send(.get, "/v1/receipts", key: harness.key)
+            #expect(reply.status == 405)
+            #expect(reply.code == APIErrorCode.methodNotAllowed.rawValue)
+            #expect(reply.headers[.allow] == "POST")
+            let admin = try await harness.send(.put, "/v1/admin/customers/u1", key: harness.secretKey)
+            #expect(admin.status == 405)
+            #expect(admin.headers[.allow] == "GET, DELETE")
+            #expect(try await harness.send(.get, "/v1/nothing-here", key: harness.key).status == 404)
+        }
+    }
+
+    @Test("app user ids are limited to 256 characters, not bytes, as the OpenAPI document says", arguments: TestDatabaseKind.available)
+    func appUserIdLengthInCharacters(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            // 256 two-byte characters: 512 bytes of UTF-8, still one valid id.
+            let id = String(repeating: "é", count: 256)
+            let (jws, _) = try harness.mint("lifetime", type: .nonConsumable)
+            let reply = try await harness.post(user: id, jws: jws)
+            #expect(reply.status == 200)
+            let encoded = id.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            let info = try await harness.send(.get, "/v1/subscribers/\(encoded)", key: harness.key)
+            #expect(info.status == 200)
+            let subscriber = try JSONSerialization.jsonObject(with: info.body) as! [String: Any]
+            #expect((subscriber["subscriber"] as! [String: Any])["original_app_user_id"] as? String == id)
         }
     }
 }

@@ -33,7 +33,7 @@ public struct CapturedExchange: Sendable, Hashable {
         }
         let path = try requestPath(String(parts[1]))
         var nonce: Data?
-        if let value = message[header: "X-Nonce"] {
+        if let value = message[header: WireHeader.nonce] {
             guard let raw = Data(base64Encoded: value), raw.count == SignedRequestParts.nonceCount else {
                 throw HTTPMessageError("request: X-Nonce is not base64 of \(SignedRequestParts.nonceCount) bytes")
             }
@@ -50,8 +50,8 @@ public struct CapturedExchange: Sendable, Hashable {
             authValue: authValue,
             nonce: nonce,
             path: path,
-            postParamsHash: message[header: "X-Post-Params-Hash"],
-            headersHash: message[header: "X-Headers-Hash"]
+            postParamsHash: message[header: WireHeader.postParamsHash],
+            headersHash: message[header: WireHeader.headersHash]
         )
     }
 
@@ -78,9 +78,9 @@ public struct CapturedExchange: Sendable, Hashable {
         }
         return ReceivedResponse(
             statusCode: status,
-            signature: message[header: "X-Signature"],
-            requestTime: message[header: "X-Request-Time"],
-            etag: message[header: "X-ETag"],
+            signature: message[header: WireHeader.signature],
+            requestTime: message[header: WireHeader.requestTime],
+            etag: message[header: WireHeader.etag],
             body: message.body
         )
     }

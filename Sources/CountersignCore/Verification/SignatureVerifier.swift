@@ -159,7 +159,7 @@ public final class SignatureVerifier: Sendable {
     private func isWellFormed(etag: String) -> Bool {
         switch configuration.etagFormat {
         case .unchecked: true
-        case .fixedHex16: etag.utf8.count == 16 && etag.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+        case .fixedHex16: WireHeader.isWellFormedETag(etag)
         }
     }
 

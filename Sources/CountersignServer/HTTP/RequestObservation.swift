@@ -10,7 +10,7 @@ import Logging
 /// the metrics.
 struct RequestObservation: RouterMiddleware {
     typealias Context = ServerRequestContext
-    static let requestIdHeader = HTTPField.Name("X-Request-Id")!
+    static let requestIdHeader = SignatureHeader.requestId
 
     let metrics: ServerMetrics
 

@@ -97,6 +97,9 @@ public struct ResponseSigning: Sendable {
             }
             nonce = raw
         }
+        if let etag = request.headers[SignatureHeader.etag], !WireHeader.isWellFormedETag(etag) {
+            throw APIError(.malformedRequest, "X-ETag must be 16 lowercase hex characters (an ETag this server sent)")
+        }
         let postParamsHash = request.headers[SignatureHeader.postParamsHash]
         if let claimed = postParamsHash {
             guard let postParams, FieldsHash.headerValue(postParams) == claimed else {
@@ -105,7 +108,7 @@ public struct ResponseSigning: Sendable {
         }
         let headersHash = request.headers[SignatureHeader.headersHash]
         if let claimed = headersHash {
-            let expected = FieldsHash.headerValue([("X-Is-Sandbox", request.headers[SignatureHeader.isSandbox])])
+            let expected = FieldsHash.headerValue([(WireHeader.isSandbox, request.headers[SignatureHeader.isSandbox])])
             guard claimed == expected else {
                 throw APIError(.headersHashMismatch, "X-Headers-Hash does not match the X-Is-Sandbox header")
             }

@@ -64,11 +64,12 @@ public struct SignedEndpoint: Sendable {
 
 /// Header names of the signed exchange.
 public enum SignatureHeader {
-    public static let signature = HTTPField.Name("X-Signature")!
-    public static let requestTime = HTTPField.Name("X-Request-Time")!
-    public static let etag = HTTPField.Name("X-ETag")!
-    public static let nonce = HTTPField.Name("X-Nonce")!
-    public static let postParamsHash = HTTPField.Name("X-Post-Params-Hash")!
-    public static let headersHash = HTTPField.Name("X-Headers-Hash")!
-    public static let isSandbox = HTTPField.Name("X-Is-Sandbox")!
+    public static let signature = HTTPField.Name(WireHeader.signature)!
+    public static let requestTime = HTTPField.Name(WireHeader.requestTime)!
+    public static let etag = HTTPField.Name(WireHeader.etag)!
+    public static let nonce = HTTPField.Name(WireHeader.nonce)!
+    public static let postParamsHash = HTTPField.Name(WireHeader.postParamsHash)!
+    public static let headersHash = HTTPField.Name(WireHeader.headersHash)!
+    public static let isSandbox = HTTPField.Name(WireHeader.isSandbox)!
+    public static let requestId = HTTPField.Name(WireHeader.requestId)!
 }

@@ -87,7 +87,7 @@ struct AdminRoutes: Sendable {
         }
     }
 
-    func add(to router: Router<ServerRequestContext>) {
+    func add(to router: ServerRouter) {
         let customer = "/v1/admin/customers/:app_user_id"
         func path(_ suffix: String = "") -> RouterPath { RouterPath(customer + suffix) }
         route(router, .get, path()) { app, _, context in
@@ -189,7 +189,7 @@ struct AdminRoutes: Sendable {
 
     /// An admin route: the secret key picks the app; API errors become JSON error answers.
     private func route(
-        _ router: Router<ServerRequestContext>, _ method: HTTPRequest.Method, _ path: RouterPath,
+        _ router: ServerRouter, _ method: HTTPRequest.Method, _ path: RouterPath,
         handler: @escaping @Sendable (AppConfiguration, Request, ServerRequestContext) async throws -> Response
     ) {
         router.on(path, method: method) { request, context in
@@ -238,7 +238,7 @@ struct DiagnosticsRoutes: Sendable {
         var failures: [Failure]
     }
 
-    func add(to router: Router<ServerRequestContext>) {
+    func add(to router: ServerRouter) {
         router.post("/v1/diagnostics/verification_failures") { request, context in
             var request = request
             do {
@@ -271,7 +271,7 @@ struct DiagnosticsRoutes: Sendable {
                 throw APIError(.invalidField, "reason must be one of \(reasons.sorted().joined(separator: ", "))")
             }
             guard modes.contains(failure.mode) else { throw APIError(.invalidField, "mode must be informational or enforced (disabled mode verifies nothing)") }
-            guard failure.path.utf8.count <= 1024, (failure.sdkVersion?.utf8.count ?? 0) <= 64, (failure.appUserId?.utf8.count ?? 0) <= 256 else {
+            guard failure.path.utf8.count <= 1024, (failure.sdkVersion?.utf8.count ?? 0) <= 64, (failure.appUserId?.unicodeScalars.count ?? 0) <= 256 else {
                 throw APIError(.invalidField, "path, sdk_version or app_user_id is too long")
             }
             let count = failure.count ?? 1

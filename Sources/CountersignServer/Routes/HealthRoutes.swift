@@ -18,7 +18,7 @@ struct HealthAnswer: Codable, Sendable {
     }
 }
 
-extension Router where Context == ServerRequestContext {
+extension ServerRouter {
     func addHealthRoutes(signing: ResponseSigning) {
         get("/v1/health") { request, context in
             try await signing.respond(to: request, context: context, endpoint: SignedEndpoint(authenticated: false)) {

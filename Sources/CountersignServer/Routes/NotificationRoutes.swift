@@ -17,7 +17,7 @@ struct NotificationRoutes: Sendable {
         var signedPayload: String
     }
 
-    func add(to router: Router<ServerRequestContext>) {
+    func add(to router: ServerRouter) {
         router.post("/v1/notifications/apple") { request, context in
             var request = request
             let data: Data

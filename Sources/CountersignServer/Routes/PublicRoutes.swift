@@ -125,7 +125,7 @@ struct PublicRoutes: Sendable {
         }
     }
 
-    func add(to router: Router<ServerRequestContext>) {
+    func add(to router: ServerRouter) {
         get(router, "/v1/subscribers/:app_user_id") { app, context in
             let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
             return try SignedAnswer.customerInfo(try await store.customerInfo(app: app, user: user, now: now()))
@@ -196,11 +196,12 @@ struct PublicRoutes: Sendable {
 
     /// A signed GET: authenticated by the public key, the key bound into the signature.
     private func get(
-        _ router: Router<ServerRequestContext>, _ path: RouterPath,
+        _ router: ServerRouter, _ path: RouterPath,
         handler: @escaping @Sendable (AppConfiguration, ServerRequestContext) async throws -> SignedAnswer
     ) {
         router.get(path) { request, context in
-            try await authenticated(request, context, postParams: nil) { app in
+            if let refusal = Self.missingKey(request) { return refusal }
+            return try await authenticated(request, context, postParams: nil) { app in
                 try await handler(app, context)
             }
         }
@@ -210,10 +211,11 @@ struct PublicRoutes: Sendable {
     /// once (400 for bad JSON, a repeated key or a bad field); `X-Post-Params-Hash` is checked
     /// against the decoded fields, the very values the handler then acts on.
     private func post<Body: PostBody>(
-        _ router: Router<ServerRequestContext>, _ path: RouterPath, _ type: Body.Type,
+        _ router: ServerRouter, _ path: RouterPath, _ type: Body.Type,
         handler: @escaping @Sendable (AppConfiguration, Body) async throws -> SignedAnswer
     ) {
         router.post(path) { request, context in
+            if let refusal = Self.missingKey(request) { return refusal }
             var request = request
             let body: Body
             switch await request.collectBody(context: context).flatMap({ data in Result { () throws(APIError) in try JSONBody.decode(Body.self, from: data) } }) {
@@ -226,7 +228,18 @@ struct PublicRoutes: Sendable {
         }
     }
 
-    /// Signs whatever the handler answers, refusals of the API key included (the key as
+    /// A request without a bearer key is refused (401, unsigned) before anything else is read:
+    /// there is no key to bind into a signature, and no reason to look further.
+    private static func missingKey(_ request: Request) -> Response? {
+        do throws(APIError) {
+            _ = try APIKeyAuthentication.bearer(request)
+            return nil
+        } catch {
+            return ErrorAnswer.response(error)
+        }
+    }
+
+    /// Signs whatever the handler answers, refusals of a presented API key included (the key as
     /// presented is bound into the signature).
     private func authenticated(
         _ request: Request, _ context: ServerRequestContext, postParams: [(String, String?)]?,
@@ -251,14 +264,15 @@ struct PublicRoutes: Sendable {
         return try VerifiedTransaction(jws: jws, payload: payload, app: app)
     }
 
-    /// App user ids: 1 to 256 bytes of UTF-8 without control characters, and not reserved
-    /// (see ``ReservedAppUserID``).
+    /// App user ids: 1 to 256 characters (Unicode scalars, as JSON Schema's `maxLength` and the
+    /// OpenAPI document count them) without control characters, and not reserved (see
+    /// ``ReservedAppUserID``).
     static func appUserId(_ raw: String, percentEncoded: Bool) throws(APIError) -> String {
         guard let decoded = percentEncoded ? raw.removingPercentEncoding : raw else {
             throw APIError(.invalidAppUserId, "app user id is not valid percent-encoded UTF-8")
         }
-        guard (1...256).contains(decoded.utf8.count), !decoded.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw APIError(.invalidAppUserId, "app user id must be 1 to 256 bytes without control characters")
+        guard (1...256).contains(decoded.unicodeScalars.count), !decoded.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw APIError(.invalidAppUserId, "app user id must be 1 to 256 characters without control characters")
         }
         guard !ReservedAppUserID.isReserved(decoded) else {
             throw APIError(.reservedAppUserId, "app user ids starting with '$CS' or '$RC' are reserved (only the SDK's '$CSAnonymousID:' ids are accepted)")
