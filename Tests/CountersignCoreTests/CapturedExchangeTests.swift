@@ -61,6 +61,14 @@ struct CapturedExchangeTests {
         ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nX-Signature: abc", "response: truncated: the last header line"),
         ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Encoding: gzip\n\nxx", "gzip-encoded"),
         ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n5\n{}", "truncated chunked body"),
+        // Where a second HTTP parser would read the same bytes differently.
+        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Length: +2\n\n{}", "Content-Length '+2' is not a number"),
+        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Length: 2 \u{0B}\n\n{}", "is not a number"),
+        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\nContent-Length: 2\n\n2\n{}\n0\n\n",
+         "both Transfer-Encoding and Content-Length"),
+        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: gzip, chunked\n\n2\n{}\n0\n\n", "is not supported"),
+        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n+2\n{}\n0\n\n", "malformed chunk size '+2'"),
+        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n-0\n\n", "malformed chunk size '-0'"),
     ])
     func broken(_ request: String, _ response: String, _ expected: String) {
         #expect {

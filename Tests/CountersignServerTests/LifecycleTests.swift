@@ -15,7 +15,7 @@ import FoundationNetworking
 /// Customer lifecycles real apps meet, from RevenueCat's documentation of app user ids, logIn,
 /// restores, transfers, reinstalls, Family Sharing and refunds: the SDK and a live server over
 /// real HTTP, on SQLite and PostgreSQL. A device is an SDK storage directory; a store account
-/// (an Apple ID) is a test-store ledger that several devices can share. The README's lifecycle
+/// (an Apple ID) is a test-store ledger that several devices can share. The lifecycle
 /// table is rendered from ``scenarios``, the rows these tests check.
 @Suite("Customer lifecycles", .serialized)
 struct LifecycleTests {
@@ -400,15 +400,15 @@ struct LifecycleTests {
         var all: [String] { lock.withLock { values } }
     }
 
-    // MARK: The README table
+    // MARK: The docs table (docs/sdk.md)
 
     static let projectRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    @Test("the README's lifecycle table is the table these tests check")
+    @Test("docs/sdk.md's lifecycle table is the table these tests check")
     func document() throws {
-        let section = GeneratedReadmeSection(name: "lifecycles", generatedBy: "LifecycleTests", expected: Self.table())
-        let current = try #require(try section.current(in: Self.projectRoot.appendingPathComponent("README.md")), "README.md lacks the lifecycle markers")
-        #expect(current == Self.table(), "README's lifecycle table is out of date; regenerate with COUNTERSIGN_WRITE_DOCS=1")
+        let section = GeneratedDocSection(name: "lifecycles", generatedBy: "LifecycleTests", expected: Self.table())
+        let current = try #require(try section.current(in: Self.projectRoot.appendingPathComponent("docs/sdk.md")), "docs/sdk.md lacks the lifecycle markers")
+        #expect(current == Self.table(), "docs/sdk.md's lifecycle table is out of date; regenerate with COUNTERSIGN_WRITE_DOCS=1")
     }
 }
 

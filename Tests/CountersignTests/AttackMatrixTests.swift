@@ -6,8 +6,8 @@ import Foundation
 import Testing
 
 /// Every attack of the tampering proxy × every verification mode, over real HTTP: the SDK asks
-/// for the CustomerInfo of a user who has not paid, through the proxy. ATTACKS.md (and the
-/// README's table) are rendered from ``expected(_:_:)``, the same table the test checks.
+/// for the CustomerInfo of a user who has not paid, through the proxy. ATTACKS.md (and the table
+/// in docs/sdk.md) are rendered from ``expected(_:_:)``, the same table the test checks.
 @Suite("Attack matrix")
 struct AttackMatrixTests {
     typealias Attack = TamperingProxy.Attack
@@ -80,7 +80,7 @@ struct AttackMatrixTests {
         }
     }
 
-    /// The table itself (also in the README, between the attack-matrix markers).
+    /// The table itself (also in docs/sdk.md, between the attack-matrix markers).
     static func table() -> String {
         let modes = EntitlementVerificationMode.allCases
         var lines = [
@@ -114,14 +114,14 @@ struct AttackMatrixTests {
     }
 
     static let projectRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    @Test("ATTACKS.md and the README's table are the table this test checks")
+    @Test("ATTACKS.md and docs/sdk.md's table are the table this test checks")
     func document() throws {
         let attacks = Self.projectRoot.appendingPathComponent("ATTACKS.md")
-        if GeneratedReadmeSection.writing { try Data(Self.markdown().utf8).write(to: attacks) }
-        let section = GeneratedReadmeSection(name: "attack-matrix", generatedBy: "AttackMatrixTests", expected: Self.table())
-        let current = try #require(try section.current(in: Self.projectRoot.appendingPathComponent("README.md")), "README.md lacks the attack-matrix markers")
+        if GeneratedDocSection.writing { try Data(Self.markdown().utf8).write(to: attacks) }
+        let section = GeneratedDocSection(name: "attack-matrix", generatedBy: "AttackMatrixTests", expected: Self.table())
+        let current = try #require(try section.current(in: Self.projectRoot.appendingPathComponent("docs/sdk.md")), "docs/sdk.md lacks the attack-matrix markers")
         #expect(try String(contentsOf: attacks, encoding: .utf8) == Self.markdown(), "ATTACKS.md is out of date; regenerate with COUNTERSIGN_WRITE_DOCS=1")
-        #expect(current == Self.table(), "README's table is out of date; regenerate with COUNTERSIGN_WRITE_DOCS=1")
+        #expect(current == Self.table(), "docs/sdk.md's table is out of date; regenerate with COUNTERSIGN_WRITE_DOCS=1")
     }
 
     @Test("every attack × mode gives the expected result; no attack is ever verified; enforced never hands back failed data")

@@ -61,11 +61,20 @@ public struct HTTPMessage: Sendable {
 
     private static func decodeBody(_ rest: Data, headers: [(name: String, value: String)]) throws(HTTPMessageError) -> Data {
         let find = { (name: String) in headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value }
-        if let encoding = find("Transfer-Encoding"), encoding.lowercased().contains("chunked") {
+        if let encoding = find("Transfer-Encoding") {
+            // Both framings at once is how requests are smuggled past a second parser (RFC 9112,
+            // 6.1); a capture that has both is refused rather than read one way.
+            guard find("Content-Length") == nil else {
+                throw HTTPMessageError("both Transfer-Encoding and Content-Length: the body could be read two ways")
+            }
+            guard encoding.lowercased() == "chunked" else {
+                throw HTTPMessageError("Transfer-Encoding '\(encoding.prefix(40))' is not supported (only chunked)")
+            }
             return try decodeChunked(rest)
         }
         guard let lengthText = find("Content-Length") else { return rest }
-        guard let length = Int(lengthText), length >= 0 else {
+        guard !lengthText.isEmpty, lengthText.utf8.count <= 18, lengthText.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+              let length = Int(lengthText) else {
             throw HTTPMessageError("Content-Length '\(lengthText.prefix(20))' is not a number")
         }
         guard rest.count >= length else {
@@ -87,7 +96,7 @@ public struct HTTPMessage: Sendable {
             }
             let sizeField = String(decoding: bytes[index..<newline], as: UTF8.self)
                 .split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""
-            guard let size = Int(sizeField, radix: 16), size >= 0 else {
+            guard !sizeField.isEmpty, sizeField.utf8.count <= 15, sizeField.allSatisfy(\.isHexDigit), let size = Int(sizeField, radix: 16) else {
                 throw HTTPMessageError("malformed chunk size '\(sizeField.prefix(20))'")
             }
             index = newline + 1

@@ -148,10 +148,22 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
     /// The configuration in a file that must exist.
     public static func load(from url: URL) throws -> DeploymentConfiguration {
         guard FileManager.default.fileExists(atPath: url.path) else { throw ConfigurationError("\(url.path): no such configuration file") }
+        return try decode(Data(contentsOf: url), source: url.path)
+    }
+
+    /// Reads a configuration from its bytes. A repeated key (after unescaping), invalid UTF-8 or
+    /// a lone surrogate escape is refused: `JSONDecoder` alone would keep one of two values
+    /// silently, and the file holds the keys and environments a deployment trusts.
+    public static func decode(_ data: Data, source: String) throws(ConfigurationError) -> DeploymentConfiguration {
+        if let problem = JSONSyntax.check(data, topLevel: .object) {
+            throw ConfigurationError("\(source) is not a valid configuration: \(problem)")
+        }
         do {
-            return try JSONDecoder().decode(DeploymentConfiguration.self, from: Data(contentsOf: url))
+            return try JSONDecoder().decode(DeploymentConfiguration.self, from: data)
         } catch let error as DecodingError {
-            throw ConfigurationError("\(url.path) is not a valid configuration: \(error.shortDescription)")
+            throw ConfigurationError("\(source) is not a valid configuration: \(error.shortDescription)")
+        } catch {
+            throw ConfigurationError("\(source) is not a valid configuration: \(error)")
         }
     }
 }
