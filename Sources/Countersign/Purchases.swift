@@ -363,7 +363,7 @@ public actor Purchases {
         let user = appUserID
         let answer = try await backend.performAllowingRefusal(.post("/v1/receipts", [("app_user_id", user), ("fetch_token", transaction.jws)]))
         if let refusal = answer.refusal {
-            if case .server(_, let code?, _) = refusal, (4201...4210).contains(code),
+            if case .server(_, let code?, _) = refusal, APIErrorCode(rawValue: code)?.refusesPurchaseForGood == true,
                answer.verification == .verified || configuration.entitlementVerificationMode == .disabled {
                 try await finish(transaction)
             }

@@ -1,4 +1,5 @@
 @testable import CountersignServer
+import CountersignCore
 import CountersignTesting
 import Foundation
 import Logging
@@ -109,7 +110,7 @@ struct DatabaseTests {
 
     @Test("unknown database schemes are refused")
     func unknownScheme() {
-        #expect(throws: (any Error).self) { _ = try DatabaseLocation(argument: "mysql://x") }
-        #expect(throws: (any Error).self) { _ = try DatabaseLocation(argument: "sqlite://") }
+        #expect(throws: ConfigurationError.self) { _ = try DatabaseLocation(argument: "mysql://x") }
+        #expect(throws: ConfigurationError("--database sqlite:// needs a file path")) { _ = try DatabaseLocation(argument: "sqlite://") }
     }
 }

@@ -248,6 +248,6 @@ struct RealWorldCorrectnessTests {
         #expect(info.originalAppUserId == "u1")
         #expect(info.entitlements["pro"]?.isActive == true)
         #expect(info.activeSubscriptions == ["pro_monthly"])
-        #expect(throws: (any Error).self) { try CustomerInfo(answer: Data(#"{"request_date_ms":1,"subscriber":{}}"#.utf8), verification: .verified, failure: nil, now: Date()) }
+        #expect(throws: DecodingError.self) { try CustomerInfo(answer: Data(#"{"request_date_ms":1,"subscriber":{}}"#.utf8), verification: .verified, failure: nil, now: Date()) }
     }
 }

@@ -159,3 +159,21 @@ extension Data {
             .replacingOccurrences(of: "=", with: "")
     }
 }
+
+/// A compact JWS split and decoded exactly as ``SignedDataVerifier`` does it, its header held to
+/// the same rules, before any trust is placed in it: for tools that show signed data and for
+/// the fuzz targets, which hold the splitter to its contract through this.
+public struct UnverifiedJWS: Sendable {
+    /// The JOSE header's JSON bytes.
+    public let header: Data
+    public let payload: Data
+    public let signature: Data
+
+    public init(_ text: String) throws(SignedDataError) {
+        let jws = try CompactJWS(text)
+        _ = try jws.header()
+        header = Data(base64URL: jws.headerSegment)!
+        payload = try jws.payload()
+        signature = try jws.signature()
+    }
+}

@@ -67,6 +67,17 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     /// rather than answer unsigned or with an expired key.
     case signingKeyExpired = 5031
 
+    /// Refusals of a posted purchase that posting it again cannot change: badly signed, another
+    /// app's or environment's, or owned by or bound to another user. The SDK finishes such a
+    /// transaction (when the refusal verified) instead of posting it forever.
+    public var refusesPurchaseForGood: Bool {
+        switch self {
+        case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement, .testStoreNotEnabled,
+             .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: true
+        default: false
+        }
+    }
+
     public var httpStatus: Int {
         switch self {
         case .malformedRequest, .malformedNonce, .postParamsHashMismatch, .headersHashMismatch, .malformedJSON, .invalidField, .invalidAppUserId,

@@ -93,7 +93,10 @@ public struct PurchaseStore: Sendable {
     /// A known customer seen within the hour is answered with reads only, outside a transaction:
     /// each statement sees committed data, and this is the hot path of every app launch.
     public func customerInfo(app: AppConfiguration, user: String, now: Date) async throws -> SubscriberResponse {
-        let known = try await existingCustomerInfo(app: app, user: user, now: now, seenWithinTheHour: true)
+        // Seen within the hour: last_seen needs no update, so no write and no transaction.
+        let known = try await readCustomerInfo(app: app, user: user, now: now) { lastSeen in
+            Self.milliseconds(now) - lastSeen < Self.lastSeenResolution
+        }
         if let known { return known }
         return try await database.transaction { sql in
             let seen = try await Self.touchCustomer(sql, app: app.id, user: user, now: now)
@@ -102,15 +105,22 @@ public struct PurchaseStore: Sendable {
         }
     }
 
-    /// The CustomerInfo of a known customer, with reads only; nil for an unknown customer (or,
-    /// with `seenWithinTheHour`, one whose `last_seen` needs an update).
-    public func existingCustomerInfo(app: AppConfiguration, user: String, now: Date, seenWithinTheHour: Bool = false) async throws -> SubscriberResponse? {
+    /// The CustomerInfo of a known customer, with reads only; nil for an unknown customer.
+    public func existingCustomerInfo(app: AppConfiguration, user: String, now: Date) async throws -> SubscriberResponse? {
+        try await readCustomerInfo(app: app, user: user, now: now) { _ in true }
+    }
+
+    /// The CustomerInfo of a known customer whose `last_seen` (milliseconds) passes `accepts`,
+    /// with reads only; nil otherwise.
+    private func readCustomerInfo(
+        app: AppConfiguration, user: String, now: Date, accepts: @escaping @Sendable (Int64) -> Bool
+    ) async throws -> SubscriberResponse? {
         try await database.withConnection { sql -> SubscriberResponse? in
             guard let row = try await sql.select().columns("first_seen_ms", "last_seen_ms").from("customers")
                 .where("app_id", .equal, app.id).where("app_user_id", .equal, user).first()
             else { return nil }
             let lastSeen = try row.decode(column: "last_seen_ms", as: Int64.self)
-            if seenWithinTheHour && Self.milliseconds(now) - lastSeen >= Self.lastSeenResolution { return nil }
+            guard accepts(lastSeen) else { return nil }
             let entitlements = try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
             return SubscriberResponse(appUserId: user, firstSeen: Self.date(try row.decode(column: "first_seen_ms", as: Int64.self)),
                                       lastSeen: Self.date(lastSeen), entitlements: entitlements, requestDate: now)
