@@ -1,4 +1,5 @@
 import Foundation
+import SwiftASN1
 
 /// Reads a transaction id out of a legacy App Store receipt, placing **no trust** in it.
 ///
@@ -26,21 +27,21 @@ public enum LegacyReceipt {
         throw FormatError("receipt is neither a PKCS#7 app receipt nor a purchase-info transaction receipt")
     }
 
-    /// All in-app transaction ids (field 1703 of each in-app record, field 17) of a PKCS#7 receipt.
+    /// All in-app transaction ids (field 1703 of each in-app record, field 17) of a PKCS#7
+    /// receipt, read with swift-asn1's BER parser (Xcode writes BER with indefinite lengths and
+    /// constructed strings; Apple's servers write DER).
     static func transactionIds(fromPKCS7 bytes: [UInt8]) throws(FormatError) -> [String] {
-        var reader = BERReader(bytes: bytes[...])
-        let contentInfo = try reader.readNode()
+        let contentInfo = try parse(bytes[...], "PKCS#7 receipt")
         // ContentInfo { contentType, [0] SignedData { version, digests, encapContentInfo { type, [0] content } } }
-        guard let signedData = contentInfo.children.dropFirst().first?.children.first,
-              let encapsulated = signedData.children.dropFirst(2).first,
-              let explicitContent = encapsulated.children.dropFirst().first,
-              let content = explicitContent.children.first
+        guard let signedData = children(contentInfo).dropFirst().first.flatMap({ children($0).first }),
+              let encapsulated = children(signedData).dropFirst(2).first,
+              let explicitContent = children(encapsulated).dropFirst().first,
+              let content = children(explicitContent).first
         else { throw FormatError("PKCS#7 receipt has no signed content") }
         var ids: [String] = []
-        for (type, value) in try attributes(in: content.octets) where type == 17 {
+        for (type, value) in try attributes(in: octets(content)) where type == 17 {
             for (innerType, innerValue) in try attributes(in: value) where innerType == 1703 {
-                var string = BERReader(bytes: innerValue[...])
-                ids.append(String(decoding: try string.readNode().octets, as: UTF8.self))
+                ids.append(String(decoding: octets(try parse(innerValue[...], "in-app transaction id")), as: UTF8.self))
             }
         }
         return ids
@@ -48,12 +49,33 @@ public enum LegacyReceipt {
 
     /// The `(type, value)` pairs of a receipt attribute set: `SET OF SEQUENCE { type INTEGER, version INTEGER, value OCTET STRING }`.
     private static func attributes(in bytes: [UInt8]) throws(FormatError) -> [(Int, [UInt8])] {
-        var reader = BERReader(bytes: bytes[...])
-        let set = try reader.readNode()
-        return set.children.compactMap { attribute in
-            guard attribute.children.count >= 3, attribute.children[0].tag == 0x02 else { return nil }
-            let type = attribute.children[0].octets.reduce(0) { $0 << 8 | Int($1) }
-            return (type, attribute.children[2].octets)
+        children(try parse(bytes[...], "receipt attribute set")).compactMap { attribute in
+            let fields = children(attribute)
+            guard fields.count >= 3, fields[0].identifier == .integer, case .primitive(let type) = fields[0].content, type.count <= 4 else {
+                return nil
+            }
+            return (type.reduce(0) { $0 << 8 | Int($1) }, octets(fields[2]))
+        }
+    }
+
+    private static func parse(_ bytes: ArraySlice<UInt8>, _ what: String) throws(FormatError) -> ASN1Node {
+        do {
+            return try BER.parse(bytes)
+        } catch {
+            throw FormatError("\(what) is not BER: \(error)")
+        }
+    }
+
+    private static func children(_ node: ASN1Node) -> [ASN1Node] {
+        guard case .constructed(let nodes) = node.content else { return [] }
+        return Array(nodes)
+    }
+
+    /// The bytes of a string, joining the pieces of a constructed (BER) one.
+    private static func octets(_ node: ASN1Node) -> [UInt8] {
+        switch node.content {
+        case .primitive(let bytes): Array(bytes)
+        case .constructed(let pieces): pieces.flatMap(octets)
         }
     }
 
@@ -71,64 +93,5 @@ public enum LegacyReceipt {
         let rest = text[keyRange.upperBound...].drop { $0 == " " || $0 == "=" || $0 == "\t" }
         guard rest.first == "\"", let end = rest.dropFirst().firstIndex(of: "\"") else { return nil }
         return String(rest[rest.index(after: rest.startIndex)..<end])
-    }
-}
-
-/// A minimal BER reader: definite and indefinite lengths, constructed strings. Enough to walk a
-/// receipt (Xcode writes BER with indefinite lengths; Apple's servers write DER).
-struct BERReader {
-    struct Node {
-        var tag: UInt8
-        var constructed: Bool
-        var content: ArraySlice<UInt8>
-        var children: [Node]
-
-        /// The bytes of a string node, joining the pieces of a constructed one.
-        var octets: [UInt8] {
-            constructed ? children.flatMap(\.octets) : Array(content)
-        }
-    }
-
-    var bytes: ArraySlice<UInt8>
-    private var depth = 0
-
-    init(bytes: ArraySlice<UInt8>) {
-        self.bytes = bytes
-    }
-
-    mutating func readNode() throws(LegacyReceipt.FormatError) -> Node {
-        guard depth < 32 else { throw .init("receipt nests too deeply") }
-        guard let identifier = bytes.popFirst() else { throw .init("receipt ends inside an element") }
-        guard identifier & 0x1F != 0x1F else { throw .init("receipt uses a multi-byte tag") }
-        let constructed = identifier & 0x20 != 0
-        guard let first = bytes.popFirst() else { throw .init("receipt ends inside a length") }
-        if first == 0x80 {
-            guard constructed else { throw .init("indefinite length on a primitive element") }
-            var children: [Node] = []
-            depth += 1
-            defer { depth -= 1 }
-            while !(bytes.count >= 2 && bytes[bytes.startIndex] == 0 && bytes[bytes.startIndex + 1] == 0) {
-                guard !bytes.isEmpty else { throw .init("receipt ends before an end-of-contents marker") }
-                children.append(try readNode())
-            }
-            bytes = bytes.dropFirst(2)
-            return Node(tag: identifier & 0x1F, constructed: true, content: [], children: children)
-        }
-        var length = Int(first)
-        if first & 0x80 != 0 {
-            let count = Int(first & 0x7F)
-            guard count <= 4, bytes.count >= count else { throw .init("receipt has an unreadable length") }
-            length = bytes.prefix(count).reduce(0) { $0 << 8 | Int($1) }
-            bytes = bytes.dropFirst(count)
-        }
-        guard bytes.count >= length else { throw .init("receipt element is longer than the data left") }
-        let content = bytes.prefix(length)
-        bytes = bytes.dropFirst(length)
-        guard constructed else { return Node(tag: identifier & 0x1F, constructed: false, content: content, children: []) }
-        var inner = BERReader(bytes: content)
-        inner.depth = depth + 1
-        var children: [Node] = []
-        while !inner.bytes.isEmpty { children.append(try inner.readNode()) }
-        return Node(tag: identifier & 0x1F, constructed: true, content: content, children: children)
     }
 }
