@@ -12,15 +12,17 @@ let package = Package(
         .package(name: "Countersign", path: ".."),
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
     ],
-    targets: fuzzTargets.map { name in
+    targets: [.target(name: "FuzzDriver")] + fuzzTargets.map { name in
         .executableTarget(
             name: name,
             dependencies: [
+                "FuzzDriver",
                 .product(name: "CountersignCore", package: "Countersign"),
                 .product(name: "CountersignAppStore", package: "Countersign"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: [.unsafeFlags(["-parse-as-library"])]
+            swiftSettings: [.unsafeFlags(["-parse-as-library"])],
+            linkerSettings: [.unsafeFlags(["-use-ld=lld"])]
         )
     }
 )

@@ -1,5 +1,6 @@
 @testable import CountersignAppStore
 import CountersignTesting
+import CountersignCore
 import Foundation
 import Testing
 
@@ -54,6 +55,20 @@ struct JSONValueDecoderTests {
     func errors(_ json: String) {
         #expect(throws: DecodingError.self) { _ = try AppStoreJSON.decode(TransactionPayload.self, from: Data(json.utf8)) }
         #expect(throws: DecodingError.self) { _ = try TransactionPayload.decodeFast(from: Data(json.utf8)) }
+    }
+
+    /// Found by the FuzzJWS target: the App Store reader read invalid UTF-8 as U+FFFD where
+    /// JSONSyntax refuses it.
+    static func withBytes(_ bytes: [UInt8]) -> Data {
+        Data(#"{"productId":"a"#.utf8) + Data(bytes) + Data(#""}"#.utf8)
+    }
+
+    @Test("invalid UTF-8 is refused by both JSON readers alike", arguments: [
+        withBytes([0x85]), withBytes([0xC3]), withBytes([0xED, 0xA0, 0x80]), withBytes([0xF4, 0x90, 0x80, 0x80]),
+    ])
+    func invalidUTF8(_ data: Data) {
+        #expect(!AppStoreJSON.isWellFormed(data))
+        #expect(JSONSyntax.check(data, topLevel: .object) != nil)
     }
 
     @Test("the fast transaction decoder agrees with JSONDecoder on every minted and real transaction")

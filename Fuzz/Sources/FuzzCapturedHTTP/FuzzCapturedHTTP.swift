@@ -1,13 +1,20 @@
 import CountersignCore
 import Foundation
+import FuzzDriver
+
+/// The program's entry point (see FuzzDriver.h): libFuzzer runs `fuzzOne` on each input.
+@_cdecl("FuzzCapturedHTTP_main")
+public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc
+    var argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv) { data, count in fuzzOne(data.map { Data(bytes: $0, count: count) } ?? Data()) }
+}
 
 /// Input: a captured request and its response as raw HTTP, split at the first NUL byte (the
 /// layout `countersign verify` reads from two files). Whatever the parser accepts without chunked
 /// framing must keep the body exactly as sent after the head, and a second parse of the same
 /// bytes must agree.
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
-    let input = Data(bytes: start, count: count)
+private func fuzzOne(_ input: Data) -> CInt {
     let parts = input.split(separator: 0, maxSplits: 1, omittingEmptySubsequences: false)
     let requestData = Data(parts[0])
     let responseData = parts.count > 1 ? Data(parts[1]) : Data()

@@ -1,11 +1,18 @@
 import CountersignCore
 import Foundation
+import FuzzDriver
+
+/// The program's entry point (see FuzzDriver.h): libFuzzer runs `fuzzOne` on each input.
+@_cdecl("FuzzConfiguration_main")
+public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc
+    var argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv) { data, count in fuzzOne(data.map { Data(bytes: $0, count: count) } ?? Data()) }
+}
 
 /// Input: the bytes of a `countersign.json`. Whatever is accepted must survive a save and a
 /// second load unchanged (what the server writes back is what it read).
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
-    let input = Data(bytes: start, count: count)
+private func fuzzOne(_ input: Data) -> CInt {
     guard let configuration = try? DeploymentConfiguration.decode(input, source: "fuzz input") else { return 0 }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys]

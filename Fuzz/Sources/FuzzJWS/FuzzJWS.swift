@@ -1,13 +1,20 @@
 import CountersignAppStore
 import CountersignCore
 import Foundation
+import FuzzDriver
+
+/// The program's entry point (see FuzzDriver.h): libFuzzer runs `fuzzOne` on each input.
+@_cdecl("FuzzJWS_main")
+public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc
+    var argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv) { data, count in fuzzOne(data.map { Data(bytes: $0, count: count) } ?? Data()) }
+}
 
 /// Input: a compact JWS (or any text). The splitter must accept only three base64url segments,
 /// and on the input and every decoded header and payload the two JSON readers (Core's syntax
 /// check and the App Store reader) must agree on what is valid.
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
-    let input = Data(bytes: start, count: count)
+private func fuzzOne(_ input: Data) -> CInt {
     agree(on: input)
     let text = String(decoding: input, as: UTF8.self)
     guard let jws = try? UnverifiedJWS(text) else { return 0 }

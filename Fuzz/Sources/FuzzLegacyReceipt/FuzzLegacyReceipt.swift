@@ -1,11 +1,18 @@
 import CountersignAppStore
 import Foundation
+import FuzzDriver
+
+/// The program's entry point (see FuzzDriver.h): libFuzzer runs `fuzzOne` on each input.
+@_cdecl("FuzzLegacyReceipt_main")
+public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc
+    var argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv) { data, count in fuzzOne(data.map { Data(bytes: $0, count: count) } ?? Data()) }
+}
 
 /// Input: the bytes of a legacy app receipt (PKCS#7 BER) or the base64 text of one. The reader
 /// must answer a transaction id, nil or a format error, never crash or hang.
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
-    let input = Data(bytes: start, count: count)
+private func fuzzOne(_ input: Data) -> CInt {
     if let id = try? LegacyReceipt.transactionId(fromBase64: input.base64EncodedString()) {
         precondition(!id.isEmpty, "an empty transaction id")
     }

@@ -1,10 +1,8 @@
 import CountersignCore
 import Crypto
 import Foundation
+import FuzzDriver
 
-/// Input: `X-Signature` value, `X-Request-Time` value, `X-ETag` value, then the body, split at
-/// the first three newlines. The blob parser must round-trip whatever it accepts, and the full
-/// verifier must never call an answer verified under a root whose private key nobody has here.
 private let verifier = SignatureVerifier(configuration: .init(rootKeys: [
     // RevenueCat's production root (public vectors): real, and its private key is not ours.
     try! Curve25519.Signing.PublicKey(base64: "UC1upXWg5QVmyOSwozp755xLqquBKjjU+di6U8QhMlM="),
@@ -13,9 +11,18 @@ private let request = SignedRequestParts(
     authValue: "appl_fuzz", nonce: Data(repeating: 7, count: 12), path: "/v1/subscribers/fuzz"
 )
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
-    let input = Data(bytes: start, count: count)
+/// The program's entry point (see FuzzDriver.h): libFuzzer runs `fuzzOne` on each input.
+@_cdecl("FuzzSignatureHeader_main")
+public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc
+    var argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv) { data, count in fuzzOne(data.map { Data(bytes: $0, count: count) } ?? Data()) }
+}
+
+/// Input: `X-Signature` value, `X-Request-Time` value, `X-ETag` value, then the body, split at
+/// the first three newlines. The blob parser must round-trip whatever it accepts, and the full
+/// verifier must never call an answer verified under a root whose private key nobody has here.
+private func fuzzOne(_ input: Data) -> CInt {
     if let blob = try? SignatureBlob(rawRepresentation: input) {
         precondition(blob.rawRepresentation == input, "a parsed blob re-encodes to other bytes")
     }

@@ -23,6 +23,9 @@ struct JSONParser {
     private static let maximumDepth = 512
 
     static func parse(_ data: Data) throws(SyntaxError) -> JSONValue {
+        // Invalid UTF-8 is refused, as JSONSyntax refuses it, rather than read as U+FFFD (found by
+        // the FuzzJWS target: the two readers disagreed).
+        guard String(validating: data, as: UTF8.self) != nil else { throw SyntaxError(offset: 0) }
         var parser = JSONParser(bytes: [UInt8](data))
         parser.skipWhitespace()
         let value = try parser.value(depth: 0)
