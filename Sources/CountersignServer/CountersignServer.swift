@@ -65,7 +65,7 @@ public struct CountersignServer: Sendable {
         } else {
             deployment = DeploymentConfiguration(apps: [.makeDemo()])
             try deployment.save(toDataDirectory: directory)
-            logger.info("wrote the default configuration", metadata: ["file": "\(directory.appendingPathComponent(DeploymentConfiguration.fileName).path)"])
+            logger.info("wrote the default configuration", metadata: ["file": "\(DataDirectory(directory).configurationFile.path)"])
         }
         if deployment.appleRootCertificates != nil {
             logger.warning("appleRootCertificates replaces Apple's root: data signed under it counts as App Store data (testing only)")
@@ -98,7 +98,7 @@ public struct CountersignServer: Sendable {
                 if environments.contains(.production) {
                     throw ConfigurationError("app '\(app.id)' lists both Production and TestStore: test-store purchases would unlock a production app")
                 }
-                let ca = try testStore ?? TestStoreCA.loadOrCreate(in: dataDirectory.appendingPathComponent("test-store"), name: dataDirectory.lastPathComponent)
+                let ca = try testStore ?? TestStoreCA.loadOrCreate(for: DataDirectory(dataDirectory))
                 testStore = ca
                 anchors.append(ca.anchor)
             }

@@ -55,6 +55,25 @@ extension TestStoreCA {
     }
 }
 
+extension TestStoreCA {
+    /// Mints a transaction of one of `app`'s configured products: what the server's
+    /// `POST /v1/test_store/purchases` and `countersign store purchase` both do.
+    ///
+    /// - Returns: nil when the app sells no product `productId`.
+    public func mintPurchase(
+        of productId: String, for app: AppConfiguration, appAccountToken: UUID?,
+        environment: AppStoreEnvironment = .testStore, purchaseDate: Date = Date()
+    ) throws -> (jws: String, payload: TransactionPayload)? {
+        guard let product = app.product(productId) else { return nil }
+        var purchase = Purchase(
+            productId: product.id, type: product.type.appStoreType, bundleId: app.bundleId,
+            appAccountToken: appAccountToken, purchaseDate: purchaseDate
+        )
+        purchase.environment = environment
+        return try mintTransaction(purchase)
+    }
+}
+
 extension AppConfiguration.ProductKind {
     /// The App Store product type of a configured product kind.
     public var appStoreType: ProductType {

@@ -137,6 +137,11 @@ extension TestStoreCA {
     }
 
     /// Loads the CA in `directory`, creating and saving a new one if there is none.
+    /// The test store CA of a server's data directory, made on first use.
+    public static func loadOrCreate(for dataDirectory: DataDirectory, now: Date = Date()) throws -> TestStoreCA {
+        try loadOrCreate(in: dataDirectory.testStore, name: dataDirectory.name, now: now)
+    }
+
     public static func loadOrCreate(in directory: URL, name: String, now: Date = Date()) throws -> TestStoreCA {
         if FileManager.default.fileExists(atPath: directory.appendingPathComponent(fileNames.keys).path) {
             return try load(from: directory)

@@ -44,10 +44,7 @@ struct StoreCommand: ParsableCommand {
                 try DeploymentConfiguration.load(fromDataDirectory: directory)
             } ?? DeploymentConfiguration(apps: [.makeDemo()])
             guard let appConfiguration = app.map({ id in configuration.apps.first { $0.id == id } }) ?? configuration.apps.first else {
-                throw CLIError("no app '\(app ?? "")' in \(directory.appendingPathComponent(DeploymentConfiguration.fileName).path)")
-            }
-            guard let productConfiguration = appConfiguration.product(product) else {
-                throw CLIError("product '\(product)' is not configured for app '\(appConfiguration.id)' (known: \(appConfiguration.products.map(\.id).joined(separator: ", ")))")
+                throw CLIError("no app '\(app ?? "")' in \(DataDirectory(directory).configurationFile.path)")
             }
             var token: UUID?
             if let appAccountToken {
@@ -57,19 +54,15 @@ struct StoreCommand: ParsableCommand {
                 token = AppAccountToken.forAppUserID(appUserId)
             }
             let ca = try CLIError.wrapping("test store CA") {
-                try TestStoreCA.loadOrCreate(in: directory.appendingPathComponent("test-store"), name: directory.lastPathComponent)
+                try TestStoreCA.loadOrCreate(for: DataDirectory(directory))
             }
-            var purchase = TestStoreCA.Purchase(
-                productId: productConfiguration.id,
-                type: productConfiguration.type.appStoreType,
-                bundleId: appConfiguration.bundleId,
-                appAccountToken: token
-            )
-            purchase.environment = AppStoreEnvironment(rawValue: environment)
-            if purchase.environment != .testStore {
+            let storeEnvironment = AppStoreEnvironment(rawValue: environment)
+            if storeEnvironment != .testStore {
                 FileHandle.standardError.write(Data("warning: the test store only vouches for TestStore; a \(environment) transaction it signs will be refused\n".utf8))
             }
-            let (jws, _) = try ca.mintTransaction(purchase)
+            guard let (jws, _) = try ca.mintPurchase(of: product, for: appConfiguration, appAccountToken: token, environment: storeEnvironment) else {
+                throw CLIError("product '\(product)' is not configured for app '\(appConfiguration.id)' (known: \(appConfiguration.products.map(\.id).joined(separator: ", ")))")
+            }
             print(jws)
         }
     }

@@ -129,18 +129,16 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
         self.appleRootCertificates = appleRootCertificates
     }
 
-    public static let fileName = "countersign.json"
-
     /// Writes the configuration (it holds secret API keys, so readable by the owner only).
     public func save(toDataDirectory directory: URL) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        try KeyFile.writePrivate(encoder.encode(self), to: directory.appendingPathComponent(Self.fileName))
+        try KeyFile.writePrivate(encoder.encode(self), to: DataDirectory(directory).configurationFile)
     }
 
     /// The configuration in `directory`, or nil when it has none yet.
     public static func load(fromDataDirectory directory: URL) throws -> DeploymentConfiguration? {
-        let url = directory.appendingPathComponent(fileName)
+        let url = DataDirectory(directory).configurationFile
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }
         return try load(from: url)
     }

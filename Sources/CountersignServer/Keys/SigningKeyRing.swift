@@ -78,7 +78,7 @@ public final class SigningKeyRing: @unchecked Sendable {
         switch mode {
         case .managed(let dataDirectory):
             // Never create a root here: a vanished root must stop rotation, not replace the pinned one.
-            let root = try KeyFile.loadRoot(from: Self.keysDirectory(dataDirectory).appendingPathComponent("root.key"))
+            let root = try KeyFile.loadRoot(from: DataDirectory(dataDirectory).rootKey)
             replacement = try Self.newestManagedIntermediate(root: root, dataDirectory: dataDirectory, now: date, logger: logger)
         case .offline(let directory):
             replacement = try Self.newestValid(in: directory, now: date)
@@ -95,19 +95,17 @@ public final class SigningKeyRing: @unchecked Sendable {
 
     // MARK: Files
 
-    static func keysDirectory(_ dataDirectory: URL) -> URL { dataDirectory.appendingPathComponent("keys") }
-
     static func loadOrCreateRoot(in dataDirectory: URL, logger: Logger) throws -> RootSigningKey {
-        let directory = keysDirectory(dataDirectory)
-        let file = directory.appendingPathComponent("root.key")
+        let layout = DataDirectory(dataDirectory)
+        let file = layout.rootKey
         if FileManager.default.fileExists(atPath: file.path) {
             return try KeyFile.loadRoot(from: file)
         }
-        try FileManager.default.createDirectory(at: directory.appendingPathComponent("intermediates"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: layout.intermediates, withIntermediateDirectories: true)
         let root = RootSigningKey()
         try KeyFile.writePrivate(KeyFile.encode(root), to: file)
         let publicKey = root.publicKey.rawRepresentation.base64EncodedString()
-        try Data((publicKey + "\n").utf8).write(to: directory.appendingPathComponent("root.pub"), options: .atomic)
+        try Data((publicKey + "\n").utf8).write(to: layout.rootPublicKey, options: .atomic)
         logger.warning(
             "MANAGED KEY MODE: created a root key in the data directory. This is for development only: keep a production root offline (countersign keys root).",
             metadata: ["root_public_key": "\(publicKey)"]
@@ -116,7 +114,7 @@ public final class SigningKeyRing: @unchecked Sendable {
     }
 
     static func newestManagedIntermediate(root: RootSigningKey, dataDirectory: URL, now: Date, logger: Logger) throws -> IntermediateSigningKey {
-        let directory = keysDirectory(dataDirectory).appendingPathComponent("intermediates")
+        let directory = DataDirectory(dataDirectory).intermediates
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         if let newest = try newestValid(in: directory, now: now),
            newest.certificate.isIssued(by: root.publicKey),

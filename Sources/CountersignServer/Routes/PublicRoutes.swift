@@ -179,18 +179,15 @@ struct PublicRoutes: Sendable {
                 throw APIError(.testStoreNotEnabled, "app '\(app.id)' does not accept TestStore purchases")
             }
             _ = try Self.appUserId(request.appUserId, percentEncoded: false)
-            guard let product = app.product(request.productId) else {
-                throw APIError(.unknownProduct, "product '\(request.productId.prefix(100))' is not configured for app '\(app.id)'")
-            }
             var token: UUID?
             if let text = request.appAccountToken {
                 guard let uuid = UUID(uuidString: text) else { throw APIError(.invalidField, "app_account_token must be a UUID") }
                 token = uuid
             }
-            let (jws, payload) = try testStore.mintTransaction(
-                .init(productId: product.id, type: product.type.appStoreType, bundleId: app.bundleId, appAccountToken: token, purchaseDate: now())
-            )
-            return try SignedAnswer.json(TestPurchaseAnswer(signedTransaction: jws, transactionId: payload.transactionId ?? "", productId: product.id), cacheable: false)
+            guard let (jws, payload) = try testStore.mintPurchase(of: request.productId, for: app, appAccountToken: token, purchaseDate: now()) else {
+                throw APIError(.unknownProduct, "product '\(request.productId.prefix(100))' is not configured for app '\(app.id)'")
+            }
+            return try SignedAnswer.json(TestPurchaseAnswer(signedTransaction: jws, transactionId: payload.transactionId ?? "", productId: request.productId), cacheable: false)
         }
     }
 

@@ -9,7 +9,7 @@ public enum DatabaseLocation: Sendable, Hashable, CustomStringConvertible {
 
     /// The default: `DATA/countersign.sqlite`.
     public static func embedded(in dataDirectory: URL) -> DatabaseLocation {
-        .sqlite(path: dataDirectory.appendingPathComponent("countersign.sqlite").path)
+        .sqlite(path: DataDirectory(dataDirectory).database.path)
     }
 
     /// Parses `--database`: `postgres://user:pass@host:5432/db`, `sqlite:///absolute/path` or a
