@@ -103,7 +103,9 @@ let package = Package(
                 "CountersignCore",
                 "CountersignAppStore",
                 "CountersignAppStoreServerAPI",
+                "CountersignServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
             ]
         ),

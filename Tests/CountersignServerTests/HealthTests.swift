@@ -10,16 +10,10 @@ import Testing
 
 @Suite("Signed health endpoint")
 struct HealthTests {
-    static func withServer(_ body: @Sendable (CountersignServer, any TestClientProtocol) async throws -> Void) async throws {
+    static func withServer(_ body: @Sendable @escaping (CountersignServer, any TestClientProtocol) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-server-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        var configuration = ServerConfiguration(dataDirectory: directory)
-        configuration.port = 0
-        var logger = Logger(label: "test")
-        logger.logLevel = .error
-        let server = try await CountersignServer(configuration: configuration, logger: logger)
-        try await server.makeApplication().test(.live) { client in try await body(server, client) }
-        try await server.shutdown()
+        try await LiveServer.run(ServerConfiguration(dataDirectory: directory), body)
     }
 
     static func verify(_ response: TestResponse, nonce: Data?, server: CountersignServer, path: String = "/v1/health") -> VerificationOutcome {

@@ -127,15 +127,10 @@ struct LifecycleTests {
             try FileManager.default.createDirectory(at: directory.appendingPathComponent("server"), withIntermediateDirectories: true)
             try DeploymentConfiguration(apps: [app]).save(toDataDirectory: directory.appendingPathComponent("server"))
             var configuration = ServerConfiguration(dataDirectory: directory.appendingPathComponent("server"))
-            configuration.port = 0
             configuration.database = location
-            var logger = Logger(label: "test")
-            logger.logLevel = .error
-            let server = try await CountersignServer(configuration: configuration, logger: logger)
-            try await server.makeApplication().test(.live) { client in
+            try await LiveServer.run(configuration) { server, client in
                 try await body(World(server: server, url: URL(string: "http://127.0.0.1:\(client.port!)")!, directory: directory))
             }
-            try await server.shutdown()
         }
     }
 

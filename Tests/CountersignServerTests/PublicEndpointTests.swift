@@ -36,7 +36,8 @@ struct PublicEndpointTests {
 
     @Test("CustomerInfo: the body is the plain encoding; a matching ETag gets a signed 304 after the request date moved", arguments: TestDatabaseKind.available)
     func customerInfoETag(_ kind: TestDatabaseKind) async throws {
-        try await ReceiptTests.withHarness(kind) { harness in
+        let clock = ManualClock(Date())
+        try await ReceiptTests.withHarness(kind, clock: clock) { harness in
             let (jws, _) = try harness.mint("pro_monthly")
             #expect(try await harness.post(user: "u1", jws: jws).status == 200)
             let first = try await harness.signed(.get, "/v1/subscribers/u1")
@@ -45,7 +46,7 @@ struct PublicEndpointTests {
             #expect(first.reply.body == (try WireJSON.encode(info)))
             let etag = try #require(first.reply.headers[SignatureHeader.etag])
 
-            try await Task.sleep(for: .milliseconds(1_100)) // the next answer has another request_date
+            clock.now += 2 // the next answer has another request_date
             let cached = try await harness.signed(.get, "/v1/subscribers/u1", etag: etag)
             #expect(cached.reply.status == 304)
             #expect(cached.outcome == .verified)

@@ -163,14 +163,10 @@ struct RealWorldCorrectnessTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let clock = ManualClock(Date())
         var configuration = ServerConfiguration(dataDirectory: directory)
-        configuration.port = 0
         configuration.now = { clock.now }
         configuration.keyCheckInterval = .milliseconds(50)
-        var logger = Logger(label: "test")
-        logger.logLevel = .critical
-        let server = try await CountersignServer(configuration: configuration, logger: logger)
-        let first = server.keys.currentSigner.key.certificate
-        try await server.makeApplication().test(.live) { client in
+        try await LiveServer.run(configuration, logLevel: .critical) { server, client in
+            let first = server.keys.currentSigner.key.certificate
             // 25 days on: inside the renewal window, the service issues a new key by itself.
             clock.now = clock.now.addingTimeInterval(25 * 86_400)
             for _ in 0..<100 where server.keys.currentSigner.key.certificate == first {
@@ -191,7 +187,6 @@ struct RealWorldCorrectnessTests {
             let metrics = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
             #expect(metrics.contains("countersign_signing_refused_total"))
         }
-        try await server.shutdown()
     }
 
     // MARK: 7. Telemetry
@@ -220,12 +215,8 @@ struct RealWorldCorrectnessTests {
         let directory = try makeTemporaryDirectory("countersign-holes")
         defer { try? FileManager.default.removeItem(at: directory) }
         var configuration = ServerConfiguration(dataDirectory: directory)
-        configuration.port = 0
         configuration.metricsBearerToken = "metrics-secret"
-        var logger = Logger(label: "test")
-        logger.logLevel = .error
-        let server = try await CountersignServer(configuration: configuration, logger: logger)
-        try await server.makeApplication().test(.live) { client in
+        try await LiveServer.run(configuration) { server, client in
             #expect(try await client.execute(uri: "/metrics", method: .get) { $0.status } == .unauthorized)
             #expect(try await client.execute(uri: "/metrics", method: .get, headers: [.authorization: "Bearer wrong"]) { $0.status } == .unauthorized)
             #expect(try await client.execute(uri: "/metrics", method: .get, headers: [.authorization: "Bearer metrics-secret"]) { $0.status } == .ok)
@@ -236,7 +227,6 @@ struct RealWorldCorrectnessTests {
                 #expect(mode == 0o600, "\(name): \(String(mode ?? 0, radix: 8))")
             }
         }
-        try await server.shutdown()
     }
 
     // MARK: 9. Lenient decoding

@@ -70,7 +70,7 @@ struct ReceiptTests {
 
     static func withHarness(
         _ kind: TestDatabaseKind, transferBehavior: AppConfiguration.TransferBehavior = .transfer, environments: [String]? = nil,
-        _ body: @Sendable @escaping (Harness) async throws -> Void
+        clock: ManualClock? = nil, _ body: @Sendable @escaping (Harness) async throws -> Void
     ) async throws {
         try await FreshDatabase.with(kind) { location, directory in
             var app = AppConfiguration.makeDemo()
@@ -78,17 +78,13 @@ struct ReceiptTests {
             if let environments { app.environments = environments }
             try DeploymentConfiguration(apps: [app]).save(toDataDirectory: directory)
             var configuration = ServerConfiguration(dataDirectory: directory)
-            configuration.port = 0
             configuration.database = location
-            var logger = Logger(label: "test")
-            logger.logLevel = .error
-            let server = try await CountersignServer(configuration: configuration, logger: logger)
-            let ca = try TestStoreCA.loadOrCreate(in: directory.appendingPathComponent("test-store"), name: "test")
+            if let clock { configuration.now = { clock.now } }
             let configuredApp = app
-            try await server.makeApplication().test(.live) { client in
+            try await LiveServer.run(configuration) { server, client in
+                let ca = try TestStoreCA.loadOrCreate(for: DataDirectory(directory))
                 try await body(Harness(server: server, client: client, app: configuredApp, ca: ca))
             }
-            try await server.shutdown()
         }
     }
 

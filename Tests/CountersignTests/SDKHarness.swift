@@ -27,15 +27,10 @@ struct SDKHarness: Sendable {
     static func run(_ body: @Sendable @escaping (SDKHarness) async throws -> Void) async throws {
         let directory = try makeTemporaryDirectory("countersign-sdk")
         defer { try? FileManager.default.removeItem(at: directory) }
-        var configuration = ServerConfiguration(dataDirectory: directory.appendingPathComponent("server"))
-        configuration.port = 0
-        var logger = Logger(label: "test")
-        logger.logLevel = .error
-        let server = try await CountersignServer(configuration: configuration, logger: logger)
-        try await server.makeApplication().test(.live) { serverClient in
+        try await LiveServer.run(ServerConfiguration(dataDirectory: directory.appendingPathComponent("server"))) { server, serverClient in
             let serverURL = URL(string: "http://127.0.0.1:\(serverClient.port!)")!
             // An intermediate of the real root that expired two days ago, for expired-intermediate.
-            let root = try KeyFile.loadRoot(from: directory.appendingPathComponent("server/keys/root.key"))
+            let root = try KeyFile.loadRoot(from: DataDirectory(directory.appendingPathComponent("server")).rootKey)
             var proxyConfiguration = TamperingProxy.Configuration(upstream: serverURL, attack: .none)
             proxyConfiguration.expiredIntermediate = try root.issueIntermediate(expirationDays: UInt32(Date().timeIntervalSince1970 / 86_400) - 2)
             let proxy = try TamperingProxy(configuration: proxyConfiguration)
@@ -47,7 +42,6 @@ struct SDKHarness: Sendable {
                 try await body(harness)
             }
         }
-        try await server.shutdown()
     }
 
     /// An SDK configuration through the proxy; `storage` names its own storage directory (the
