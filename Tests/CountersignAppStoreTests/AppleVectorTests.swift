@@ -1,4 +1,5 @@
 @testable import CountersignAppStore
+import CountersignCore
 import CountersignTesting
 import Foundation
 import Testing

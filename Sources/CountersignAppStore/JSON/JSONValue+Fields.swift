@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 
 /// Typed reads of one payload field, for hand-written hot-path decoders. `null` reads as nil;

@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 
 /// Decodes `Decodable` types from a ``JSONValue``, with App Store's date convention
@@ -28,9 +29,9 @@ struct JSONValueDecoder: Decoder {
     static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         let value: JSONValue
         do {
-            value = try JSONParser.parse(data)
+            value = try JSONValue.parse(data)
         } catch {
-            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "invalid JSON at byte \(error.offset)"))
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "invalid JSON: \(error)"))
         }
         return try JSONValueDecoder(value: value, codingPath: []).decodeValue(T.self)
     }

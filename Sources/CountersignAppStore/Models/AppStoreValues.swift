@@ -100,13 +100,6 @@ public struct NotificationSubtype: OpenStringValue {
 /// JSON coding for App Store payloads: dates are milliseconds since 1970, possibly fractional
 /// (StoreKit Testing in Xcode writes `1697679936049.7297`).
 public enum AppStoreJSON {
-    /// Whether the App Store JSON reader accepts `data` as one JSON value. It must agree with
-    /// `JSONSyntax` (apart from duplicate keys, which JSONSyntax refuses first); the fuzz targets
-    /// hold the two to that.
-    public static func isWellFormed(_ data: Data) -> Bool {
-        (try? JSONParser.parse(data)) != nil
-    }
-
     /// Decodes a payload on the verification hot path (dates in milliseconds).
     public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         try JSONValueDecoder.decode(type, from: data)

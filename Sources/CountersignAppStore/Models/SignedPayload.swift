@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 
 /// A payload that arrives as App Store signed data, with what the verifier checks in it.

@@ -22,12 +22,13 @@ struct CompactJWS: Sendable {
         var x5c: Chain
 
         init(json: Data) throws(SignedDataError) {
-            if let problem = JSONSyntax.check(json, topLevel: .object) {
-                throw .malformedJSON(json, problem, part: "header")
+            let value: JSONValue
+            do {
+                value = try JSONValue.parse(json)
+            } catch {
+                throw .malformedJSON(json, error, part: "header")
             }
-            guard case .object(let fields)? = try? JSONParser.parse(json) else {
-                throw .failure(.malformedHeader, "header is not a JSON object")
-            }
+            guard case .object(let fields) = value else { throw .malformedJSON(json, .malformed, part: "header") }
             if let kid = fields["kid"], case .string = kid {} else if fields["kid"] != nil {
                 throw .failure(.unsupportedHeader, "kid must be a string")
             }

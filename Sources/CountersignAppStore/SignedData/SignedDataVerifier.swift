@@ -153,12 +153,13 @@ public final class SignedDataVerifier: Sendable {
 
     /// The payload: one JSON object in UTF-8, no key named twice.
     static func payloadFields(_ data: Data) throws(SignedDataError) -> [String: JSONValue] {
-        if let problem = JSONSyntax.check(data, topLevel: .object) {
-            throw .malformedJSON(data, problem, part: "payload")
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(data)
+        } catch {
+            throw .malformedJSON(data, error, part: "payload")
         }
-        guard case .object(let fields)? = try? JSONParser.parse(data) else {
-            throw .failure(.malformedPayload, "payload is not a JSON object")
-        }
+        guard case .object(let fields) = value else { throw .malformedJSON(data, .malformed, part: "payload") }
         return fields
     }
 

@@ -1,7 +1,7 @@
 import Foundation
 
 /// A parsed JSON document. Numbers keep their text so 64-bit integers stay exact.
-indirect enum JSONValue: Sendable {
+public indirect enum JSONValue: Sendable {
     case null
     case bool(Bool)
     case number(Substring)
@@ -10,11 +10,17 @@ indirect enum JSONValue: Sendable {
     case object([String: JSONValue])
 }
 
-/// A strict RFC 8259 parser into ``JSONValue``.
-struct JSONParser {
-    struct SyntaxError: Error {
-        let offset: Int
+extension JSONValue {
+    /// Parses one JSON document with the strict rules of ``JSONSyntax``: a key repeated in an
+    /// object, invalid UTF-8, a lone surrogate escape or nesting deeper than 512 is refused.
+    public static func parse(_ data: Data) throws(JSONSyntax.Problem) -> JSONValue {
+        try JSONParser.parse(data)
     }
+}
+
+/// The one JSON reader of the project: a strict RFC 8259 parser into ``JSONValue`` that also
+/// refuses what two parsers could read two ways (see ``JSONSyntax``).
+struct JSONParser {
 
     private let bytes: [UInt8]
     private let text: String
@@ -22,15 +28,15 @@ struct JSONParser {
     // As deep as JSONSyntax reads (and Python reads at least as deep): the two must agree.
     private static let maximumDepth = 512
 
-    static func parse(_ data: Data) throws(SyntaxError) -> JSONValue {
-        // Invalid UTF-8 is refused, as JSONSyntax refuses it, rather than read as U+FFFD (found by
-        // the FuzzJWS target: the two readers disagreed).
-        guard String(validating: data, as: UTF8.self) != nil else { throw SyntaxError(offset: 0) }
+    static func parse(_ data: Data) throws(JSONSyntax.Problem) -> JSONValue {
+        // Invalid UTF-8 is refused rather than read as U+FFFD (found by the FuzzJWS target when
+        // this parser and a separate syntax scanner disagreed).
+        guard String(validating: data, as: UTF8.self) != nil else { throw .malformed }
         var parser = JSONParser(bytes: [UInt8](data))
         parser.skipWhitespace()
         let value = try parser.value(depth: 0)
         parser.skipWhitespace()
-        guard parser.index == parser.bytes.count else { throw SyntaxError(offset: parser.index) }
+        guard parser.index == parser.bytes.count else { throw .malformed }
         return value
     }
 
@@ -45,18 +51,18 @@ struct JSONParser {
         while let byte = peek, byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 { index += 1 }
     }
 
-    private mutating func expect(_ byte: UInt8) throws(SyntaxError) {
-        guard peek == byte else { throw SyntaxError(offset: index) }
+    private mutating func expect(_ byte: UInt8) throws(JSONSyntax.Problem) {
+        guard peek == byte else { throw .malformed }
         index += 1
     }
 
-    private mutating func literal(_ word: String, _ value: JSONValue) throws(SyntaxError) -> JSONValue {
+    private mutating func literal(_ word: String, _ value: JSONValue) throws(JSONSyntax.Problem) -> JSONValue {
         for byte in word.utf8 { try expect(byte) }
         return value
     }
 
-    private mutating func value(depth: Int) throws(SyntaxError) -> JSONValue {
-        guard depth < Self.maximumDepth, let byte = peek else { throw SyntaxError(offset: index) }
+    private mutating func value(depth: Int) throws(JSONSyntax.Problem) -> JSONValue {
+        guard depth < Self.maximumDepth, let byte = peek else { throw .malformed }
         switch byte {
         case UInt8(ascii: "{"): return try object(depth: depth + 1)
         case UInt8(ascii: "["): return try array(depth: depth + 1)
@@ -68,7 +74,7 @@ struct JSONParser {
         }
     }
 
-    private mutating func object(depth: Int) throws(SyntaxError) -> JSONValue {
+    private mutating func object(depth: Int) throws(JSONSyntax.Problem) -> JSONValue {
         index += 1
         var members: [String: JSONValue] = [:]
         skipWhitespace()
@@ -79,14 +85,15 @@ struct JSONParser {
             skipWhitespace()
             try expect(UInt8(ascii: ":"))
             skipWhitespace()
-            members[key] = try value(depth: depth)
+            // A repeated key is refused: one parser keeps the first value, another the last.
+            if members.updateValue(try value(depth: depth), forKey: key) != nil { throw .duplicateKey(key) }
             skipWhitespace()
             if peek == UInt8(ascii: "}") { index += 1; return .object(members) }
             try expect(UInt8(ascii: ","))
         }
     }
 
-    private mutating func array(depth: Int) throws(SyntaxError) -> JSONValue {
+    private mutating func array(depth: Int) throws(JSONSyntax.Problem) -> JSONValue {
         index += 1
         var elements: [JSONValue] = []
         skipWhitespace()
@@ -100,15 +107,15 @@ struct JSONParser {
         }
     }
 
-    private mutating func string() throws(SyntaxError) -> String {
+    private mutating func string() throws(JSONSyntax.Problem) -> String {
         try expect(UInt8(ascii: "\""))
         let start = index
         // Fast path: no escapes.
         while let byte = peek, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") {
-            guard byte >= 0x20 else { throw SyntaxError(offset: index) }
+            guard byte >= 0x20 else { throw .malformed }
             index += 1
         }
-        guard let stop = peek else { throw SyntaxError(offset: index) }
+        guard let stop = peek else { throw .malformed }
         var result = String(decoding: bytes[start..<index], as: UTF8.self)
         if stop == UInt8(ascii: "\"") { index += 1; return result }
         var scalars = [UInt8]()
@@ -119,7 +126,7 @@ struct JSONParser {
                 result += String(decoding: scalars, as: UTF8.self)
                 return result
             case UInt8(ascii: "\\"):
-                guard let escaped = peek else { throw SyntaxError(offset: index) }
+                guard let escaped = peek else { throw .malformed }
                 index += 1
                 switch escaped {
                 case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scalars.append(escaped)
@@ -134,33 +141,33 @@ struct JSONParser {
                         try expect(UInt8(ascii: "\\"))
                         try expect(UInt8(ascii: "u"))
                         let low = try hex4()
-                        guard (0xDC00..<0xE000).contains(low) else { throw SyntaxError(offset: index) }
+                        guard (0xDC00..<0xE000).contains(low) else { throw .malformed }
                         code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
                     }
-                    guard let scalar = Unicode.Scalar(code) else { throw SyntaxError(offset: index) }
+                    guard let scalar = Unicode.Scalar(code) else { throw .malformed }
                     scalars.append(contentsOf: Array(String(Character(scalar)).utf8))
                 default:
-                    throw SyntaxError(offset: index)
+                    throw .malformed
                 }
             case 0x00..<0x20:
-                throw SyntaxError(offset: index)
+                throw .malformed
             default:
                 scalars.append(byte)
             }
         }
-        throw SyntaxError(offset: index)
+        throw .malformed
     }
 
-    private mutating func hex4() throws(SyntaxError) -> UInt32 {
+    private mutating func hex4() throws(JSONSyntax.Problem) -> UInt32 {
         var code: UInt32 = 0
         for _ in 0..<4 {
-            guard let byte = peek else { throw SyntaxError(offset: index) }
+            guard let byte = peek else { throw .malformed }
             let digit: UInt8
             switch byte {
             case 0x30...0x39: digit = byte - 0x30
             case 0x41...0x46: digit = byte - 0x41 + 10
             case 0x61...0x66: digit = byte - 0x61 + 10
-            default: throw SyntaxError(offset: index)
+            default: throw .malformed
             }
             code = code << 4 | UInt32(digit)
             index += 1
@@ -168,7 +175,7 @@ struct JSONParser {
         return code
     }
 
-    private mutating func number() throws(SyntaxError) -> JSONValue {
+    private mutating func number() throws(JSONSyntax.Problem) -> JSONValue {
         let start = index
         if peek == UInt8(ascii: "-") { index += 1 }
         if peek == UInt8(ascii: "0") {
@@ -187,9 +194,9 @@ struct JSONParser {
         return .number(Substring(utf8[utf8.index(utf8.startIndex, offsetBy: start)..<utf8.index(utf8.startIndex, offsetBy: index)]))
     }
 
-    private mutating func digits() throws(SyntaxError) {
+    private mutating func digits() throws(JSONSyntax.Problem) {
         let start = index
         while let byte = peek, (0x30...0x39).contains(byte) { index += 1 }
-        guard index > start else { throw SyntaxError(offset: index) }
+        guard index > start else { throw .malformed }
     }
 }
