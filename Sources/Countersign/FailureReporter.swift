@@ -67,12 +67,14 @@ final class FailureReporter: Sendable {
             let batch = counts.prefix(100)
             guard !batch.isEmpty else { return }
             for (key, _) in batch { counts[key] = nil }
-            let failures: [[String: Any]] = batch.map { key, value in
-                ["reason": key.reason, "path": key.path, "mode": key.mode, "sdk_version": CountersignSDK.version,
-                 "app_user_id": value.appUserID, "count": min(value.count, 10_000)]
+            let failures = batch.map { key, value in
+                VerificationFailureReport.Failure(
+                    reason: key.reason, path: key.path, mode: key.mode, sdkVersion: CountersignSDK.version,
+                    appUserId: value.appUserID, count: min(value.count, 10_000)
+                )
             }
             guard let url = URL(string: serverURL.absoluteString.trimmingSuffix("/") + "/v1/diagnostics/verification_failures"),
-                  let body = try? JSONSerialization.data(withJSONObject: ["failures": failures])
+                  let body = try? JSONEncoder().encode(VerificationFailureReport(failures: failures))
             else { return }
             var request = URLRequest(url: url, timeoutInterval: 30)
             request.httpMethod = "POST"

@@ -284,7 +284,7 @@ public actor Purchases {
             throw PurchasesError.configuration("logIn needs a real app user id (ids starting with $CS or $RC are reserved)")
         }
         let answer = try await backend.perform(.post("/v1/subscribers/identify", [("app_user_id", appUserID), ("new_app_user_id", newAppUserID)]))
-        let created = (try? JSONSerialization.jsonObject(with: answer.body) as? [String: Any])?["created"] as? Bool ?? false
+        let created = (try? JSONDecoder().decode(IdentifyResult.self, from: answer.body))?.created ?? false
         let info = try remember(answer, path: "/v1/subscribers/identify", user: newAppUserID)
         setUser(newAppUserID)
         deliver(info, force: true)

@@ -49,8 +49,8 @@ public final class TestStore: Store, @unchecked Sendable {
         } catch {
             throw PurchasesError.purchaseNotCompleted("the test store did not sell '\(productId)': \(error)")
         }
-        guard let object = try? JSONSerialization.jsonObject(with: answer.body) as? [String: Any],
-              let jws = object["signed_transaction"] as? String, let entry = Self.entry(jws: jws, verified: answer.verification == .verified)
+        guard let sold = try? JSONDecoder().decode(TestPurchaseAnswer.self, from: answer.body),
+              let entry = Self.entry(jws: sold.signedTransaction, verified: answer.verification == .verified)
         else { throw PurchasesError.purchaseNotCompleted("the test store's answer is malformed") }
         try update { $0.append(entry) }
         return entry.transaction

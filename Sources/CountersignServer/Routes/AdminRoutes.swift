@@ -221,22 +221,7 @@ struct DiagnosticsRoutes: Sendable {
     static let modes: Set<String> = ["informational", "enforced"]
     static let reasons = Set(VerificationFailure.allCases.map(\.rawValue))
 
-    struct Report: Decodable {
-        struct Failure: Decodable {
-            var reason: String
-            var path: String
-            var mode: String
-            var sdkVersion: String?
-            var appUserId: String?
-            var count: Int?
-
-            enum CodingKeys: String, CodingKey {
-                case reason, path, mode, sdkVersion = "sdk_version", appUserId = "app_user_id", count
-            }
-        }
-
-        var failures: [Failure]
-    }
+    typealias Report = VerificationFailureReport
 
     func add(to router: ServerRouter) {
         router.post("/v1/diagnostics/verification_failures") { request, context in

@@ -115,16 +115,6 @@ struct PublicRoutes: Sendable {
         }
     }
 
-    struct TestPurchaseAnswer: Encodable {
-        var signedTransaction: String
-        var transactionId: String
-        var productId: String
-
-        enum CodingKeys: String, CodingKey {
-            case signedTransaction = "signed_transaction", transactionId = "transaction_id", productId = "product_id"
-        }
-    }
-
     func add(to router: ServerRouter) {
         get(router, "/v1/subscribers/:app_user_id") { app, context in
             let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
