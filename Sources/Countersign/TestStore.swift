@@ -110,23 +110,33 @@ public final class TestStore: Store, @unchecked Sendable {
         }
     }
 
+    /// The fields of a signed transaction's payload the device needs (a JWS the test store or
+    /// StoreKit signed; its signature is the server's business).
+    struct TransactionFields: Decodable {
+        var transactionId: String
+        var originalTransactionId: String?
+        var productId: String
+        var type: String?
+        var purchaseDate: Double?
+        var expiresDate: Double?
+        var revocationDate: Double?
+    }
+
     /// Reads what the device needs from a signed transaction's payload.
     static func entry(jws: String, verified: Bool) -> Entry? {
         let segments = jws.split(separator: ".")
         guard segments.count == 3 else { return nil }
         var text = segments[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while text.count % 4 != 0 { text += "=" }
-        guard let data = Data(base64Encoded: text), let payload = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let id = payload["transactionId"] as? String, let productId = payload["productId"] as? String
+        guard let data = Data(base64Encoded: text), JSONSyntax.isValid(data, topLevel: .object),
+              let payload = try? JSONDecoder().decode(TransactionFields.self, from: data)
         else { return nil }
-        func date(_ key: String) -> Date? {
-            (payload[key] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue / 1000) }
-        }
+        let date = { (milliseconds: Double?) in milliseconds.map { Date(timeIntervalSince1970: $0 / 1000) } }
         let transaction = StoreTransaction(
-            transactionId: id, originalTransactionId: payload["originalTransactionId"] as? String ?? id, productId: productId, jws: jws,
-            purchaseDate: date("purchaseDate") ?? Date(), expirationDate: date("expiresDate"), revocationDate: date("revocationDate"),
-            isVerified: verified
+            transactionId: payload.transactionId, originalTransactionId: payload.originalTransactionId ?? payload.transactionId,
+            productId: payload.productId, jws: jws, purchaseDate: date(payload.purchaseDate) ?? Date(),
+            expirationDate: date(payload.expiresDate), revocationDate: date(payload.revocationDate), isVerified: verified
         )
-        return Entry(transaction: transaction, productType: payload["type"] as? String ?? "", finished: false)
+        return Entry(transaction: transaction, productType: payload.type ?? "", finished: false)
     }
 }
