@@ -1,8 +1,8 @@
 import CountersignCore
 import Foundation
 
-/// A small JSON file store in the SDK's storage directory: atomic writes, guarded by a lock.
-final class DiskStore: @unchecked Sendable {
+/// The SDK's cache files: small JSON files in its storage directory, written atomically under a lock.
+final class CacheFiles: @unchecked Sendable {
     let directory: URL
     private let lock = NSLock()
 
@@ -44,12 +44,12 @@ final class ETagCache: @unchecked Sendable {
         var verification: VerificationResult
     }
 
-    private let store: DiskStore
+    private let store: CacheFiles
     private let lock = NSLock()
     private var entries: [String: Entry]
     static let fileName = "etags.json"
 
-    init(store: DiskStore) {
+    init(store: CacheFiles) {
         self.store = store
         entries = store.read([String: Entry].self, Self.fileName) ?? [:]
     }
@@ -88,12 +88,12 @@ struct CachedAnswer: Codable, Sendable {
 /// that time, so the device clock can never be earlier than it: a clock set back cannot make an
 /// expired intermediate key valid again, nor an ended entitlement active.
 final class VerifiedTimeFloor: @unchecked Sendable {
-    private let store: DiskStore
+    private let store: CacheFiles
     private let lock = NSLock()
     private var current: Date?
     static let fileName = "verified-time.json"
 
-    init(store: DiskStore) {
+    init(store: CacheFiles) {
         self.store = store
         current = store.read(Date.self, Self.fileName)
     }

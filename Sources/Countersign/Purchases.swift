@@ -26,7 +26,7 @@ public actor Purchases {
     public var isAnonymous: Bool { ReservedAppUserID.isAnonymous(appUserID) }
 
     let backend: Backend
-    let disk: DiskStore
+    let disk: CacheFiles
     let etags: ETagCache
     let timeFloor: VerifiedTimeFloor
     let reporter: FailureReporter?
@@ -60,7 +60,7 @@ public actor Purchases {
         verifierConfiguration.clockSkewTolerance = configuration.clockSkewTolerance
         verifierConfiguration.now = configuration.now
         do {
-            disk = try DiskStore(directory: configuration.storageDirectory)
+            disk = try CacheFiles(directory: configuration.storageDirectory)
         } catch {
             throw PurchasesError.configuration("cannot use \(configuration.storageDirectory.path): \(error)")
         }
@@ -186,7 +186,7 @@ public actor Purchases {
 
     /// Forgets the cached CustomerInfo of the current user; the next call fetches.
     public func invalidateCustomerInfoCache() {
-        disk.remove(DiskStore.fileName("customer-info", appUserID))
+        disk.remove(CacheFiles.fileName("customer-info", appUserID))
     }
 
     /// The clock entitlements are judged by: the device clock, but never earlier than the latest
@@ -219,13 +219,13 @@ public actor Purchases {
         // A failed answer is delivered (informational) but never cached: the next call tries again.
         if answer.verification != .failed {
             disk.write(CachedAnswer(body: answer.body, verification: answer.verification, failure: nil, fetchedAt: configuration.now()),
-                       DiskStore.fileName("customer-info", user))
+                       CacheFiles.fileName("customer-info", user))
         }
         return info
     }
 
     private func cachedCustomerInfo(for user: String) -> (info: CustomerInfo, fetchedAt: Date)? {
-        guard let cached = disk.read(CachedAnswer.self, DiskStore.fileName("customer-info", user)) else { return nil }
+        guard let cached = disk.read(CachedAnswer.self, CacheFiles.fileName("customer-info", user)) else { return nil }
         // Data cached while verification was disabled stays `notRequested` in a verifying mode.
         guard let info = try? CustomerInfo(answer: cached.body, verification: cached.verification, failure: nil, now: referenceNow),
               info.originalAppUserId == user

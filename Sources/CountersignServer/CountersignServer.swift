@@ -42,7 +42,7 @@ public struct CountersignServer: Sendable {
     public let deployment: DeploymentConfiguration
     public let keys: SigningKeyRing
     public let database: Database
-    public let store: PurchaseStore
+    public let store: CustomerDatabase
     /// Each app's signed-data verifier: Apple's root for Production and Sandbox, the deployment's
     /// test store root for TestStore, as far as the app lists those environments.
     public let verifiers: [String: SignedDataVerifier]
@@ -76,7 +76,7 @@ public struct CountersignServer: Sendable {
         keys = try SigningKeyRing(mode: mode, now: configuration.now, logger: logger)
         try keys.rotateIfNeeded()
         database = try await Database.open(configuration.database ?? .embedded(in: directory), logger: logger)
-        store = PurchaseStore(database: database)
+        store = CustomerDatabase(database: database)
     }
 
     static func makeVerifiers(for deployment: DeploymentConfiguration, dataDirectory: URL) throws -> ([String: SignedDataVerifier], TestStoreCA?) {

@@ -16,7 +16,7 @@ import Hummingbird
 /// - `GET /v1/admin/diagnostics/verification_failures?days=N`: SDK-reported failure counts.
 struct AdminRoutes: Sendable {
     let authentication: APIKeyAuthentication
-    let store: PurchaseStore
+    let store: CustomerDatabase
     let keys: SigningKeyRing
     let now: @Sendable () -> Date
 
@@ -80,7 +80,7 @@ struct AdminRoutes: Sendable {
     struct FailureCounts: Encodable {
         var appId: String
         var days: Int
-        var counts: [PurchaseStore.FailureCount]
+        var counts: [CustomerDatabase.FailureCount]
 
         enum CodingKeys: String, CodingKey {
             case appId = "app_id", days, counts
@@ -114,8 +114,8 @@ struct AdminRoutes: Sendable {
                 }
                 expires = duration.end(from: start)
             case (nil, let end?):
-                guard end > PurchaseStore.milliseconds(start) else { throw APIError(.invalidField, "end_time_ms must be in the future") }
-                expires = PurchaseStore.date(end)
+                guard end > CustomerDatabase.milliseconds(start) else { throw APIError(.invalidField, "end_time_ms must be in the future") }
+                expires = CustomerDatabase.date(end)
             default:
                 throw APIError(.invalidField, "give exactly one of duration and end_time_ms")
             }
@@ -165,7 +165,7 @@ struct AdminRoutes: Sendable {
 
     static let unknownCustomer = APIError(.notFound, "no customer with that app user id")
 
-    private func existing(app: AppConfiguration, context: ServerRequestContext) async throws -> PurchaseStore.CustomerRecord {
+    private func existing(app: AppConfiguration, context: ServerRequestContext) async throws -> CustomerDatabase.CustomerRecord {
         guard let record = try await store.lookup(app: app, user: try Self.user(context), now: now()) else { throw Self.unknownCustomer }
         return record
     }
@@ -212,7 +212,7 @@ struct AdminRoutes: Sendable {
 /// limited (429), so one noisy or hostile client cannot flood the table.
 struct DiagnosticsRoutes: Sendable {
     let authentication: APIKeyAuthentication
-    let store: PurchaseStore
+    let store: CustomerDatabase
     let metrics: ServerMetrics
     let limiter: RateLimiter
     let now: @Sendable () -> Date

@@ -9,7 +9,7 @@ import Hummingbird
 /// retries anything we did not keep.
 struct NotificationRoutes: Sendable {
     let deployment: DeploymentConfiguration
-    let store: PurchaseStore
+    let store: CustomerDatabase
     let verifiers: [String: SignedDataVerifier]
     let now: @Sendable () -> Date
 

@@ -15,7 +15,7 @@ import Hummingbird
 struct PublicRoutes: Sendable {
     let signing: ResponseSigning
     let authentication: APIKeyAuthentication
-    let store: PurchaseStore
+    let store: CustomerDatabase
     let verifiers: [String: SignedDataVerifier]
     let testStore: TestStoreCA?
     let metrics: ServerMetrics
@@ -154,7 +154,7 @@ struct PublicRoutes: Sendable {
         post(router, "/v1/subscribers/identify", IdentifyRequest.self) { app, identify in
             let current = try Self.appUserId(identify.appUserId, percentEncoded: false)
             let new = try Self.appUserId(identify.newAppUserId, percentEncoded: false)
-            if PurchaseStore.isAnonymous(new) {
+            if CustomerDatabase.isAnonymous(new) {
                 throw APIError(.invalidAppUserId, "new_app_user_id must be a real user id, not an anonymous one")
             }
             let time = now()

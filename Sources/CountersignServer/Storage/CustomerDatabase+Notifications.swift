@@ -3,7 +3,7 @@ import CountersignCore
 import Foundation
 import SQLKit
 
-extension PurchaseStore {
+extension CustomerDatabase {
     /// What became of a notification.
     public enum NotificationOutcome: String, Sendable {
         case applied

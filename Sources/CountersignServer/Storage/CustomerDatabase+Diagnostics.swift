@@ -3,7 +3,7 @@ import Foundation
 import SQLKit
 
 /// Verification-failure telemetry from SDKs: counts by app, day (UTC), reason and mode.
-extension PurchaseStore {
+extension CustomerDatabase {
     public struct FailureCount: Codable, Sendable, Hashable {
         public var day: String
         public var reason: String

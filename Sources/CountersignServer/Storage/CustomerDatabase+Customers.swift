@@ -4,7 +4,7 @@ import SQLKit
 
 /// Customers beyond purchases: logIn merges, the admin API's lookups, promotional grants and
 /// deletion.
-extension PurchaseStore {
+extension CustomerDatabase {
     /// Whether an app user id is one the SDK made up for a user who has not logged in.
     public static func isAnonymous(_ appUserId: String) -> Bool {
         ReservedAppUserID.isAnonymous(appUserId)

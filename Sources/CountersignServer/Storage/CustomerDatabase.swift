@@ -15,7 +15,7 @@ public enum PurchaseStatus: String, Codable, Sendable {
 /// Reads and writes customers and their purchases. Every write runs in one database
 /// transaction; a caller answers "recorded" only after ``record(_:app:poster:now:)`` returns,
 /// that is after the commit.
-public struct PurchaseStore: Sendable {
+public struct CustomerDatabase: Sendable {
     public let database: Database
 
     public init(database: Database) {
