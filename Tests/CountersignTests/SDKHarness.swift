@@ -18,7 +18,11 @@ struct SDKHarness: Sendable {
     let proxy: TamperingProxy
     let proxyURL: URL
     let directory: URL
+    /// The devices' clock (SDK instances made by the harness read it).
     let clock: ManualClock
+    /// The server's clock, apart from the devices' so a test can turn a device's clock without
+    /// moving the server's.
+    let serverClock: ManualClock
 
     var app: AppConfiguration { server.deployment.apps[0] }
     var apiKey: String { app.publicApiKeys[0] }
@@ -27,7 +31,10 @@ struct SDKHarness: Sendable {
     static func run(_ body: @Sendable @escaping (SDKHarness) async throws -> Void) async throws {
         let directory = try makeTemporaryDirectory("countersign-sdk")
         defer { try? FileManager.default.removeItem(at: directory) }
-        try await LiveServer.run(ServerConfiguration(dataDirectory: directory.appendingPathComponent("server"))) { server, serverClient in
+        let serverClock = ManualClock(Date())
+        var configuration = ServerConfiguration(dataDirectory: directory.appendingPathComponent("server"))
+        configuration.now = { serverClock.now }
+        try await LiveServer.run(configuration) { server, serverClient in
             let serverURL = URL(string: "http://127.0.0.1:\(serverClient.port!)")!
             // An intermediate of the real root that expired two days ago, for expired-intermediate.
             let root = try KeyFile.loadRoot(from: DataDirectory(directory.appendingPathComponent("server")).rootKey)
@@ -37,7 +44,7 @@ struct SDKHarness: Sendable {
             try await proxy.makeApplication(host: "127.0.0.1", port: 0).test(.live) { proxyClient in
                 let harness = SDKHarness(
                     server: server, serverURL: serverURL, proxy: proxy, proxyURL: URL(string: "http://127.0.0.1:\(proxyClient.port!)")!,
-                    directory: directory, clock: ManualClock(Date())
+                    directory: directory, clock: ManualClock(Date()), serverClock: serverClock
                 )
                 try await body(harness)
             }
