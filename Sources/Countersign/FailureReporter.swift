@@ -9,23 +9,46 @@ import FoundationNetworking
 /// by the calls that saw the failure, and dropped rather than retried forever when the server
 /// cannot take them.
 final class FailureReporter: Sendable {
-    private let queue: Queue
+    private enum Message: Sendable {
+        case failure(VerificationFailureEvent)
+        case flush(CheckedContinuation<Void, Never>)
+    }
+
     static let maximumQueued = 1_000
+    /// Failures and flush requests in the order they were made, taken by one background task.
+    private let messages: AsyncStream<Message>.Continuation
 
     init(configuration: Configuration) {
-        queue = Queue(apiKey: configuration.apiKey, serverURL: configuration.diagnosticsURL ?? configuration.serverURL,
-                      session: configuration.session, batchDelay: configuration.diagnosticsBatchDelay)
+        let queue = Queue(apiKey: configuration.apiKey, serverURL: configuration.diagnosticsURL ?? configuration.serverURL,
+                          session: configuration.session, batchDelay: configuration.diagnosticsBatchDelay)
+        let (stream, continuation) = AsyncStream<Message>.makeStream()
+        messages = continuation
+        Task.detached(priority: .background) {
+            for await message in stream {
+                switch message {
+                case .failure(let event): await queue.add(event)
+                case .flush(let done):
+                    await queue.send()
+                    done.resume()
+                }
+            }
+        }
+    }
+
+    deinit {
+        messages.finish()
     }
 
     /// Queues one failure; returns at once.
     func report(_ event: VerificationFailureEvent) {
-        let queue = queue
-        Task.detached(priority: .background) { await queue.add(event) }
+        messages.yield(.failure(event))
     }
 
-    /// Sends whatever is queued now.
+    /// Sends every failure reported before this call, and returns once the server answered.
     func flush() async {
-        await queue.send()
+        await withCheckedContinuation { done in
+            if case .terminated = messages.yield(.flush(done)) { done.resume() }
+        }
     }
 
     actor Queue {
