@@ -149,6 +149,7 @@ final class Backend: Sendable {
             }
         }
 
+        SDKLog.log(.debug, "\(endpoint.method) \(endpoint.path) → \(status), verification: \(failure.map { "failed (\($0.rawValue))" } ?? "\(verification)")")
         if (400..<500).contains(status) {
             return Answer(status: status, body: data, verification: verification, failure: failure)
         }

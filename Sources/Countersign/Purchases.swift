@@ -100,9 +100,11 @@ public actor Purchases {
             timeFloor: timeFloor
         ) { path, status, reason in
             let event = VerificationFailureEvent(path: path, statusCode: status, reason: reason, mode: mode, appUserID: userBox.value)
+            SDKLog.log(.warn, "signature verification failed for \(path) (\(status)): \(reason.rawValue) [\(mode)]")
             handler?(event)
             reporter?.report(event)
         }
+        SDKLog.log(.info, "configured for \(configuration.serverURL.host ?? configuration.serverURL.absoluteString), verification \(mode), \(user.hasPrefix(ReservedAppUserID.anonymousPrefix) ? "anonymous user" : "named user")")
         if configuration.store.isTestStore && Self.warnedAboutTestStore.claim() {
             FileHandle.standardError.write(Data("Countersign: WARNING: running against the TEST STORE. Never ship an app configured with a test-store app or API key.\n".utf8))
         }
@@ -361,6 +363,7 @@ public actor Purchases {
     /// unfinished, to be posted again by the next sync.
     private func post(_ transaction: StoreTransaction) async throws -> CustomerInfo {
         let user = appUserID
+        SDKLog.log(.info, "recording transaction \(transaction.transactionId) of \(transaction.productId)")
         let answer = try await backend.performAllowingRefusal(.post("/v1/receipts", [("app_user_id", user), ("fetch_token", transaction.jws)]))
         if let refusal = answer.refusal {
             if case .server(_, let code?, _) = refusal, APIErrorCode(rawValue: code)?.refusesPurchaseForGood == true,

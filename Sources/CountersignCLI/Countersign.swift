@@ -1,4 +1,5 @@
 import ArgumentParser
+import Countersign
 import Foundation
 
 @main
@@ -12,6 +13,8 @@ struct CountersignCommand: AsyncParsableCommand {
     /// Runs the command and turns every error into one line on stderr and a non-zero exit:
     /// 1 for a failed verification, 2 for bad input, ArgumentParser's own codes for usage errors.
     static func main() async {
+        // The commands print what the SDK found themselves; its log adds only warnings and errors.
+        Purchases.logLevel = .warn
         do {
             var command = try parseAsRoot()
             if var command = command as? AsyncParsableCommand {

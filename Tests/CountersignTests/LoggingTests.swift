@@ -1,0 +1,54 @@
+@testable import Countersign
+import CountersignTesting
+import Foundation
+import Testing
+
+/// `Purchases.logLevel` and `Purchases.logHandler`, as RevenueCat's: over real HTTP the handler
+/// sees the configuration, each request with its status and verification result, purchases and
+/// verification failures, and never the API key or a whole signed transaction.
+@Suite("SDK logging", .serialized)
+struct LoggingTests {
+    final class Lines: @unchecked Sendable {
+        private let lock = NSLock()
+        private var lines: [(LogLevel, String)] = []
+        func add(_ level: LogLevel, _ message: String) { lock.withLock { lines.append((level, message)) } }
+        var all: [(LogLevel, String)] { lock.withLock { lines } }
+    }
+
+    @Test("the log handler sees requests, purchases and failures at their levels, and no secret")
+    func handlerSeesTheFlow() async throws {
+        let lines = Lines()
+        let previous = (Purchases.logLevel, Purchases.logHandler)
+        defer { (Purchases.logLevel, Purchases.logHandler) = previous }
+        Purchases.logLevel = .debug
+        Purchases.logHandler = { level, message in lines.add(level, message) }
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .informational, user: "logged", storage: "logging")
+            let (transaction, _) = try await purchases.purchase(productID: "lifetime")
+            harness.proxy.attack = .grantEntitlement
+            _ = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            let all = lines.all
+            #expect(all.contains { $0.0 == .info && $0.1.hasPrefix("configured for 127.0.0.1") })
+            #expect(all.contains { $0.0 == .info && $0.1 == "recording transaction \(transaction.transactionId) of lifetime" })
+            #expect(all.contains { $0.0 == .debug && $0.1 == "POST /v1/receipts → 200, verification: verified" })
+            #expect(all.contains { $0.0 == .debug && $0.1 == "GET /v1/subscribers/logged → 200, verification: failed (payloadMismatch)" })
+            #expect(all.contains { $0.0 == .warn && $0.1 == "signature verification failed for /v1/subscribers/logged (200): payloadMismatch [informational]" })
+            for (_, message) in all {
+                #expect(!message.contains(harness.apiKey), "an API key was logged: \(message)")
+                #expect(!message.contains(transaction.jws), "a signed transaction was logged: \(message)")
+            }
+        }
+    }
+
+    @Test("messages below the level never reach the handler")
+    func levelFilters() {
+        let lines = Lines()
+        let previous = (Purchases.logLevel, Purchases.logHandler)
+        defer { (Purchases.logLevel, Purchases.logHandler) = previous }
+        Purchases.logHandler = { level, message in lines.add(level, message) }
+        Purchases.logLevel = .warn
+        for level in LogLevel.allCases { SDKLog.log(level, "at \(level)") }
+        #expect(lines.all.map(\.0) == [.warn, .error])
+        #expect(LogLevel.allCases.sorted() == [.verbose, .debug, .info, .warn, .error])
+    }
+}
