@@ -38,8 +38,18 @@ public actor Purchases {
     private static let sharedLock = NSLock()
     nonisolated(unsafe) private static var sharedInstance: Purchases?
 
-    /// The instance `configure(with:)` made last.
-    public static var shared: Purchases? { sharedLock.withLock { sharedInstance } }
+    /// The instance `configure(with:)` made last. As in RevenueCat it is not optional: reading
+    /// it before `configure(with:)` is a programming error and stops with a message saying so
+    /// (``isConfigured`` tells whether it is safe).
+    public static var shared: Purchases {
+        guard let instance = sharedLock.withLock({ sharedInstance }) else {
+            preconditionFailure("Purchases.shared was read before Purchases.configure(with:) was called")
+        }
+        return instance
+    }
+
+    /// Whether `configure(with:)` has made ``shared``.
+    public static var isConfigured: Bool { sharedLock.withLock { sharedInstance != nil } }
 
     /// Configures the SDK (and ``shared``). Throws for unusable root keys or storage.
     @discardableResult

@@ -52,3 +52,16 @@ struct LoggingTests {
         #expect(LogLevel.allCases.sorted() == [.verbose, .debug, .info, .warn, .error])
     }
 }
+
+@Suite("Shared instance")
+struct SharedInstanceTests {
+    @Test("configure makes Purchases.shared, and isConfigured says so")
+    func configureMakesShared() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try Purchases.configure(with: try harness.configuration(mode: .enforced, user: "shared", storage: "shared"))
+            #expect(Purchases.isConfigured)
+            #expect(Purchases.shared === purchases)
+            #expect(try await Purchases.shared.customerInfo(fetchPolicy: .fetchCurrent).entitlements.verification == .verified)
+        }
+    }
+}
