@@ -8,8 +8,12 @@ public protocol PurchasesDelegate: AnyObject, Sendable {
 
 /// Where `customerInfo(fetchPolicy:)` may get its answer.
 public enum CacheFetchPolicy: Sendable {
-    /// The cache while it is fresh (5 minutes), else the server (the cache again when offline).
+    /// The cache at once, fresh or stale; a stale one (older than 5 minutes) is refreshed in the
+    /// background. Without a cache, the server. (RevenueCat's default.)
     case cachedOrFetched
+    /// The cache while it is fresh (5 minutes), else the server, waited for (the cache again
+    /// when offline).
+    case notStaleCachedOrFetched
     /// The server (the cache, or on-device entitlements, when offline).
     case fetchCurrent
     /// The cache only.
@@ -33,6 +37,8 @@ public actor Purchases {
     private weak var delegateStorage: (any PurchasesDelegate)?
     private var continuations: [UUID: AsyncStream<CustomerInfo>.Continuation] = [:]
     private var lastDelivered: CustomerInfo?
+    /// The background refresh of a stale cache under way, if any (tests await it).
+    private(set) var backgroundRefresh: Task<Void, Never>?
 
     private static let warnedAboutTestStore = OnceFlag()
     private static let sharedLock = NSLock()
@@ -131,6 +137,8 @@ public actor Purchases {
         let (stream, continuation) = AsyncStream<CustomerInfo>.makeStream(bufferingPolicy: .bufferingNewest(8))
         let id = UUID()
         continuations[id] = continuation
+        // A new subscriber gets the current value first, as in RevenueCat.
+        if let current = currentCustomerInfo { continuation.yield(current) }
         continuation.onTermination = { [weak self] _ in
             Task { await self?.removeContinuation(id) }
         }
@@ -139,8 +147,17 @@ public actor Purchases {
 
     public var delegate: (any PurchasesDelegate)? { delegateStorage }
 
+    /// Sets the delegate, which gets the current value at once when there is one (as in
+    /// RevenueCat), then every update.
     public func setDelegate(_ delegate: (any PurchasesDelegate)?) {
         delegateStorage = delegate
+        if let delegate, let current = currentCustomerInfo { delegate.purchases(self, receivedUpdated: current) }
+    }
+
+    /// The last CustomerInfo delivered for the current user, else the cached one.
+    private var currentCustomerInfo: CustomerInfo? {
+        if let last = lastDelivered, last.originalAppUserId == appUserID { return last }
+        return cachedCustomerInfo(for: appUserID)?.info
     }
 
     private func removeContinuation(_ id: UUID) {
@@ -173,9 +190,12 @@ public actor Purchases {
             guard let cached else { throw PurchasesError.noCachedCustomerInfo }
             return cached.info
         case .cachedOrFetched:
-            if let cached, now.timeIntervalSince(cached.fetchedAt) < Self.cacheFreshness, now >= cached.fetchedAt {
+            if let cached {
+                if !Self.isFresh(cached.fetchedAt, now: now) { refreshInBackground() }
                 return cached.info
             }
+        case .notStaleCachedOrFetched:
+            if let cached, Self.isFresh(cached.fetchedAt, now: now) { return cached.info }
         case .fetchCurrent:
             break
         }
@@ -193,6 +213,21 @@ public actor Purchases {
                 return offline
             }
             throw PurchasesError.offline(detail)
+        }
+    }
+
+    /// Fetched within ``cacheFreshness``, and not in the future (a clock turned back).
+    private static func isFresh(_ fetchedAt: Date, now: Date) -> Bool {
+        now.timeIntervalSince(fetchedAt) < cacheFreshness && now >= fetchedAt
+    }
+
+    /// Fetches the current user's CustomerInfo in the background, one fetch at a time; the
+    /// answer reaches the cache, the stream and the delegate as any fetch does.
+    private func refreshInBackground() {
+        guard backgroundRefresh == nil else { return }
+        backgroundRefresh = Task {
+            _ = try? await self.customerInfo(fetchPolicy: .fetchCurrent)
+            self.backgroundRefresh = nil
         }
     }
 

@@ -137,22 +137,58 @@ struct SDKBehaviourTests {
         }
     }
 
-    @Test("a cached CustomerInfo is used for 5 minutes, then fetched again (injected clock)")
+    @Test("cachedOrFetched answers a stale cache at once and refreshes it in the background; notStaleCachedOrFetched waits (injected clock)")
     func cacheFreshness() async throws {
         try await SDKHarness.run { harness in
             let purchases = try harness.purchases(mode: .informational, user: "clocked", storage: "clock")
             func fetches() -> Int { harness.proxy.seenRequests.filter { $0.path == "/v1/subscribers/clocked" }.count }
-            _ = try await purchases.customerInfo()
+            let first = try await purchases.customerInfo()
             #expect(fetches() == 1)
             harness.clock.now += 4 * 60 + 59
             _ = try await purchases.customerInfo()
-            #expect(fetches() == 1)
+            #expect(fetches() == 1, "fresh for 5 minutes")
             harness.clock.now += 2
-            _ = try await purchases.customerInfo()
+            // Stale: the cached value comes back at once, and a refresh runs in the background.
+            let stale = try await purchases.customerInfo()
+            #expect(stale.requestDate == first.requestDate)
+            await purchases.backgroundRefresh?.value
             #expect(fetches() == 2)
+            #expect(await purchases.backgroundRefresh == nil)
+            // notStaleCachedOrFetched takes the now fresh cache, and waits for the server once it is stale.
+            _ = try await purchases.customerInfo(fetchPolicy: .notStaleCachedOrFetched)
+            #expect(fetches() == 2)
+            harness.clock.now += 5 * 60 + 1
+            _ = try await purchases.customerInfo(fetchPolicy: .notStaleCachedOrFetched)
+            #expect(fetches() == 3)
             await purchases.invalidateCustomerInfoCache()
             _ = try await purchases.customerInfo()
-            #expect(fetches() == 3)
+            #expect(fetches() == 4, "no cache: fetched and waited for")
+        }
+    }
+
+    final class Received: PurchasesDelegate, @unchecked Sendable {
+        private let lock = NSLock()
+        private var infos: [CustomerInfo] = []
+        func purchases(_ purchases: Purchases, receivedUpdated customerInfo: CustomerInfo) { lock.withLock { infos.append(customerInfo) } }
+        var all: [CustomerInfo] { lock.withLock { infos } }
+    }
+
+    @Test("a new stream subscriber and a newly set delegate get the current value first")
+    func currentValueFirst() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .enforced, user: "current", storage: "current")
+            _ = try await purchases.purchase(productID: "lifetime")
+            var iterator = await purchases.customerInfoStream.makeAsyncIterator()
+            let first = await iterator.next()
+            #expect(first?.originalAppUserId == "current")
+            #expect(first?.entitlements["pro"]?.isActive == true)
+            let delegate = Received()
+            await purchases.setDelegate(delegate)
+            #expect(delegate.all.map(\.originalAppUserId) == ["current"])
+            // After a restart (a new instance on the same storage) the cached value is the current one.
+            let restarted = try harness.purchases(mode: .enforced, user: "current", storage: "current")
+            var again = await restarted.customerInfoStream.makeAsyncIterator()
+            #expect(await again.next()?.entitlements["pro"]?.isActive == true)
         }
     }
 }
