@@ -1,4 +1,5 @@
 @testable import Countersign
+import CountersignCore
 import CountersignTesting
 import Foundation
 import Testing
@@ -63,5 +64,64 @@ struct SharedInstanceTests {
             #expect(Purchases.shared === purchases)
             #expect(try await Purchases.shared.customerInfo(fetchPolicy: .fetchCurrent).entitlements.verification == .verified)
         }
+    }
+}
+
+@Suite("Error codes")
+struct ErrorCodeTests {
+    /// Catches one call's error by its code, as RevenueCat's documentation does.
+    static func code(_ body: () async throws -> Void) async -> ErrorCode? {
+        do {
+            try await body()
+            return nil
+        } catch ErrorCode.signatureVerificationFailed {
+            return .signatureVerificationFailed
+        } catch ErrorCode.offlineConnectionError {
+            return .offlineConnectionError
+        } catch ErrorCode.noCachedCustomerInfo {
+            return .noCachedCustomerInfo
+        } catch {
+            return (error as? PurchasesError)?.errorCode ?? .unknownError
+        }
+    }
+
+    @Test("catch ErrorCode.x works over real HTTP: tampering in enforced mode, no server and no cache, nothing cached")
+    func catchByCode() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .enforced, user: "coded", storage: "coded")
+            #expect(await Self.code { _ = try await purchases.customerInfo(fetchPolicy: .fromCacheOnly) } == .noCachedCustomerInfo)
+            harness.proxy.attack = .grantEntitlement
+            #expect(await Self.code { _ = try await purchases.customerInfo(fetchPolicy: .fetchCurrent) } == .signatureVerificationFailed)
+            harness.proxy.attack = .serverDown
+            #expect(await Self.code { _ = try await purchases.customerInfo(fetchPolicy: .fetchCurrent) } == .offlineConnectionError)
+        }
+    }
+
+    @Test("the server's refusals map onto RevenueCat's codes", arguments: [
+        (APIErrorCode.purchaseOwnedByAnotherUser, ErrorCode.receiptAlreadyInUseError),
+        (.purchaseBoundToAnotherUser, .receiptAlreadyInUseError),
+        (.invalidStoreSignature, .invalidReceiptError),
+        (.wrongEnvironment, .invalidReceiptError),
+        (.unknownProduct, .productNotAvailableForPurchaseError),
+        (.invalidAPIKey, .invalidCredentialsError),
+        (.wrongKeyKind, .invalidCredentialsError),
+        (.reservedAppUserId, .invalidAppUserIdError),
+        (.rateLimited, .unknownBackendError),
+    ])
+    func serverCodes(_ server: APIErrorCode, _ expected: ErrorCode) {
+        let error = PurchasesError.server(statusCode: server.httpStatus, code: server.rawValue, message: "")
+        #expect(error.errorCode == expected)
+        #expect(expected ~= error)
+        #expect(!(ErrorCode.purchaseCancelledError ~= error))
+    }
+
+    @Test("codes keep RevenueCat's numbers where the names are RevenueCat's")
+    func numbers() {
+        #expect(ErrorCode.purchaseCancelledError.rawValue == 1)
+        #expect(ErrorCode.receiptAlreadyInUseError.rawValue == 7)
+        #expect(ErrorCode.paymentPendingError.rawValue == 20)
+        #expect(ErrorCode.configurationError.rawValue == 23)
+        #expect(ErrorCode.offlineConnectionError.rawValue == 35)
+        #expect(ErrorCode.signatureVerificationFailed.rawValue == 37)
     }
 }
