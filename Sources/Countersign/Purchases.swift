@@ -378,11 +378,17 @@ public actor Purchases {
         return (transaction, info)
     }
 
-    /// Posts every unfinished store transaction again (finishing those the server records), then
-    /// answers the current CustomerInfo.
+    /// Posts every unfinished store transaction again (finishing those the server records) and
+    /// every one that currently entitles the store account, then answers the current
+    /// CustomerInfo.
     @discardableResult
     public func syncPurchases() async throws -> CustomerInfo {
-        try await post(all: try await configuration.store.unfinishedTransactions())
+        // The current entitlements too, not only unfinished transactions: a purchase finished on
+        // this device but never recorded (another server, a restored backup) is synced as well.
+        var transactions = try await configuration.store.unfinishedTransactions()
+        let posted = Set(transactions.map(\.transactionId))
+        transactions += try await configuration.store.currentEntitlements().filter { !posted.contains($0.transactionId) }
+        return try await post(all: transactions)
     }
 
     /// Posts every transaction that currently entitles the user (a new device, a reinstall).
@@ -391,11 +397,20 @@ public actor Purchases {
         try await post(all: try await configuration.store.currentEntitlements())
     }
 
+    /// Posts each transaction, going on past one that fails (each failure is logged at `error`);
+    /// throws the first failure only when not one transaction could be recorded.
     private func post(all transactions: [StoreTransaction]) async throws -> CustomerInfo {
         var latest: CustomerInfo?
+        var firstFailure: (any Error)?
         for transaction in transactions {
-            latest = try await post(transaction)
+            do {
+                latest = try await post(transaction)
+            } catch {
+                SDKLog.log(.error, "could not record transaction \(transaction.transactionId) of \(transaction.productId): \(error)")
+                firstFailure = firstFailure ?? error
+            }
         }
+        if latest == nil, let firstFailure { throw firstFailure }
         let info = if let latest { latest } else { try await customerInfo(fetchPolicy: .fetchCurrent) }
         deliver(info, force: true)
         return info

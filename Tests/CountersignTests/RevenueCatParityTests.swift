@@ -125,3 +125,24 @@ struct ErrorCodeTests {
         #expect(ErrorCode.signatureVerificationFailed.rawValue == 37)
     }
 }
+
+@Suite("Restore")
+struct RestoreTests {
+    @Test("restore goes on past a transaction the server refuses, records the rest and logs what failed")
+    func restoreContinuesPastFailures() async throws {
+        try await SDKHarness.run { harness in
+            // One store account (a shared test-store ledger): alice's purchase is bound to her by
+            // its app account token, so the server refuses it for bob; bob's own is recorded.
+            let alice = try harness.purchases(mode: .enforced, user: "alice", storage: "family")
+            let (alicePurchase, _) = try await alice.purchase(productID: "lifetime")
+            let bob = try harness.purchases(mode: .enforced, user: "bob", storage: "family")
+            _ = try await bob.purchase(productID: "pro_monthly")
+            let info = try await bob.restorePurchases()
+            #expect(info.originalAppUserId == "bob")
+            #expect(info.allPurchasedProductIdentifiers.contains("pro_monthly"))
+            #expect(!info.allPurchasedProductIdentifiers.contains("lifetime"), "alice's purchase stays hers")
+            let refusals = harness.proxy.seenRequests.filter { $0.path == "/v1/receipts" && $0.upstreamStatus == 409 }
+            #expect(!refusals.isEmpty, "alice's transaction \(alicePurchase.transactionId) was posted for bob and refused")
+        }
+    }
+}
