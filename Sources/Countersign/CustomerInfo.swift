@@ -1,6 +1,31 @@
 import CountersignCore
 import Foundation
 
+/// Where an entitlement was bought. RevenueCat names this type `Store`; here that name is the
+/// SDK's store protocol (StoreKit or the test store), so the enum is `EntitlementStore`.
+public enum EntitlementStore: String, Sendable, Hashable {
+    case appStore = "app_store"
+    case testStore = "test_store"
+    case promotional
+    case unknownStore
+
+    init(wire: String) { self = Self(rawValue: wire) ?? .unknownStore }
+}
+
+/// How a subscription period was priced, as RevenueCat's `PeriodType`.
+public enum PeriodType: String, Sendable, Hashable {
+    case normal, intro, trial, prepaid
+
+    init(wire: String) { self = Self(rawValue: wire) ?? .normal }
+}
+
+/// Whether the customer bought the product or has it through Family Sharing.
+public enum PurchaseOwnershipType: String, Sendable, Hashable {
+    case purchased = "PURCHASED"
+    case familyShared = "FAMILY_SHARED"
+    case unknown = "UNKNOWN"
+}
+
 /// One entitlement of a customer.
 public struct EntitlementInfo: Sendable, Hashable {
     public let identifier: String
@@ -8,14 +33,28 @@ public struct EntitlementInfo: Sendable, Hashable {
     /// the device clock back does not extend access).
     public let isActive: Bool
     public let willRenew: Bool
-    /// `normal`, `trial` or `intro` for subscriptions; `normal` otherwise.
-    public let periodType: String
+    public let periodType: PeriodType
     /// A product id, or `promotional:<grant id>` for a promotional grant.
     public let productIdentifier: String
     /// Nil: for life.
     public let expirationDate: Date?
     public let latestPurchaseDate: Date?
     public let verification: VerificationResult
+    public var store: EntitlementStore = .appStore
+    public var isSandbox = false
+    public var ownershipType = PurchaseOwnershipType.purchased
+    public var originalPurchaseDate: Date?
+    public var unsubscribeDetectedAt: Date?
+    public var billingIssueDetectedAt: Date?
+}
+
+/// A purchase that is not a subscription (consumable, non-consumable, non-renewing).
+public struct NonSubscriptionTransaction: Sendable, Hashable {
+    public let productIdentifier: String
+    public let transactionIdentifier: String
+    public let purchaseDate: Date?
+    public let store: EntitlementStore
+    public let isSandbox: Bool
 }
 
 /// A customer's entitlements, with how they were verified.
@@ -42,6 +81,22 @@ public struct CustomerInfo: Sendable, Hashable {
     public let verificationFailure: VerificationFailure?
     /// The exact answer body it was read from (empty for on-device results).
     public let rawData: Data
+    /// Where the customer manages their subscriptions, when the server gives one.
+    public var managementURL: URL?
+    /// The customer's first purchase, when the server gives it.
+    public var originalPurchaseDate: Date?
+    /// Purchases that are not subscriptions, oldest first.
+    public var nonSubscriptions: [NonSubscriptionTransaction] = []
+    /// When each subscription product ends (nil: no end known).
+    var subscriptionExpirations: [String: Date] = [:]
+
+    /// The latest expiration of any subscription, as in RevenueCat.
+    public var latestExpirationDate: Date? { subscriptionExpirations.values.max() }
+
+    /// When the entitlement ends; nil for an unknown entitlement or one for life.
+    public func expirationDate(forEntitlement identifier: String) -> Date? {
+        entitlements[identifier]?.expirationDate
+    }
 
     /// Reads a CustomerInfo answer (`GET /v1/subscribers/{id}`, `POST /v1/receipts`, identify).
     public init(answer body: Data, verification: VerificationResult, failure: VerificationFailure?, now: Date) throws {
@@ -56,16 +111,28 @@ public struct CustomerInfo: Sendable, Hashable {
             let end = [expires, grace].compactMap { $0 }.max()
             let subscription = subscriber.subscriptions[entitlement.productIdentifier]
             let isActive = entitlement.expiresDate == nil || (end.map { $0 > reference } ?? false)
-            all[identifier] = EntitlementInfo(
+            var info = EntitlementInfo(
                 identifier: identifier,
                 isActive: isActive,
                 willRenew: isActive && subscription.map { $0.unsubscribeDetectedAt == nil && $0.billingIssuesDetectedAt == nil && $0.refundedAt == nil } ?? false,
-                periodType: subscription?.periodType ?? "normal",
+                periodType: subscription.map { PeriodType(wire: $0.periodType) } ?? .normal,
                 productIdentifier: entitlement.productIdentifier,
                 expirationDate: expires,
                 latestPurchaseDate: WireDate.parse(entitlement.purchaseDate),
                 verification: verification
             )
+            let purchase = subscriber.nonSubscriptions[entitlement.productIdentifier]?.last
+            if entitlement.productIdentifier.hasPrefix("promotional:") {
+                info.store = .promotional
+            } else if let wire = subscription?.store ?? purchase?.store {
+                info.store = EntitlementStore(wire: wire)
+            }
+            info.isSandbox = subscription?.isSandbox ?? purchase?.isSandbox ?? false
+            info.ownershipType = subscription?.ownershipType.map { PurchaseOwnershipType(rawValue: $0) ?? .unknown } ?? .purchased
+            info.originalPurchaseDate = subscription.flatMap { WireDate.parse($0.originalPurchaseDate) } ?? purchase.flatMap { WireDate.parse($0.purchaseDate) }
+            info.unsubscribeDetectedAt = subscription?.unsubscribeDetectedAt.flatMap(WireDate.parse)
+            info.billingIssueDetectedAt = subscription?.billingIssuesDetectedAt.flatMap(WireDate.parse)
+            all[identifier] = info
         }
         self.entitlements = EntitlementInfos(all: all, verification: verification)
         activeSubscriptions = Set(subscriber.subscriptions.filter { _, subscription in
@@ -77,6 +144,17 @@ public struct CustomerInfo: Sendable, Hashable {
         firstSeen = WireDate.parse(subscriber.firstSeen)
         verificationFailure = verification == .failed ? failure : nil
         rawData = body
+        managementURL = subscriber.managementUrl.flatMap(URL.init(string:))
+        originalPurchaseDate = subscriber.originalPurchaseDate.flatMap(WireDate.parse)
+        nonSubscriptions = subscriber.nonSubscriptions.flatMap { productId, purchases in
+            purchases.map { purchase in
+                NonSubscriptionTransaction(
+                    productIdentifier: productId, transactionIdentifier: purchase.id, purchaseDate: WireDate.parse(purchase.purchaseDate),
+                    store: EntitlementStore(wire: purchase.store), isSandbox: purchase.isSandbox
+                )
+            }
+        }.sorted { ($0.purchaseDate ?? .distantPast, $0.transactionIdentifier) < ($1.purchaseDate ?? .distantPast, $1.transactionIdentifier) }
+        subscriptionExpirations = subscriber.subscriptions.compactMapValues { $0.expiresDate.flatMap(WireDate.parse) }
     }
 
     /// An on-device CustomerInfo (offline entitlements): `verifiedOnDevice`, or `notRequested`

@@ -309,7 +309,7 @@ public actor Purchases {
         for transaction in transactions.sorted(by: { ($0.expirationDate ?? .distantFuture) < ($1.expirationDate ?? .distantFuture) }) {
             for entitlement in mapping.entitlements[transaction.productId] ?? [] {
                 entitlements[entitlement] = EntitlementInfo(
-                    identifier: entitlement, isActive: true, willRenew: false, periodType: "normal",
+                    identifier: entitlement, isActive: true, willRenew: false, periodType: .normal,
                     productIdentifier: transaction.productId, expirationDate: transaction.expirationDate,
                     latestPurchaseDate: transaction.purchaseDate, verification: verification
                 )

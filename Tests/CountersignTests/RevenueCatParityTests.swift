@@ -146,3 +146,61 @@ struct RestoreTests {
         }
     }
 }
+
+@Suite("The whole CustomerInfo")
+struct FullCustomerInfoTests {
+    @Test("RevenueCat's subscriber fields read as RevenueCat's SDK reads them")
+    func revenueCatFields() throws {
+        let body = Data(#"""
+        {"request_date":"2026-01-01T00:00:00Z","request_date_ms":1767225600000,"subscriber":{"original_app_user_id":"u1",
+         "first_seen":"2025-01-01T00:00:00Z","original_purchase_date":"2025-02-01T00:00:00Z","management_url":"https://apps.apple.com/account/subscriptions",
+         "entitlements":{"pro":{"product_identifier":"pro_monthly","purchase_date":"2025-12-15T00:00:00Z","expires_date":"2026-01-15T00:00:00Z"},
+                         "gift":{"product_identifier":"promotional:7","purchase_date":"2025-12-01T00:00:00Z","expires_date":null}},
+         "subscriptions":{"pro_monthly":{"purchase_date":"2025-12-15T00:00:00Z","original_purchase_date":"2025-03-15T00:00:00Z",
+           "expires_date":"2026-01-15T00:00:00Z","period_type":"trial","store":"app_store","is_sandbox":true,"ownership_type":"FAMILY_SHARED",
+           "unsubscribe_detected_at":"2025-12-20T00:00:00Z","billing_issues_detected_at":null},
+           "old_yearly":{"purchase_date":"2024-01-01T00:00:00Z","original_purchase_date":"2024-01-01T00:00:00Z","expires_date":"2025-01-01T00:00:00Z",
+           "period_type":"normal","store":"app_store","is_sandbox":false}},
+         "non_subscriptions":{"coins":[{"id":"t2","purchase_date":"2025-06-01T00:00:00Z","store":"app_store","is_sandbox":false},
+                                      {"id":"t1","purchase_date":"2025-05-01T00:00:00Z","store":"app_store","is_sandbox":false}]}}}
+        """#.utf8)
+        let info = try CustomerInfo(answer: body, verification: .verified, failure: nil, now: Date(timeIntervalSince1970: 1_767_225_600))
+        let pro = try #require(info.entitlements["pro"])
+        #expect(pro.periodType == .trial)
+        #expect(pro.store == .appStore)
+        #expect(pro.isSandbox)
+        #expect(pro.ownershipType == .familyShared)
+        #expect(pro.originalPurchaseDate == WireDate.parse("2025-03-15T00:00:00Z"))
+        #expect(pro.unsubscribeDetectedAt == WireDate.parse("2025-12-20T00:00:00Z"))
+        #expect(pro.billingIssueDetectedAt == nil)
+        #expect(!pro.willRenew, "unsubscribed")
+        #expect(info.entitlements["gift"]?.store == .promotional)
+        #expect(info.managementURL == URL(string: "https://apps.apple.com/account/subscriptions"))
+        #expect(info.originalPurchaseDate == WireDate.parse("2025-02-01T00:00:00Z"))
+        #expect(info.latestExpirationDate == WireDate.parse("2026-01-15T00:00:00Z"))
+        #expect(info.expirationDate(forEntitlement: "pro") == WireDate.parse("2026-01-15T00:00:00Z"))
+        #expect(info.expirationDate(forEntitlement: "gift") == nil)
+        #expect(info.nonSubscriptions.map(\.transactionIdentifier) == ["t1", "t2"])
+        #expect(info.nonSubscriptions.allSatisfy { $0.productIdentifier == "coins" })
+    }
+
+    @Test("over real HTTP: a test-store subscription and a consumable show their store, sandbox flag, dates and non-subscriptions")
+    func overHTTP() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .enforced, user: "whole", storage: "whole")
+            _ = try await purchases.purchase(productID: "pro_monthly")
+            let (coins, _) = try await purchases.purchase(productID: "coins_100")
+            let info = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            let pro = try #require(info.entitlements["pro"])
+            #expect(pro.store == .testStore)
+            #expect(pro.isSandbox)
+            #expect(pro.periodType == .normal)
+            #expect(pro.ownershipType == .purchased)
+            #expect(pro.originalPurchaseDate != nil)
+            #expect(pro.willRenew)
+            #expect(info.latestExpirationDate == pro.expirationDate)
+            #expect(info.nonSubscriptions.map(\.transactionIdentifier) == [coins.transactionId])
+            #expect(info.nonSubscriptions.first?.store == .testStore)
+        }
+    }
+}

@@ -22,6 +22,8 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         public var lastSeen: String
         public var originalAppUserId: String
         public var managementUrl: String?
+        /// RevenueCat's `original_purchase_date` of the customer (read when present).
+        public var originalPurchaseDate: String?
 
         enum CodingKeys: String, CodingKey {
             case entitlements, subscriptions
@@ -30,6 +32,7 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
             case lastSeen = "last_seen"
             case originalAppUserId = "original_app_user_id"
             case managementUrl = "management_url"
+            case originalPurchaseDate = "original_purchase_date"
         }
     }
 
@@ -60,8 +63,11 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         public var billingIssuesDetectedAt: String?
         public var gracePeriodExpiresDate: String?
         public var refundedAt: String?
+        /// `PURCHASED` or `FAMILY_SHARED` (read when present).
+        public var ownershipType: String?
 
         enum CodingKeys: String, CodingKey {
+            case ownershipType = "ownership_type"
             case expiresDate = "expires_date"
             case purchaseDate = "purchase_date"
             case originalPurchaseDate = "original_purchase_date"
@@ -130,6 +136,7 @@ extension SubscriberResponse.Subscriber {
         firstSeen = container.lenient(String.self, .firstSeen, default: "")
         lastSeen = container.lenient(String.self, .lastSeen, default: "")
         managementUrl = container.lenient(String.self, .managementUrl)
+        originalPurchaseDate = container.lenient(String.self, .originalPurchaseDate)
     }
 }
 
@@ -156,6 +163,7 @@ extension SubscriberResponse.Subscription {
         billingIssuesDetectedAt = container.lenient(String.self, .billingIssuesDetectedAt)
         gracePeriodExpiresDate = container.lenient(String.self, .gracePeriodExpiresDate)
         refundedAt = container.lenient(String.self, .refundedAt)
+        ownershipType = container.lenient(String.self, .ownershipType)
     }
 }
 
