@@ -43,6 +43,7 @@ extension TransactionPayload {
             case "isUpgraded": payload.isUpgraded = try value.bool(key)
             case "offerType": payload.offerType = try value.integer(key)
             case "offerIdentifier": payload.offerIdentifier = try value.string(key)
+            case "offerDiscountType": payload.offerDiscountType = try value.string(key)
             case "environment": payload.environment = try value.open(key)
             case "storefront": payload.storefront = try value.string(key)
             case "storefrontId": payload.storefrontId = try value.string(key)

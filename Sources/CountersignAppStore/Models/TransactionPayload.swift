@@ -25,6 +25,8 @@ public struct TransactionPayload: AppStoreSignedPayload, Hashable {
     public var isUpgraded: Bool?
     public var offerType: Int?
     public var offerIdentifier: String?
+    /// `FREE_TRIAL`, `PAY_AS_YOU_GO` or `PAY_UP_FRONT` for a discounted period.
+    public var offerDiscountType: String?
     public var environment: AppStoreEnvironment?
     public var storefront: String?
     public var storefrontId: String?
@@ -54,6 +56,14 @@ public struct TransactionPayload: AppStoreSignedPayload, Hashable {
     public var claimedEnvironment: AppStoreEnvironment? { environment }
     public var claimedBundleId: String? { bundleId }
     public var claimedAppAppleId: Int64? { nil }
+
+    /// RevenueCat's period type of the period this transaction pays for: `trial` for a free
+    /// introductory or offer-code period, `intro` for a discounted introductory one, else `normal`.
+    public var periodType: String {
+        guard offerType == 1 || offerType == 3, let discount = offerDiscountType else { return "normal" }
+        if discount == "FREE_TRIAL" { return "trial" }
+        return offerType == 1 ? "intro" : "normal"
+    }
 }
 
 /// A subscription's renewal information (`JWSRenewalInfoDecodedPayload`).

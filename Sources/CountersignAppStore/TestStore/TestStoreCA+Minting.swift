@@ -14,6 +14,11 @@ extension TestStoreCA {
         /// Reuse to mint a renewal of an earlier purchase.
         public var originalTransactionId: String?
         public var environment: AppStoreEnvironment = .testStore
+        /// An introductory offer (`offerType` 1) of this kind: `FREE_TRIAL`, `PAY_AS_YOU_GO`,
+        /// `PAY_UP_FRONT`; nil for a full-price period.
+        public var introductoryOffer: String?
+        /// `FAMILY_SHARED`: the family organizer's purchase, shared with this account.
+        public var ownershipType: OwnershipType = .purchased
 
         public init(productId: String, type: ProductType, bundleId: String, appAccountToken: UUID? = nil, purchaseDate: Date = Date()) {
             self.productId = productId
@@ -38,6 +43,11 @@ extension TestStoreCA {
             signedDate: signedDate ?? purchase.purchaseDate
         )
         payload.appAccountToken = purchase.appAccountToken?.uuidString.lowercased()
+        payload.inAppOwnershipType = purchase.ownershipType
+        if let offer = purchase.introductoryOffer {
+            payload.offerType = 1
+            payload.offerDiscountType = offer
+        }
         payload.storefront = "USA"
         payload.currency = "USD"
         if purchase.type == .autoRenewable || purchase.type == .nonRenewing {

@@ -40,7 +40,7 @@ public enum EntitlementRules {
             var end = latest.expiresDate.map { max($0, grace ?? $0) }
             if let revoked = latest.revocationDate { end = min(end ?? revoked, revoked) }
             let active = !latest.isUpgraded && (end.map { now < $0 } ?? false) && now >= latest.purchaseDate
-            let subscription = SubscriptionState(
+            var subscription = SubscriptionState(
                 productId: latest.productId,
                 purchaseDate: latest.purchaseDate,
                 originalPurchaseDate: transactions.map(\.purchaseDate).min() ?? latest.purchaseDate,
@@ -52,6 +52,8 @@ public enum EntitlementRules {
                 isActive: active,
                 environment: latest.environment
             )
+            subscription.periodType = latest.periodType
+            subscription.ownershipType = latest.ownershipType
             // One product may have several chains (e.g. after a lapse): show the most relevant.
             if let existing = result.subscriptions[latest.productId], !subscription.isMoreRelevant(than: existing) {
                 // keep the existing one
@@ -154,6 +156,8 @@ public struct SubscriptionState: Sendable, Hashable {
     public var isInBillingRetry: Bool
     public var isActive: Bool
     public var environment: String
+    public var periodType = "normal"
+    public var ownershipType = "PURCHASED"
 
     /// Active first, then the later expiry.
     func isMoreRelevant(than other: SubscriptionState) -> Bool {

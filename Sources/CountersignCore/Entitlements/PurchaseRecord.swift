@@ -16,6 +16,10 @@ public struct PurchaseRecord: Sendable, Hashable {
     public var revocationDate: Date?
     /// Replaced by an upgrade to another product: grants nothing from then on.
     public var isUpgraded: Bool
+    /// RevenueCat's period type: `normal`, `trial` or `intro`.
+    public var periodType = "normal"
+    /// `PURCHASED`, or `FAMILY_SHARED` for a purchase shared by the family organizer.
+    public var ownershipType = "PURCHASED"
 
     public init(
         transactionId: String, originalTransactionId: String, productId: String, kind: AppConfiguration.ProductKind,

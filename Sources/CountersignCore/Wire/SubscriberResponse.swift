@@ -200,13 +200,14 @@ extension SubscriberResponse {
                     expiresDate: state.expiresDate.map(format),
                     purchaseDate: format(state.purchaseDate),
                     originalPurchaseDate: format(state.originalPurchaseDate),
-                    periodType: "normal",
+                    periodType: state.periodType,
                     store: WireDate.store(of: state.environment),
                     isSandbox: state.environment != "Production",
                     unsubscribeDetectedAt: state.willRenew || !state.isActive ? nil : format(state.purchaseDate),
                     billingIssuesDetectedAt: state.isInBillingRetry ? format(state.expiresDate ?? state.purchaseDate) : nil,
                     gracePeriodExpiresDate: state.gracePeriodExpiresDate.map(format),
-                    refundedAt: state.revocationDate.map(format)
+                    refundedAt: state.revocationDate.map(format),
+                    ownershipType: state.ownershipType
                 )
             },
             nonSubscriptions: entitlements.nonSubscriptions.mapValues { purchases in

@@ -170,14 +170,15 @@ public struct CustomerDatabase: Sendable {
         try await sql.insert(into: "purchases")
             .columns("transaction_id", "app_id", "original_transaction_id", "product_id", "product_type", "environment",
                      "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "signed_date_ms", "app_account_token",
-                     "signed_transaction", "recorded_at_ms", "is_upgraded")
+                     "signed_transaction", "recorded_at_ms", "is_upgraded", "period_type", "ownership_type")
             .values(
                 SQLBind(transaction.transactionId), SQLBind(app.id), SQLBind(transaction.originalTransactionId),
                 SQLBind(transaction.productId), SQLBind(transaction.kind.rawValue), SQLBind(payload.environment?.rawValue ?? ""),
                 SQLBind(payload.purchaseDate.map(milliseconds)), SQLBind(payload.expiresDate.map(milliseconds)),
                 SQLBind(payload.revocationDate.map(milliseconds)), SQLBind(milliseconds(payload.signedDate ?? now)),
                 SQLBind(payload.appAccountToken), SQLBind(transaction.jws), SQLBind(milliseconds(now)),
-                SQLBind((payload.isUpgraded ?? false) ? 1 : 0)
+                SQLBind((payload.isUpgraded ?? false) ? 1 : 0), SQLBind(payload.periodType),
+                SQLBind(payload.inAppOwnershipType == .familyShared ? "FAMILY_SHARED" : "PURCHASED")
             )
             .run()
     }
@@ -200,7 +201,8 @@ public struct CustomerDatabase: Sendable {
         func column(_ name: String, _ table: String) -> SQLColumn { SQLColumn(name, table: table) }
         var query = sql.select()
             .columns(["transaction_id", "original_transaction_id", "product_id", "product_type", "environment",
-                      "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms", "is_upgraded"].map { column($0, "p") })
+                      "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms", "is_upgraded",
+                      "period_type", "ownership_type"].map { column($0, "p") })
             .columns(["auto_renew_status", "in_billing_retry", "grace_period_expires_ms"].map { column($0, "s") })
             .column(SQLAlias(column("original_transaction_id", "s"), as: SQLIdentifier("state_chain")))
             .from(SQLAlias(SQLIdentifier("purchases"), as: SQLIdentifier("p")))
@@ -241,6 +243,9 @@ public struct CustomerDatabase: Sendable {
             )
             record.revocationDate = try row.decode(column: "revocation_date_ms", as: Int64?.self).map(date)
             record.isUpgraded = try row.decode(column: "is_upgraded", as: Int.self) != 0
+            // Rows recorded before these columns existed read as RevenueCat's defaults.
+            record.periodType = try row.decode(column: "period_type", as: String?.self) ?? "normal"
+            record.ownershipType = try row.decode(column: "ownership_type", as: String?.self) ?? "PURCHASED"
             purchases.append(record)
         }
         // One chain only (may it move?): promotional grants are not the chain's.

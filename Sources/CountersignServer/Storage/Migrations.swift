@@ -135,6 +135,10 @@ enum Migrations {
             "UPDATE purchase_owners SET app_user_id = NULL WHERE app_user_id = '$CSDeleted'",
             "ALTER TABLE purchases ADD COLUMN is_upgraded INTEGER NOT NULL DEFAULT 0",
         ]),
+        Migration(version: 4, name: "period and ownership types of purchases", statements: [
+            "ALTER TABLE purchases ADD COLUMN period_type TEXT",
+            "ALTER TABLE purchases ADD COLUMN ownership_type TEXT",
+        ]),
     ]
 
     static func run(on database: Database, migrations: [Migration] = all) async throws {
