@@ -14,8 +14,13 @@ public enum PurchasesError: Error, Sendable, Hashable, CustomStringConvertible {
     case malformedAnswer(path: String)
     /// `fromCacheOnly` with nothing cached.
     case noCachedCustomerInfo
-    /// The store did not complete the purchase (cancelled, pending, failed).
+    /// The store did not complete the purchase (it failed).
     case purchaseNotCompleted(String)
+    /// The customer cancelled the purchase; nothing was bought, posted or granted.
+    case purchaseCancelled(productId: String)
+    /// The purchase waits for approval (Ask to Buy) or a payment confirmation; nothing is
+    /// granted now, and the transaction arrives later through the store.
+    case paymentPending(productId: String)
     /// The configuration cannot be used.
     case configuration(String)
 
@@ -29,6 +34,8 @@ public enum PurchasesError: Error, Sendable, Hashable, CustomStringConvertible {
         case .malformedAnswer(let path): "malformed answer from \(path)"
         case .noCachedCustomerInfo: "no cached CustomerInfo"
         case .purchaseNotCompleted(let detail): "purchase not completed: \(detail)"
+        case .purchaseCancelled(let productId): "purchase of \(productId) cancelled by the customer"
+        case .paymentPending(let productId): "purchase of \(productId) is pending approval or payment"
         case .configuration(let detail): "configuration: \(detail)"
         }
     }
@@ -41,31 +48,63 @@ public enum PurchasesError: Error, Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Stable codes for every error the SDK throws, named and numbered as RevenueCat's `ErrorCode`
-/// where one fits (`signatureVerificationFailed` and `noCachedCustomerInfo` are ours). Match
-/// them as in RevenueCat: `catch ErrorCode.receiptAlreadyInUseError { ... }`.
-public enum ErrorCode: Int, Error, Sendable, CaseIterable {
-    case unknownError = 0
-    case purchaseCancelledError = 1
-    case storeProblemError = 2
-    case purchaseNotAllowedError = 3
-    case purchaseInvalidError = 4
-    case productNotAvailableForPurchaseError = 5
-    case productAlreadyPurchasedError = 6
-    case receiptAlreadyInUseError = 7
-    case invalidReceiptError = 8
-    case missingReceiptFileError = 9
-    case networkError = 10
-    case invalidCredentialsError = 11
-    case unexpectedBackendResponseError = 12
-    case invalidAppUserIdError = 14
-    case operationAlreadyInProgressForProductError = 15
-    case unknownBackendError = 16
-    case paymentPendingError = 20
-    case configurationError = 23
-    case offlineConnectionError = 35
-    case signatureVerificationFailed = 37
-    /// `fromCacheOnly` with nothing cached (RevenueCat has no such policy).
-    case noCachedCustomerInfo = 1001
+/// where one fits (`noCachedCustomerInfo` is ours). Match them as in RevenueCat's documentation:
+/// `catch ErrorCode.receiptAlreadyInUseError { ... }`, or `switch error.errorCode`.
+///
+/// RevenueCat's is an enum that Apple platforms bridge from `NSError`; a Swift enum in a
+/// `catch` clause matches only errors of exactly its own type, on Linux too. This is a struct
+/// with a constant per code, as Foundation's `CocoaError` is, so `catch ErrorCode.x` is matched
+/// by ``~=(_:_:)`` against any ``PurchasesError`` carrying that code.
+public struct ErrorCode: RawRepresentable, Error, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: Int
+    /// RevenueCat's name of the code.
+    public let name: String
+
+    private init(_ rawValue: Int, _ name: String) {
+        self.rawValue = rawValue
+        self.name = name
+    }
+
+    public init?(rawValue: Int) {
+        guard let code = Self.allCases.first(where: { $0.rawValue == rawValue }) else { return nil }
+        self = code
+    }
+
+    public var description: String { name }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.rawValue == rhs.rawValue }
+    public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+
+    public static let unknownError = Self(0, "unknownError")
+    public static let purchaseCancelledError = Self(1, "purchaseCancelledError")
+    public static let storeProblemError = Self(2, "storeProblemError")
+    public static let purchaseNotAllowedError = Self(3, "purchaseNotAllowedError")
+    public static let purchaseInvalidError = Self(4, "purchaseInvalidError")
+    public static let productNotAvailableForPurchaseError = Self(5, "productNotAvailableForPurchaseError")
+    public static let productAlreadyPurchasedError = Self(6, "productAlreadyPurchasedError")
+    public static let receiptAlreadyInUseError = Self(7, "receiptAlreadyInUseError")
+    public static let invalidReceiptError = Self(8, "invalidReceiptError")
+    public static let missingReceiptFileError = Self(9, "missingReceiptFileError")
+    public static let networkError = Self(10, "networkError")
+    public static let invalidCredentialsError = Self(11, "invalidCredentialsError")
+    public static let unexpectedBackendResponseError = Self(12, "unexpectedBackendResponseError")
+    public static let invalidAppUserIdError = Self(14, "invalidAppUserIdError")
+    public static let operationAlreadyInProgressForProductError = Self(15, "operationAlreadyInProgressForProductError")
+    public static let unknownBackendError = Self(16, "unknownBackendError")
+    public static let paymentPendingError = Self(20, "paymentPendingError")
+    public static let configurationError = Self(23, "configurationError")
+    public static let offlineConnectionError = Self(35, "offlineConnectionError")
+    public static let signatureVerificationFailed = Self(37, "signatureVerificationFailed")
+    /// `fromCacheOnly` with nothing cached (RevenueCat has no cache-only policy).
+    public static let noCachedCustomerInfo = Self(1001, "noCachedCustomerInfo")
+
+    public static let allCases: [ErrorCode] = [
+        .unknownError, .purchaseCancelledError, .storeProblemError, .purchaseNotAllowedError, .purchaseInvalidError,
+        .productNotAvailableForPurchaseError, .productAlreadyPurchasedError, .receiptAlreadyInUseError, .invalidReceiptError,
+        .missingReceiptFileError, .networkError, .invalidCredentialsError, .unexpectedBackendResponseError, .invalidAppUserIdError,
+        .operationAlreadyInProgressForProductError, .unknownBackendError, .paymentPendingError, .configurationError,
+        .offlineConnectionError, .signatureVerificationFailed, .noCachedCustomerInfo,
+    ]
 }
 
 extension PurchasesError {
@@ -80,6 +119,8 @@ extension PurchasesError {
         case .malformedAnswer: return .unexpectedBackendResponseError
         case .noCachedCustomerInfo: return .noCachedCustomerInfo
         case .purchaseNotCompleted: return .storeProblemError
+        case .purchaseCancelled: return .purchaseCancelledError
+        case .paymentPending: return .paymentPendingError
         case .configuration: return .configurationError
         case .server(let status, let code, _):
             switch code.flatMap(APIErrorCode.init(rawValue:)) {

@@ -366,6 +366,23 @@ public actor Purchases {
 
     // MARK: Purchases
 
+    /// What a purchase answers, in RevenueCat's shape. A cancel or a pending purchase throws
+    /// (`ErrorCode.purchaseCancelledError`, `.paymentPendingError`), so `userCancelled` is false
+    /// on every answer that returns; it is kept for code written against RevenueCat's tuple.
+    public typealias PurchaseResult = (transaction: StoreTransaction?, customerInfo: CustomerInfo, userCancelled: Bool)
+
+    /// Buys a product the store offered (see `Store.products`), as RevenueCat's `purchase(product:)`.
+    public func purchase(product: StoreProduct) async throws -> PurchaseResult {
+        let (transaction, info) = try await purchase(productID: product.id)
+        return (transaction, info, false)
+    }
+
+    /// Buys a package's product, as RevenueCat's `purchase(package:)`.
+    public func purchase(package: Offerings.Package) async throws -> PurchaseResult {
+        let (transaction, info) = try await purchase(productID: package.productIdentifier)
+        return (transaction, info, false)
+    }
+
     /// Buys a product through the store, records it on the server, and (with
     /// `purchasesAreCompletedBy == .countersign`) finishes the store transaction only once the
     /// server recorded it and its answer was not rejected.

@@ -24,9 +24,10 @@ public final class StoreKitStore: Store {
         case .success(let verification):
             return Self.transaction(verification)
         case .userCancelled:
-            throw PurchasesError.purchaseNotCompleted("cancelled by the user")
+            throw PurchasesError.purchaseCancelled(productId: productId)
         case .pending:
-            throw PurchasesError.purchaseNotCompleted("pending (Ask to Buy or a payment confirmation); it arrives as an unfinished transaction")
+            // Ask to Buy or a payment confirmation: the transaction arrives later, unfinished.
+            throw PurchasesError.paymentPending(productId: productId)
         @unknown default:
             throw PurchasesError.purchaseNotCompleted("unknown purchase result")
         }

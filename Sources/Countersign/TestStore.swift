@@ -19,9 +19,26 @@ public final class TestStore: Store, @unchecked Sendable {
         var finished: Bool
     }
 
+    /// How the test store answers a purchase, as StoreKit Testing lets a developer choose.
+    public enum PurchaseOutcome: Sendable {
+        /// Sold (the default).
+        case succeed
+        /// The customer cancels.
+        case cancel
+        /// The purchase waits for approval (Ask to Buy).
+        case pend
+    }
+
     private let backend: Backend
     private let ledgerURL: URL
     private let lock = NSLock()
+    private var outcome = PurchaseOutcome.succeed
+
+    /// How the next purchases are answered, until set again.
+    public var nextPurchaseOutcome: PurchaseOutcome {
+        get { lock.withLock { outcome } }
+        set { lock.withLock { outcome = newValue } }
+    }
 
     public init(serverURL: URL, apiKey: String, rootPublicKeys: [String], directory: URL, session: URLSession = .shared) throws {
         let verifier: SignatureVerifier
@@ -41,6 +58,11 @@ public final class TestStore: Store, @unchecked Sendable {
     }
 
     public func purchase(_ productId: String, appUserID: String, appAccountToken: UUID) async throws -> StoreTransaction {
+        switch nextPurchaseOutcome {
+        case .succeed: break
+        case .cancel: throw PurchasesError.purchaseCancelled(productId: productId)
+        case .pend: throw PurchasesError.paymentPending(productId: productId)
+        }
         let answer: Backend.Answer
         do {
             answer = try await backend.perform(.post("/v1/test_store/purchases", [

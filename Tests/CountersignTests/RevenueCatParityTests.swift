@@ -81,7 +81,7 @@ struct ErrorCodeTests {
         } catch ErrorCode.noCachedCustomerInfo {
             return .noCachedCustomerInfo
         } catch {
-            return (error as? PurchasesError)?.errorCode ?? .unknownError
+            return .unknownError // not matched by any catch ErrorCode.x above
         }
     }
 
@@ -123,6 +123,9 @@ struct ErrorCodeTests {
         #expect(ErrorCode.configurationError.rawValue == 23)
         #expect(ErrorCode.offlineConnectionError.rawValue == 35)
         #expect(ErrorCode.signatureVerificationFailed.rawValue == 37)
+        #expect(ErrorCode(rawValue: 7) == .receiptAlreadyInUseError)
+        #expect(ErrorCode(rawValue: 13) == nil)
+        #expect(Set(ErrorCode.allCases.map(\.rawValue)).count == ErrorCode.allCases.count)
     }
 }
 
@@ -201,6 +204,46 @@ struct FullCustomerInfoTests {
             #expect(info.latestExpirationDate == pro.expirationDate)
             #expect(info.nonSubscriptions.map(\.transactionIdentifier) == [coins.transactionId])
             #expect(info.nonSubscriptions.first?.store == .testStore)
+        }
+    }
+}
+
+@Suite("Cancelled and pending purchases")
+struct CancelAndPendTests {
+    @Test("a cancel and a pending purchase throw their codes, post nothing and grant nothing; then a purchase goes through")
+    func cancelAndPend() async throws {
+        try await SDKHarness.run { harness in
+            let directory = harness.directory.appendingPathComponent("sdk-cancel")
+            let store = try TestStore(serverURL: harness.serverURL, apiKey: harness.apiKey, rootPublicKeys: [harness.rootKey], directory: directory)
+            var configuration = Configuration(
+                apiKey: harness.apiKey, appUserID: "hesitant", serverURL: harness.proxyURL, rootPublicKeys: [harness.rootKey],
+                store: store, storageDirectory: directory
+            )
+            configuration.entitlementVerificationMode = .enforced
+            let purchases = try Purchases(configuration: configuration)
+            let offerings = try await purchases.offerings()
+            let package = try #require(offerings.current?.packages.first { $0.productIdentifier == "pro_monthly" })
+            func receipts() -> Int { harness.proxy.seenRequests.filter { $0.path == "/v1/receipts" }.count }
+
+            store.nextPurchaseOutcome = .cancel
+            await #expect { _ = try await purchases.purchase(package: package) } throws: { ErrorCode.purchaseCancelledError ~= $0 }
+            store.nextPurchaseOutcome = .pend
+            do {
+                _ = try await purchases.purchase(package: package)
+                Issue.record("a pending purchase returned")
+            } catch ErrorCode.paymentPendingError {
+                // RevenueCat's documented way to tell it apart.
+            }
+            #expect(receipts() == 0, "nothing posted")
+            #expect(try await store.currentEntitlements().isEmpty, "nothing bought")
+            #expect(try await purchases.customerInfo(fetchPolicy: .fetchCurrent).entitlements["pro"]?.isActive != true)
+
+            store.nextPurchaseOutcome = .succeed
+            let (transaction, info, userCancelled) = try await purchases.purchase(package: package)
+            #expect(!userCancelled)
+            #expect(transaction?.productId == "pro_monthly")
+            #expect(info.entitlements["pro"]?.isActive == true)
+            #expect(receipts() == 1)
         }
     }
 }
