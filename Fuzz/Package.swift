@@ -12,11 +12,14 @@ let package = Package(
         .package(name: "Countersign", path: ".."),
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
     ],
-    targets: [.target(name: "FuzzDriver")] + fuzzTargets.map { name in
+    targets: [
+        .target(name: "FuzzDriver"),
+        .target(name: "FuzzSupport", dependencies: ["FuzzDriver"], swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
+    ] + fuzzTargets.map { name in
         .executableTarget(
             name: name,
             dependencies: [
-                "FuzzDriver",
+                "FuzzSupport",
                 .product(name: "CountersignCore", package: "Countersign"),
                 .product(name: "CountersignAppStore", package: "Countersign"),
                 .product(name: "Crypto", package: "swift-crypto"),

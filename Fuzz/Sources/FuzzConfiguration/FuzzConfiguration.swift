@@ -1,13 +1,11 @@
 import CountersignCore
 import Foundation
-import FuzzDriver
+import FuzzSupport
 
-/// The program's entry point (see FuzzDriver.h): libFuzzer runs `fuzzOne` on each input.
+/// The program's entry point: libFuzzer runs `fuzzOne` on each input.
 @_cdecl("FuzzConfiguration_main")
 public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc
-    var argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv) { data, count in fuzzOne(data.map { Data(bytes: $0, count: count) } ?? Data()) }
+    runFuzzer(argc, argv, fuzzOne)
 }
 
 /// Input: the bytes of a `countersign.json`. Whatever is accepted must survive a save and a

@@ -1,14 +1,12 @@
 import CountersignAppStore
 import CountersignCore
 import Foundation
-import FuzzDriver
+import FuzzSupport
 
-/// The program's entry point (see FuzzDriver.h): libFuzzer runs `fuzzOne` on each input.
+/// The program's entry point: libFuzzer runs `fuzzOne` on each input.
 @_cdecl("FuzzJWS_main")
 public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc
-    var argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv) { data, count in fuzzOne(data.map { Data(bytes: $0, count: count) } ?? Data()) }
+    runFuzzer(argc, argv, fuzzOne)
 }
 
 /// Input: a compact JWS (or any text). The splitter must accept only three base64url segments,

@@ -1,7 +1,7 @@
 import CountersignCore
 import Crypto
 import Foundation
-import FuzzDriver
+import FuzzSupport
 
 private let verifier = SignatureVerifier(configuration: .init(rootKeys: [
     // RevenueCat's production root (public vectors): real, and its private key is not ours.
@@ -11,12 +11,10 @@ private let request = SignedRequestParts(
     authValue: "appl_fuzz", nonce: Data(repeating: 7, count: 12), path: "/v1/subscribers/fuzz"
 )
 
-/// The program's entry point (see FuzzDriver.h): libFuzzer runs `fuzzOne` on each input.
+/// The program's entry point: libFuzzer runs `fuzzOne` on each input.
 @_cdecl("FuzzSignatureHeader_main")
 public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc
-    var argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv) { data, count in fuzzOne(data.map { Data(bytes: $0, count: count) } ?? Data()) }
+    runFuzzer(argc, argv, fuzzOne)
 }
 
 /// Input: `X-Signature` value, `X-Request-Time` value, `X-ETag` value, then the body, split at

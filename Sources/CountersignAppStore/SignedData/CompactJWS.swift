@@ -22,13 +22,12 @@ struct CompactJWS: Sendable {
         var x5c: Chain
 
         init(json: Data) throws(SignedDataError) {
-            let value: JSONValue
+            let fields: [String: JSONValue]
             do {
-                value = try JSONValue.parse(json)
+                fields = try JSONValue.parseObject(json)
             } catch {
                 throw .malformedJSON(json, error, part: "header")
             }
-            guard case .object(let fields) = value else { throw .malformedJSON(json, .malformed, part: "header") }
             if let kid = fields["kid"], case .string = kid {} else if fields["kid"] != nil {
                 throw .failure(.unsupportedHeader, "kid must be a string")
             }

@@ -153,14 +153,11 @@ public final class SignedDataVerifier: Sendable {
 
     /// The payload: one JSON object in UTF-8, no key named twice.
     static func payloadFields(_ data: Data) throws(SignedDataError) -> [String: JSONValue] {
-        let value: JSONValue
         do {
-            value = try JSONValue.parse(data)
+            return try JSONValue.parseObject(data)
         } catch {
             throw .malformedJSON(data, error, part: "payload")
         }
-        guard case .object(let fields) = value else { throw .malformedJSON(data, .malformed, part: "payload") }
-        return fields
     }
 
     /// The date the chain is validated at: `signedDate`, else `receiptCreationDate` (an app

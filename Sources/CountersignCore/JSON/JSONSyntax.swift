@@ -34,8 +34,10 @@ public enum JSONSyntax {
     /// exactly what the code that then reads the values sees.
     public static func check(_ data: Data, topLevel: TopLevel) -> Problem? {
         do {
-            let value = try JSONValue.parse(data)
-            if topLevel == .object, case .object = value {} else if topLevel == .object { return .malformed }
+            switch topLevel {
+            case .object: _ = try JSONValue.parseObject(data)
+            case .anyValue: _ = try JSONValue.parse(data)
+            }
             return nil
         } catch {
             return error

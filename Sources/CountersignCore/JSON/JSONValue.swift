@@ -16,6 +16,12 @@ extension JSONValue {
     public static func parse(_ data: Data) throws(JSONSyntax.Problem) -> JSONValue {
         try JSONParser.parse(data)
     }
+
+    /// Parses a document that must be one JSON object (anything else is `.malformed`).
+    public static func parseObject(_ data: Data) throws(JSONSyntax.Problem) -> [String: JSONValue] {
+        guard case .object(let members) = try parse(data) else { throw .malformed }
+        return members
+    }
 }
 
 /// The one JSON reader of the project: a strict RFC 8259 parser into ``JSONValue`` that also
