@@ -247,3 +247,32 @@ struct CancelAndPendTests {
         }
     }
 }
+
+@Suite("Offerings")
+struct OfferingsTests {
+    @Test("offerings read with RevenueCat's names over real HTTP: current, subscript, package types and shortcuts")
+    func names() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .enforced, user: "shopper", storage: "offerings")
+            let offerings = try await purchases.offerings()
+            #expect(offerings.verification == .verified)
+            let current = try #require(offerings.current)
+            #expect(offerings["default"] == current)
+            #expect(offerings.offering(identifier: "nope") == nil)
+            #expect(current.availablePackages.map(\.identifier) == ["$cs_monthly", "$cs_lifetime"])
+            #expect(current.monthly?.productIdentifier == "pro_monthly")
+            #expect(current.lifetime?.productIdentifier == "lifetime")
+            #expect(current.annual == nil)
+            #expect(current["$cs_lifetime"]?.packageType == .lifetime)
+            #expect(current.package(identifier: "$cs_monthly")?.packageType == .monthly)
+        }
+    }
+
+    @Test("package types from identifiers, ours and RevenueCat's", arguments: [
+        ("$cs_monthly", PackageType.monthly), ("$rc_annual", .annual), ("$cs_six_month", .sixMonth), ("$rc_three_month", .threeMonth),
+        ("$cs_two_month", .twoMonth), ("$rc_weekly", .weekly), ("$cs_lifetime", .lifetime), ("pro_bundle", .custom), ("$cs_fortnight", .custom), ("", .unknown),
+    ])
+    func packageTypes(_ identifier: String, _ expected: PackageType) {
+        #expect(PackageType(identifier: identifier) == expected)
+    }
+}
