@@ -388,12 +388,7 @@ struct LifecycleTests {
         }
     }
 
-    final class Seen: @unchecked Sendable {
-        private let lock = NSLock()
-        private var values: [String] = []
-        func add(_ value: String) { lock.withLock { values.append(value) } }
-        var all: [String] { lock.withLock { values } }
-    }
+    typealias Seen = Collected<String>
 
     // MARK: The docs table (docs/sdk.md)
 

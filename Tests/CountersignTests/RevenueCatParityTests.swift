@@ -9,20 +9,13 @@ import Testing
 /// verification failures, and never the API key or a whole signed transaction.
 @Suite("SDK logging", .serialized)
 struct LoggingTests {
-    final class Lines: @unchecked Sendable {
-        private let lock = NSLock()
-        private var lines: [(LogLevel, String)] = []
-        func add(_ level: LogLevel, _ message: String) { lock.withLock { lines.append((level, message)) } }
-        var all: [(LogLevel, String)] { lock.withLock { lines } }
-    }
-
     @Test("the log handler sees requests, purchases and failures at their levels, and no secret")
     func handlerSeesTheFlow() async throws {
-        let lines = Lines()
+        let lines = Collected<(LogLevel, String)>()
         let previous = (Purchases.logLevel, Purchases.logHandler)
         defer { (Purchases.logLevel, Purchases.logHandler) = previous }
         Purchases.logLevel = .debug
-        Purchases.logHandler = { level, message in lines.add(level, message) }
+        Purchases.logHandler = { level, message in lines.add((level, message)) }
         try await SDKHarness.run { harness in
             let purchases = try harness.purchases(mode: .informational, user: "logged", storage: "logging")
             let (transaction, _) = try await purchases.purchase(productID: "lifetime")
@@ -43,10 +36,10 @@ struct LoggingTests {
 
     @Test("messages below the level never reach the handler")
     func levelFilters() {
-        let lines = Lines()
+        let lines = Collected<(LogLevel, String)>()
         let previous = (Purchases.logLevel, Purchases.logHandler)
         defer { (Purchases.logLevel, Purchases.logHandler) = previous }
-        Purchases.logHandler = { level, message in lines.add(level, message) }
+        Purchases.logHandler = { level, message in lines.add((level, message)) }
         Purchases.logLevel = .warn
         for level in LogLevel.allCases { SDKLog.log(level, "at \(level)") }
         #expect(lines.all.map(\.0) == [.warn, .error])

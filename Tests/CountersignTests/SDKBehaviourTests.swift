@@ -1,6 +1,7 @@
 @testable import Countersign
 import CountersignCore
 import CountersignProxy
+import CountersignTesting
 import Foundation
 import Testing
 
@@ -166,11 +167,9 @@ struct SDKBehaviourTests {
         }
     }
 
-    final class Received: PurchasesDelegate, @unchecked Sendable {
-        private let lock = NSLock()
-        private var infos: [CustomerInfo] = []
-        func purchases(_ purchases: Purchases, receivedUpdated customerInfo: CustomerInfo) { lock.withLock { infos.append(customerInfo) } }
-        var all: [CustomerInfo] { lock.withLock { infos } }
+    final class Received: PurchasesDelegate, Sendable {
+        let infos = Collected<CustomerInfo>()
+        func purchases(_ purchases: Purchases, receivedUpdated customerInfo: CustomerInfo) { infos.add(customerInfo) }
     }
 
     @Test("a new stream subscriber and a newly set delegate get the current value first")
@@ -184,7 +183,7 @@ struct SDKBehaviourTests {
             #expect(first?.entitlements["pro"]?.isActive == true)
             let delegate = Received()
             await purchases.setDelegate(delegate)
-            #expect(delegate.all.map(\.originalAppUserId) == ["current"])
+            #expect(delegate.infos.all.map(\.originalAppUserId) == ["current"])
             // After a restart (a new instance on the same storage) the cached value is the current one.
             let restarted = try harness.purchases(mode: .enforced, user: "current", storage: "current")
             var again = await restarted.customerInfoStream.makeAsyncIterator()

@@ -79,9 +79,4 @@ struct SDKHarness: Sendable {
 }
 
 /// Collects what the SDK reports to its verification-failure handler.
-final class FailureLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var events: [VerificationFailureEvent] = []
-    func add(_ event: VerificationFailureEvent) { lock.withLock { events.append(event) } }
-    var all: [VerificationFailureEvent] { lock.withLock { events } }
-}
+typealias FailureLog = Collected<VerificationFailureEvent>

@@ -41,7 +41,12 @@ public struct APIKeyAuthentication: Sendable {
     /// The app whose public key the request carries, with the key.
     public func publicApp(_ request: Request) throws(APIError) -> (app: AppConfiguration, key: String) {
         let key = try Self.bearer(request)
-        if let app = deployment.apps.first(where: { Self.holds($0.publicApiKeys, key) }) { return (app, key) }
+        return (try publicApp(key: key), key)
+    }
+
+    /// The app whose public key `key` is.
+    public func publicApp(key: String) throws(APIError) -> AppConfiguration {
+        if let app = deployment.apps.first(where: { Self.holds($0.publicApiKeys, key) }) { return app }
         if deployment.apps.contains(where: { Self.holds($0.secretApiKeys, key) }) {
             throw APIError(.wrongKeyKind, "a secret key cannot be used on a public endpoint; apps ship their public key")
         }

@@ -187,8 +187,12 @@ struct PublicRoutes: Sendable {
         handler: @escaping @Sendable (AppConfiguration, ServerRequestContext) async throws -> SignedAnswer
     ) {
         router.get(path) { request, context in
-            if let refusal = Self.missingKey(request) { return refusal }
-            return try await authenticated(request, context, postParams: nil) { app in
+            let key: String
+            switch Self.presentedKey(request) {
+            case .success(let presented): key = presented
+            case .failure(let refusal): return ErrorAnswer.response(refusal)
+            }
+            return try await authenticated(request, context, key: key, postParams: nil) { app in
                 try await handler(app, context)
             }
         }
@@ -202,40 +206,38 @@ struct PublicRoutes: Sendable {
         handler: @escaping @Sendable (AppConfiguration, Body) async throws -> SignedAnswer
     ) {
         router.post(path) { request, context in
-            if let refusal = Self.missingKey(request) { return refusal }
+            let key: String
+            switch Self.presentedKey(request) {
+            case .success(let presented): key = presented
+            case .failure(let refusal): return ErrorAnswer.response(refusal)
+            }
             var request = request
             let body: Body
             switch await request.collectBody(context: context).flatMap({ data in Result { () throws(APIError) in try JSONBody.decode(Body.self, from: data) } }) {
             case .success(let decoded): body = decoded
             case .failure(let error): return ErrorAnswer.response(error)
             }
-            return try await authenticated(request, context, postParams: body.postParams) { app in
+            return try await authenticated(request, context, key: key, postParams: body.postParams) { app in
                 try await handler(app, body)
             }
         }
     }
 
-    /// A request without a bearer key is refused (401, unsigned) before anything else is read:
-    /// there is no key to bind into a signature, and no reason to look further.
-    private static func missingKey(_ request: Request) -> Response? {
-        do throws(APIError) {
-            _ = try APIKeyAuthentication.bearer(request)
-            return nil
-        } catch {
-            return ErrorAnswer.response(error)
-        }
+    /// The bearer key, read once per request. A request without one is refused (401, unsigned)
+    /// before anything else is read: there is no key to bind into a signature.
+    private static func presentedKey(_ request: Request) -> Result<String, APIError> {
+        Result { () throws(APIError) in try APIKeyAuthentication.bearer(request) }
     }
 
-    /// Signs whatever the handler answers, refusals of a presented API key included (the key as
+    /// Signs whatever the handler answers, refusals of the presented API key included (the key as
     /// presented is bound into the signature).
     private func authenticated(
-        _ request: Request, _ context: ServerRequestContext, postParams: [(String, String?)]?,
+        _ request: Request, _ context: ServerRequestContext, key: String, postParams: [(String, String?)]?,
         handler: @escaping (AppConfiguration) async throws -> SignedAnswer
     ) async throws -> Response {
-        let presented = try? APIKeyAuthentication.bearer(request)
-        return try await signing.respond(to: request, context: context, endpoint: SignedEndpoint(authenticated: true),
-                                         postParams: postParams, apiKey: presented) {
-            try await handler(try authentication.publicApp(request).app)
+        try await signing.respond(to: request, context: context, endpoint: SignedEndpoint(authenticated: true),
+                                  postParams: postParams, apiKey: key) {
+            try await handler(try authentication.publicApp(key: key))
         }
     }
 
