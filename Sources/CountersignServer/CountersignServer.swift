@@ -133,7 +133,7 @@ public struct CountersignServer: Sendable {
             metrics: metrics, now: now
         ).add(to: router)
         NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, now: now).add(to: router)
-        AdminRoutes(authentication: authentication, store: store, keys: keys, now: now).add(to: router)
+        AdminRoutes(authentication: authentication, store: store, keys: keys, verifiers: verifiers, testStore: testStore, now: now).add(to: router)
         let limiter = RateLimiter(perSecond: configuration.telemetryReportsPerSecond, burst: configuration.telemetryReportBurst, now: now)
         DiagnosticsRoutes(authentication: authentication, store: store, metrics: metrics, limiter: limiter, now: now).add(to: router)
         let metricsToken = configuration.metricsBearerToken

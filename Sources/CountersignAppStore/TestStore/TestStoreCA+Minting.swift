@@ -72,7 +72,7 @@ extension TestStoreCA {
     /// - Returns: nil when the app sells no product `productId`.
     public func mintPurchase(
         of productId: String, for app: AppConfiguration, appAccountToken: UUID?,
-        environment: AppStoreEnvironment = .testStore, purchaseDate: Date = Date()
+        environment: AppStoreEnvironment = .testStore, purchaseDate: Date = Date(), withIntroductoryOffer: Bool = false
     ) throws -> (jws: String, payload: TransactionPayload)? {
         guard let product = app.product(productId) else { return nil }
         var purchase = Purchase(
@@ -80,7 +80,57 @@ extension TestStoreCA {
             appAccountToken: appAccountToken, purchaseDate: purchaseDate
         )
         purchase.environment = environment
+        if let period = product.subscriptionPeriod.flatMap(StorePeriod.init(iso8601:)) {
+            purchase.expiresDate = period.end(from: purchaseDate)
+        }
+        if withIntroductoryOffer, let offer = product.introductoryOffer, let period = StorePeriod(iso8601: offer.period) {
+            purchase.introductoryOffer = offer.paymentMode.offerDiscountType
+            let periods = offer.paymentMode == .payAsYouGo ? offer.periodCount ?? 1 : 1
+            purchase.expiresDate = period.end(from: purchaseDate, times: periods)
+        }
         return try mintTransaction(purchase)
+    }
+
+    /// A renewal of `latest`, the newest transaction of a subscription: a period at full price
+    /// starting now (a test store renews when it is told to, not at the end of the period, as
+    /// StoreKit Testing's accelerated renewals do), so the renewal's expiry is always later.
+    public func mintRenewal(of latest: TransactionPayload, period: StorePeriod, now: Date) throws -> (jws: String, payload: TransactionPayload) {
+        var payload = latest
+        let start = now
+        payload.transactionId = Self.makeTransactionId()
+        payload.webOrderLineItemId = Self.makeTransactionId()
+        payload.purchaseDate = start
+        payload.expiresDate = period.end(from: start)
+        payload.signedDate = now
+        payload.offerType = nil
+        payload.offerDiscountType = nil
+        payload.offerIdentifier = nil
+        payload.transactionReason = .renewal
+        payload.revocationDate = nil
+        payload.revocationReason = nil
+        return (try sign(payload), payload)
+    }
+
+    /// The same transaction refunded at `now` (`revocationReason` 0: refunded for another reason).
+    public func mintRefund(of transaction: TransactionPayload, now: Date) throws -> (jws: String, payload: TransactionPayload) {
+        var payload = transaction
+        payload.revocationDate = now
+        payload.revocationReason = 0
+        payload.signedDate = now
+        return (try sign(payload), payload)
+    }
+
+    /// What a family member's account receives when the organizer shares `transaction`: a
+    /// transaction of its own, `FAMILY_SHARED`, without the organizer's app account token.
+    public func mintFamilyShare(of transaction: TransactionPayload, now: Date) throws -> (jws: String, payload: TransactionPayload) {
+        var payload = transaction
+        let id = Self.makeTransactionId()
+        payload.transactionId = id
+        payload.originalTransactionId = id
+        payload.appAccountToken = nil
+        payload.inAppOwnershipType = .familyShared
+        payload.signedDate = now
+        return (try sign(payload), payload)
     }
 }
 

@@ -36,11 +36,55 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
         public var id: String
         public var type: ProductKind
         public var entitlements: [String]
+        /// What the test store shows for the product, as StoreKit reads it from App Store
+        /// Connect; all optional (the test store falls back to the id and a zero price).
+        public var displayName: String?
+        public var description: String?
+        /// The price as decimal text (`"9.99"`), so no binary rounding creeps in.
+        public var price: String?
+        /// ISO 4217 (`"USD"`).
+        public var currency: String?
+        /// ISO 8601 duration of one period (`P1W`, `P1M`, `P3M`, `P6M`, `P1Y`), for subscriptions.
+        public var subscriptionPeriod: String?
+        /// The subscription group: introductory offers are one per customer and group.
+        public var subscriptionGroup: String?
+        public var introductoryOffer: IntroductoryOffer?
 
         public init(id: String, type: ProductKind, entitlements: [String]) {
             self.id = id
             self.type = type
             self.entitlements = entitlements
+        }
+    }
+
+    /// A subscription's introductory offer, as App Store Connect defines one.
+    public struct IntroductoryOffer: Codable, Sendable, Hashable {
+        public enum PaymentMode: String, Codable, Sendable, Hashable, CaseIterable {
+            case freeTrial, payAsYouGo, payUpFront
+
+            /// The `offerDiscountType` App Store transactions carry.
+            public var offerDiscountType: String {
+                switch self {
+                case .freeTrial: "FREE_TRIAL"
+                case .payAsYouGo: "PAY_AS_YOU_GO"
+                case .payUpFront: "PAY_UP_FRONT"
+                }
+            }
+        }
+
+        public var paymentMode: PaymentMode
+        /// ISO 8601 duration of one offer period.
+        public var period: String
+        /// How many periods the offer lasts (pay as you go); 1 otherwise.
+        public var periodCount: Int?
+        /// Price per period as decimal text; `"0"` for a free trial.
+        public var price: String?
+
+        public init(paymentMode: PaymentMode, period: String, periodCount: Int? = nil, price: String? = nil) {
+            self.paymentMode = paymentMode
+            self.period = period
+            self.periodCount = periodCount
+            self.price = price
         }
     }
 
@@ -81,9 +125,14 @@ extension AppConfiguration {
             environments: ["TestStore", "Sandbox"],
             transferBehavior: .transfer,
             products: [
-                Product(id: "pro_monthly", type: .autoRenewable, entitlements: ["pro"]),
-                Product(id: "lifetime", type: .nonConsumable, entitlements: ["pro"]),
-                Product(id: "coins_100", type: .consumable, entitlements: []),
+                Product(id: "pro_monthly", type: .autoRenewable, entitlements: ["pro"]).described(
+                    "Pro Monthly", "Every Pro feature, renewed each month", price: "9.99", period: "P1M", group: "pro",
+                    intro: IntroductoryOffer(paymentMode: .freeTrial, period: "P1W", price: "0")
+                ),
+                Product(id: "lifetime", type: .nonConsumable, entitlements: ["pro"]).described(
+                    "Pro for Life", "Every Pro feature, paid once", price: "49.99"
+                ),
+                Product(id: "coins_100", type: .consumable, entitlements: []).described("100 Coins", "A pouch of coins", price: "0.99"),
             ],
             offerings: [
                 Offering(id: "default", isCurrent: true, packages: [
@@ -92,6 +141,22 @@ extension AppConfiguration {
                 ]),
             ]
         )
+    }
+}
+
+extension AppConfiguration.Product {
+    /// The product with its store metadata set (priced in US dollars).
+    public func described(_ name: String, _ description: String, price: String, period: String? = nil, group: String? = nil,
+                          intro: AppConfiguration.IntroductoryOffer? = nil) -> Self {
+        var product = self
+        product.displayName = name
+        product.description = description
+        product.price = price
+        product.currency = "USD"
+        product.subscriptionPeriod = period
+        product.subscriptionGroup = group
+        product.introductoryOffer = intro
+        return product
     }
 }
 
@@ -156,13 +221,20 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
         if let problem = JSONSyntax.check(data, topLevel: .object) {
             throw ConfigurationError("\(source) is not a valid configuration: \(problem)")
         }
+        let configuration: DeploymentConfiguration
         do {
-            return try JSONDecoder().decode(DeploymentConfiguration.self, from: data)
+            configuration = try JSONDecoder().decode(DeploymentConfiguration.self, from: data)
         } catch let error as DecodingError {
             throw ConfigurationError("\(source) is not a valid configuration: \(error.shortDescription)")
         } catch {
             throw ConfigurationError("\(source) is not a valid configuration: \(error)")
         }
+        do {
+            try configuration.validateStoreMetadata()
+        } catch {
+            throw ConfigurationError("\(source) is not a valid configuration: \(error.description)")
+        }
+        return configuration
     }
 }
 

@@ -62,3 +62,97 @@ public struct VerificationFailureReport: Codable, Sendable, Hashable {
         self.failures = failures
     }
 }
+
+/// `GET /v1/test_store/products`: the app's products as the test store sells them (what
+/// StoreKit would read from App Store Connect). Prices are decimal text.
+public struct TestStoreProducts: Codable, Sendable, Hashable {
+    public struct Product: Codable, Sendable, Hashable {
+        public var identifier: String
+        /// `autoRenewable`, `nonRenewing`, `nonConsumable` or `consumable`.
+        public var type: String
+        public var displayName: String
+        public var description: String
+        public var price: String
+        public var currency: String
+        public var subscriptionPeriod: String?
+        public var subscriptionGroup: String?
+        public var introductoryOffer: AppConfiguration.IntroductoryOffer?
+
+        public init(identifier: String, type: String, displayName: String, description: String, price: String, currency: String,
+                    subscriptionPeriod: String?, subscriptionGroup: String?, introductoryOffer: AppConfiguration.IntroductoryOffer?) {
+            self.identifier = identifier
+            self.type = type
+            self.displayName = displayName
+            self.description = description
+            self.price = price
+            self.currency = currency
+            self.subscriptionPeriod = subscriptionPeriod
+            self.subscriptionGroup = subscriptionGroup
+            self.introductoryOffer = introductoryOffer
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case identifier, type, displayName = "display_name", description, price, currency
+            case subscriptionPeriod = "subscription_period", subscriptionGroup = "subscription_group"
+            case introductoryOffer = "introductory_offer"
+        }
+    }
+
+    public var products: [Product]
+
+    public init(products: [Product]) {
+        self.products = products
+    }
+}
+
+/// `GET /v1/test_store/accounts/{store_account}/transactions?after=N`: the transactions a test
+/// store account received after sequence N, oldest first (what StoreKit's `Transaction.updates`
+/// delivers): renewals, refunds, approved Ask-to-Buy purchases, Family Sharing grants and
+/// purchases made on another device.
+public struct TestStoreFeed: Codable, Sendable, Hashable {
+    public struct Entry: Codable, Sendable, Hashable {
+        public var sequence: Int64
+        public var signedTransaction: String
+
+        public init(sequence: Int64, signedTransaction: String) {
+            self.sequence = sequence
+            self.signedTransaction = signedTransaction
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case sequence, signedTransaction = "signed_transaction"
+        }
+    }
+
+    public var transactions: [Entry]
+
+    public init(transactions: [Entry]) {
+        self.transactions = transactions
+    }
+}
+
+/// The answer of `POST /v1/test_store/purchase_requests`: an Ask-to-Buy purchase waiting for
+/// approval (`POST /v1/admin/test_store/approve`).
+public struct TestStorePendingAnswer: Codable, Sendable, Hashable {
+    public var pendingId: String
+    public var productId: String
+
+    public init(pendingId: String, productId: String) {
+        self.pendingId = pendingId
+        self.productId = productId
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case pendingId = "pending_id", productId = "product_id"
+    }
+}
+
+/// Whether a customer may get a product's introductory offer (RevenueCat's
+/// `IntroEligibilityStatus`): App Store gives one introductory offer per customer and
+/// subscription group, to customers who never subscribed in the group.
+public enum IntroEligibilityStatus: String, Codable, Sendable, Hashable, CaseIterable {
+    case unknown
+    case ineligible
+    case eligible
+    case noIntroOfferExists = "no_intro_offer_exists"
+}

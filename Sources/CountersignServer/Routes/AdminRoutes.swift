@@ -1,3 +1,4 @@
+import CountersignAppStore
 import CountersignCore
 import Foundation
 import HTTPTypes
@@ -14,10 +15,14 @@ import Hummingbird
 /// - `DELETE /v1/admin/customers/{id}`.
 /// - `GET /v1/admin/keys`: the signing key's status.
 /// - `GET /v1/admin/diagnostics/verification_failures?days=N`: SDK-reported failure counts.
+/// - `POST /v1/admin/test_store/{renew,refund,approve,share,purchase}`: play the App Store's part
+///   for test-store purchases (see AdminRoutes+TestStore.swift).
 struct AdminRoutes: Sendable {
     let authentication: APIKeyAuthentication
     let store: CustomerDatabase
     let keys: SigningKeyRing
+    let verifiers: [String: SignedDataVerifier]
+    let testStore: TestStoreCA?
     let now: @Sendable () -> Date
 
     /// Promotional durations, as RevenueCat names them.
@@ -161,6 +166,7 @@ struct AdminRoutes: Sendable {
             let counts = try await store.verificationFailures(app: app.id, days: days, now: now())
             return try await Self.json(FailureCounts(appId: app.id, days: days, counts: counts))
         }
+        addTestStoreRoutes(to: router)
     }
 
     static let unknownCustomer = APIError(.notFound, "no customer with that app user id")
@@ -183,12 +189,12 @@ struct AdminRoutes: Sendable {
         return raw
     }
 
-    private static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) async throws -> Response {
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) async throws -> Response {
         Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: try WireJSON.encode(value))))
     }
 
     /// An admin route: the secret key picks the app; API errors become JSON error answers.
-    private func route(
+    func route(
         _ router: ServerRouter, _ method: HTTPRequest.Method, _ path: RouterPath,
         handler: @escaping @Sendable (AppConfiguration, Request, ServerRequestContext) async throws -> Response
     ) {

@@ -11,7 +11,10 @@ import Hummingbird
 /// - `POST /v1/subscribers/identify`: logIn; an anonymous user's purchases merge into the new one.
 /// - `GET /v1/subscribers/{app_user_id}/offerings`, `GET /v1/product_entitlement_mapping`: the
 ///   catalogue, static and cacheable (the mapping is what the SDK computes offline entitlements with).
-/// - `POST /v1/test_store/purchases`: mint a test-store transaction, for apps that list TestStore.
+/// - The test store, for apps that list TestStore (StoreKit's part, served to any platform):
+///   `POST /v1/test_store/purchases` mints a transaction, `POST /v1/test_store/purchase_requests`
+///   files an Ask-to-Buy request, `GET /v1/test_store/accounts/{account}/transactions` is what an
+///   account hears outside its own purchases, `GET /v1/test_store/products` the catalogue.
 struct PublicRoutes: Sendable {
     let signing: ResponseSigning
     let authentication: APIKeyAuthentication
@@ -43,13 +46,17 @@ struct PublicRoutes: Sendable {
     }
 
     /// The body of `POST /v1/test_store/purchases`.
+    /// Also the body of `POST /v1/test_store/purchase_requests` (Ask to Buy).
     struct TestPurchaseRequest: Decodable {
         var appUserId: String
         var productId: String
         var appAccountToken: String?
+        /// The test store account (a device's Apple ID) the purchase goes to; its other devices
+        /// hear it through the account's transactions.
+        var storeAccount: String?
 
         enum CodingKeys: String, CodingKey {
-            case appUserId = "app_user_id", productId = "product_id", appAccountToken = "app_account_token"
+            case appUserId = "app_user_id", productId = "product_id", appAccountToken = "app_account_token", storeAccount = "store_account"
         }
     }
 
@@ -116,11 +123,11 @@ struct PublicRoutes: Sendable {
     }
 
     func add(to router: ServerRouter) {
-        get(router, "/v1/subscribers/:app_user_id") { app, context in
+        get(router, "/v1/subscribers/:app_user_id") { app, _, context in
             let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
             return try SignedAnswer.customerInfo(try await store.customerInfo(app: app, user: user, now: now()))
         }
-        get(router, "/v1/subscribers/:app_user_id/offerings") { app, context in
+        get(router, "/v1/subscribers/:app_user_id/offerings") { app, _, context in
             _ = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
             let answer = OfferingsAnswer(
                 currentOfferingId: app.offerings.first(where: \.isCurrent)?.id,
@@ -130,7 +137,7 @@ struct PublicRoutes: Sendable {
             )
             return try SignedAnswer.json(answer, cacheable: true)
         }
-        get(router, "/v1/product_entitlement_mapping") { app, _ in
+        get(router, "/v1/product_entitlement_mapping") { app, _, _ in
             let mapping = Dictionary(uniqueKeysWithValues: app.products.map { ($0.id, MappingAnswer.Product(productIdentifier: $0.id, entitlements: $0.entitlements)) })
             return try SignedAnswer.json(MappingAnswer(productEntitlementMapping: mapping), cacheable: true)
         }
@@ -165,26 +172,92 @@ struct PublicRoutes: Sendable {
                                          status: created ? .created : .ok, cacheable: false)
         }
         post(router, "/v1/test_store/purchases", TestPurchaseRequest.self) { app, request in
-            guard let testStore, app.environments.contains(AppStoreEnvironment.testStore.rawValue) else {
-                throw APIError(.testStoreNotEnabled, "app '\(app.id)' does not accept TestStore purchases")
+            let testStore = try testStore(for: app)
+            let user = try Self.appUserId(request.appUserId, percentEncoded: false)
+            let token = try Self.appAccountToken(request.appAccountToken)
+            let account = try request.storeAccount.map(Self.storeAccount)
+            let time = now()
+            guard let product = app.product(request.productId) else { throw Self.unknownProduct(request.productId, app: app) }
+            // A customer's first subscription in a group gets the introductory offer, as App Store does.
+            let eligible = try await store.introductoryOfferEligibility(app: app, user: user, products: [product])[product.id] == .eligible
+            guard let (jws, payload) = try testStore.mintPurchase(of: product.id, for: app, appAccountToken: token, purchaseDate: time,
+                                                                   withIntroductoryOffer: eligible)
+            else { throw Self.unknownProduct(request.productId, app: app) }
+            let transactionId = payload.transactionId ?? ""
+            if let account {
+                try await store.appendToFeed(app: app.id, account: account, transactionId: transactionId,
+                                             originalTransactionId: payload.originalTransactionId ?? transactionId, signedTransaction: jws, now: time)
             }
-            _ = try Self.appUserId(request.appUserId, percentEncoded: false)
-            var token: UUID?
-            if let text = request.appAccountToken {
-                guard let uuid = UUID(uuidString: text) else { throw APIError(.invalidField, "app_account_token must be a UUID") }
-                token = uuid
-            }
-            guard let (jws, payload) = try testStore.mintPurchase(of: request.productId, for: app, appAccountToken: token, purchaseDate: now()) else {
-                throw APIError(.unknownProduct, "product '\(request.productId.prefix(100))' is not configured for app '\(app.id)'")
-            }
-            return try SignedAnswer.json(TestPurchaseAnswer(signedTransaction: jws, transactionId: payload.transactionId ?? "", productId: request.productId), cacheable: false)
+            return try SignedAnswer.json(TestPurchaseAnswer(signedTransaction: jws, transactionId: transactionId, productId: product.id), cacheable: false)
         }
+        post(router, "/v1/test_store/purchase_requests", TestPurchaseRequest.self) { app, request in
+            _ = try testStore(for: app)
+            _ = try Self.appUserId(request.appUserId, percentEncoded: false)
+            let token = try Self.appAccountToken(request.appAccountToken)
+            guard let account = try request.storeAccount.map(Self.storeAccount) else {
+                throw APIError(.invalidField, "an Ask-to-Buy purchase needs the store_account its approval goes to")
+            }
+            guard app.product(request.productId) != nil else { throw Self.unknownProduct(request.productId, app: app) }
+            let pending = try await store.addPending(app: app.id, account: account, productId: request.productId,
+                                                     appAccountToken: token?.uuidString.lowercased(), now: now())
+            return try SignedAnswer.json(TestStorePendingAnswer(pendingId: pending.pendingId, productId: pending.productId),
+                                         status: .accepted, cacheable: false)
+        }
+        get(router, "/v1/test_store/accounts/:store_account/transactions") { app, request, context in
+            _ = try testStore(for: app)
+            let account = try Self.storeAccount(context.parameters.get("store_account")?.removingPercentEncoding ?? "")
+            var after: Int64 = 0
+            if let text = request.uri.queryParameters.get("after") {
+                guard let value = Int64(text), value >= 0 else { throw APIError(.invalidField, "after must be a sequence number (0 or more)") }
+                after = value
+            }
+            let entries = try await store.feed(app: app.id, account: account, after: after, limit: 100)
+            return try SignedAnswer.json(TestStoreFeed(transactions: entries.map { .init(sequence: $0.sequence, signedTransaction: $0.signedTransaction) }),
+                                         cacheable: false)
+        }
+        get(router, "/v1/test_store/products") { app, _, _ in
+            _ = try testStore(for: app)
+            return try SignedAnswer.json(TestStoreProducts(products: app.products.map { product in
+                TestStoreProducts.Product(
+                    identifier: product.id, type: product.type.rawValue, displayName: product.displayName ?? product.id,
+                    description: product.description ?? "", price: product.price ?? "0", currency: product.currency ?? "USD",
+                    subscriptionPeriod: product.subscriptionPeriod, subscriptionGroup: product.subscriptionGroup,
+                    introductoryOffer: product.introductoryOffer
+                )
+            }), cacheable: true)
+        }
+    }
+
+    /// The test store, for an app that lists TestStore.
+    private func testStore(for app: AppConfiguration) throws(APIError) -> TestStoreCA {
+        guard let testStore, app.environments.contains(AppStoreEnvironment.testStore.rawValue) else {
+            throw APIError(.testStoreNotEnabled, "app '\(app.id)' does not accept TestStore purchases")
+        }
+        return testStore
+    }
+
+    static func unknownProduct(_ id: String, app: AppConfiguration) -> APIError {
+        APIError(.unknownProduct, "product '\(id.prefix(100))' is not configured for app '\(app.id)'")
+    }
+
+    static func appAccountToken(_ text: String?) throws(APIError) -> UUID? {
+        guard let text else { return nil }
+        guard let uuid = UUID(uuidString: text) else { throw APIError(.invalidField, "app_account_token must be a UUID") }
+        return uuid
+    }
+
+    /// Test store account names: 1 to 64 letters, digits, `-`, `_` or `.`.
+    static func storeAccount(_ text: String) throws(APIError) -> String {
+        guard (1...64).contains(text.utf8.count),
+              text.utf8.allSatisfy({ $0 < 0x80 && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E) })
+        else { throw APIError(.invalidField, "store_account must be 1 to 64 ASCII letters, digits, '-', '_' or '.'") }
+        return text
     }
 
     /// A signed GET: authenticated by the public key, the key bound into the signature.
     private func get(
         _ router: ServerRouter, _ path: RouterPath,
-        handler: @escaping @Sendable (AppConfiguration, ServerRequestContext) async throws -> SignedAnswer
+        handler: @escaping @Sendable (AppConfiguration, Request, ServerRequestContext) async throws -> SignedAnswer
     ) {
         router.get(path) { request, context in
             let key: String
@@ -193,7 +266,7 @@ struct PublicRoutes: Sendable {
             case .failure(let refusal): return ErrorAnswer.response(refusal)
             }
             return try await authenticated(request, context, key: key, postParams: nil) { app in
-                try await handler(app, context)
+                try await handler(app, request, context)
             }
         }
     }
@@ -285,7 +358,9 @@ extension PublicRoutes.IdentifyRequest: PostBody {
 }
 
 extension PublicRoutes.TestPurchaseRequest: PostBody {
-    var postParams: [(String, String?)] { [("app_user_id", appUserId), ("product_id", productId), ("app_account_token", appAccountToken)] }
+    var postParams: [(String, String?)] {
+        [("app_user_id", appUserId), ("product_id", productId), ("app_account_token", appAccountToken), ("store_account", storeAccount)]
+    }
 }
 
 /// Decoding of JSON request bodies with errors that tell bad JSON from a bad field.

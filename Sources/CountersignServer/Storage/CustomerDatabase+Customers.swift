@@ -67,10 +67,12 @@ extension CustomerDatabase {
         public var customerInfo: SubscriberResponse
         public var transactions: [TransactionRecord]
         public var promotionalGrants: [GrantRecord]
+        /// Subscriber attributes with a value (a key set to nil is left out).
+        public var subscriberAttributes: [String: AttributeRecord]
 
         enum CodingKeys: String, CodingKey {
             case appUserId = "app_user_id", appAccountToken = "app_account_token", customerInfo = "customer_info"
-            case transactions, promotionalGrants = "promotional_grants"
+            case transactions, promotionalGrants = "promotional_grants", subscriberAttributes = "subscriber_attributes"
         }
     }
 
@@ -104,7 +106,8 @@ extension CustomerDatabase {
                 .all(decoding: GrantRecord.self)
             return CustomerRecord(
                 appUserId: user, appAccountToken: try row.decode(column: "app_account_token", as: String.self),
-                customerInfo: info, transactions: transactions, promotionalGrants: grants
+                customerInfo: info, transactions: transactions, promotionalGrants: grants,
+                subscriberAttributes: try await Self.attributes(sql, app: app.id, user: user).filter { $0.value.value != nil }
             )
         }
     }
@@ -138,7 +141,7 @@ extension CustomerDatabase {
         }
     }
 
-    /// Deletes a customer and their grants. Their purchases stay recorded (a transaction can
+    /// Deletes a customer, their grants and attributes. Their purchases stay recorded (a transaction can
     /// never be replayed as new) and stay owned, by nobody: the owner becomes NULL, which no
     /// query by app user id can match (so under `keepWithOriginal` nobody can claim them, and
     /// under `transfer` the next user who restores them gets them). Returns false for an unknown
@@ -147,6 +150,7 @@ extension CustomerDatabase {
         try await database.transaction { sql in
             guard try await Self.customerExists(sql, app: app.id, user: user) else { return false }
             try await sql.delete(from: "promotional_grants").where("app_id", .equal, app.id).where("app_user_id", .equal, user).run()
+            try await sql.delete(from: "subscriber_attributes").where("app_id", .equal, app.id).where("app_user_id", .equal, user).run()
             try await sql.update("purchase_owners").set("app_user_id", to: SQLLiteral.null)
                 .set("updated_at_ms", to: Self.milliseconds(now))
                 .where("app_id", .equal, app.id).where("app_user_id", .equal, user).run()

@@ -139,6 +139,45 @@ enum Migrations {
             "ALTER TABLE purchases ADD COLUMN period_type TEXT",
             "ALTER TABLE purchases ADD COLUMN ownership_type TEXT",
         ]),
+        // The test store's side of StoreKit: what each store account (a device's Apple ID) hears
+        // through `Transaction.updates`, purchases waiting for Ask-to-Buy approval, and
+        // subscriber attributes.
+        Migration(version: 5, name: "test store accounts, pending purchases, subscriber attributes", statements: [
+            """
+            CREATE TABLE test_store_feed (
+                app_id TEXT NOT NULL,
+                store_account TEXT NOT NULL,
+                sequence BIGINT NOT NULL,
+                transaction_id TEXT NOT NULL,
+                original_transaction_id TEXT NOT NULL,
+                signed_transaction TEXT NOT NULL,
+                created_at_ms BIGINT NOT NULL,
+                PRIMARY KEY (app_id, store_account, sequence)
+            )
+            """,
+            "CREATE INDEX test_store_feed_by_original ON test_store_feed (app_id, original_transaction_id)",
+            """
+            CREATE TABLE test_store_pending (
+                pending_id TEXT PRIMARY KEY,
+                app_id TEXT NOT NULL,
+                store_account TEXT NOT NULL,
+                product_id TEXT NOT NULL,
+                app_account_token TEXT,
+                created_at_ms BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX test_store_pending_by_account ON test_store_pending (app_id, store_account)",
+            """
+            CREATE TABLE subscriber_attributes (
+                app_id TEXT NOT NULL,
+                app_user_id TEXT NOT NULL,
+                attribute_key TEXT NOT NULL,
+                attribute_value TEXT,
+                updated_at_ms BIGINT NOT NULL,
+                PRIMARY KEY (app_id, app_user_id, attribute_key)
+            )
+            """,
+        ]),
     ]
 
     static func run(on database: Database, migrations: [Migration] = all) async throws {
