@@ -14,15 +14,24 @@ final class Backend: Sendable {
         var path: String
         /// JSON string fields of the body, in the order `X-Post-Params-Hash` covers them.
         var fields: [(String, String?)] = []
+        /// A body that is not string fields (sent as is, without `X-Post-Params-Hash`).
+        var jsonBody: Data?
+        /// Percent-encoded query, sent after the path; like RevenueCat's, the signature covers the
+        /// path only, so answers to queried requests must say what they answer.
+        var query: String?
         var usesNonce = true
         var cacheable = false
 
-        static func get(_ path: String, nonce: Bool = true, cacheable: Bool = false) -> Endpoint {
-            Endpoint(method: "GET", path: path, usesNonce: nonce, cacheable: cacheable)
+        static func get(_ path: String, query: String? = nil, nonce: Bool = true, cacheable: Bool = false) -> Endpoint {
+            Endpoint(method: "GET", path: path, query: query, usesNonce: nonce, cacheable: cacheable)
         }
 
         static func post(_ path: String, _ fields: [(String, String?)]) -> Endpoint {
             Endpoint(method: "POST", path: path, fields: fields)
+        }
+
+        static func post(_ path: String, json: Data) -> Endpoint {
+            Endpoint(method: "POST", path: path, jsonBody: json)
         }
     }
 
@@ -79,7 +88,7 @@ final class Backend: Sendable {
     /// Like ``perform(_:)``, but a 4xx refusal comes back as an answer (with its verification)
     /// instead of an error, for callers that act on a refusal only when it verified.
     func performAllowingRefusal(_ endpoint: Endpoint) async throws -> Answer {
-        guard let url = URL(string: serverURL.absoluteString.trimmingSuffix("/") + endpoint.path) else {
+        guard let url = URL(string: serverURL.absoluteString.trimmingSuffix("/") + endpoint.path + (endpoint.query.map { "?" + $0 } ?? "")) else {
             throw PurchasesError.configuration("cannot form a URL from \(serverURL) and \(endpoint.path)")
         }
         var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalAndRemoteCacheData, timeoutInterval: 30)
@@ -89,7 +98,10 @@ final class Backend: Sendable {
         let nonce = endpoint.usesNonce ? SignedRequestParts.makeNonce() : nil
         if let nonce { request.setValue(nonce.base64EncodedString(), forHTTPHeaderField: WireHeader.nonce) }
         var postParamsHash: String?
-        if endpoint.method == "POST" {
+        if let json = endpoint.jsonBody {
+            request.httpBody = json
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        } else if endpoint.method == "POST" {
             var object: [String: String] = [:]
             for case let (key, value?) in endpoint.fields { object[key] = value }
             request.httpBody = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])

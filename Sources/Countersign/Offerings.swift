@@ -28,14 +28,23 @@ public enum PackageType: String, Sendable, Hashable, CaseIterable {
 public struct Offerings: Sendable, Hashable {
     public struct Package: Sendable, Hashable {
         public let identifier: String
-        public let productIdentifier: String
+        /// The product, as the store describes it (packages whose product the store does not
+        /// know are left out, as RevenueCat does).
+        public let storeProduct: StoreProduct
+        public let offeringIdentifier: String
 
         public var packageType: PackageType { PackageType(identifier: identifier) }
+        public var productIdentifier: String { storeProduct.productIdentifier }
+        public var localizedPriceString: String { storeProduct.localizedPriceString }
+        public var localizedIntroductoryPriceString: String? { storeProduct.introductoryDiscount?.localizedPriceString }
     }
 
     public struct Offering: Sendable, Hashable {
         public let identifier: String
+        /// The packages in the order the server lists them.
         public let packages: [Package]
+        /// Free-form values configured for the offering (`metadata` in countersign.json).
+        public let metadata: [String: String]
 
         /// The packages in the order the server lists them, as RevenueCat names it.
         public var availablePackages: [Package] { packages }
@@ -64,29 +73,40 @@ public struct Offerings: Sendable, Hashable {
 
     public func offering(identifier: String) -> Offering? { all[identifier] }
 
-    init(answer body: Data, verification: VerificationResult) throws {
-        struct Wire: Decodable {
-            struct Offering: Decodable {
-                struct Package: Decodable {
-                    var identifier: String
-                    var platform_product_identifier: String
-                }
-
-                var identifier: String
-                var packages: [Package]
-            }
-
-            var current_offering_id: String?
-            var offerings: [Offering]
-        }
+    /// Reads the server's answer; `products` are the store's products by id.
+    init(answer body: Data, verification: VerificationResult, products: [String: StoreProduct]) throws {
         let wire = try JSONDecoder().decode(Wire.self, from: body)
         all = Dictionary(wire.offerings.map { offering in
-            (offering.identifier, Offering(identifier: offering.identifier, packages: offering.packages.map {
-                Package(identifier: $0.identifier, productIdentifier: $0.platform_product_identifier)
-            }))
+            (offering.identifier, Offering(identifier: offering.identifier, packages: offering.packages.compactMap { package in
+                products[package.platform_product_identifier].map {
+                    Package(identifier: package.identifier, storeProduct: $0, offeringIdentifier: offering.identifier)
+                }
+            }, metadata: offering.metadata ?? [:]))
         }, uniquingKeysWith: { first, _ in first })
         currentOfferingID = wire.current_offering_id
         self.verification = verification
+    }
+
+    /// The server's answer as sent.
+    struct Wire: Decodable {
+        struct Offering: Decodable {
+            struct Package: Decodable {
+                var identifier: String
+                var platform_product_identifier: String
+            }
+
+            var identifier: String
+            var packages: [Package]
+            var metadata: [String: String]?
+        }
+
+        var current_offering_id: String?
+        var offerings: [Offering]
+
+        var productIdentifiers: [String] {
+            var seen = Set<String>()
+            return offerings.flatMap(\.packages).map(\.platform_product_identifier).filter { seen.insert($0).inserted }
+        }
     }
 }
 

@@ -21,12 +21,17 @@ public enum CacheFetchPolicy: Sendable {
 }
 
 /// The SDK's entry point.
-public actor Purchases {
+///
+/// A class, as RevenueCat's is, so code written against RevenueCat's API compiles unchanged:
+/// `Purchases.shared.appUserID`, `Purchases.shared.delegate = self` and
+/// `for await info in Purchases.shared.customerInfoStream` need no `await`. Its mutable state
+/// sits behind one lock, never held across an `await` or a call into app code.
+public final class Purchases: @unchecked Sendable {
     /// How long a cached CustomerInfo stays fresh.
     public static let cacheFreshness: TimeInterval = 5 * 60
 
-    public nonisolated let configuration: Configuration
-    public private(set) var appUserID: String
+    public let configuration: Configuration
+    public var appUserID: String { state.withLock { $0.appUserID } }
     public var isAnonymous: Bool { ReservedAppUserID.isAnonymous(appUserID) }
 
     let backend: Backend
@@ -34,11 +39,26 @@ public actor Purchases {
     let etags: ETagCache
     let timeFloor: VerifiedTimeFloor
     let reporter: FailureReporter?
-    private weak var delegateStorage: (any PurchasesDelegate)?
-    private var continuations: [UUID: AsyncStream<CustomerInfo>.Continuation] = [:]
-    private var lastDelivered: CustomerInfo?
-    /// The background refresh of a stale cache under way, if any (tests await it).
-    private(set) var backgroundRefresh: Task<Void, Never>?
+
+    /// Everything that changes after `init`.
+    struct State {
+        var appUserID: String
+        weak var delegate: (any PurchasesDelegate)?
+        var continuations: [UUID: AsyncStream<CustomerInfo>.Continuation] = [:]
+        var lastDelivered: CustomerInfo?
+        /// The background refresh of a stale cache under way, if any (tests await it).
+        var backgroundRefresh: Task<Void, Never>?
+        /// Store transactions (by their signed form) handled or being handled since launch: one
+        /// that arrives both as unfinished and through the updates stream is posted once.
+        var handledTransactions: Set<String> = []
+        var transactionListener: Task<Void, Never>?
+        var attributeSync: Task<Void, Never>?
+    }
+
+    let state: LockedState<State>
+
+    /// The background refresh of a stale cache under way, if any.
+    var backgroundRefresh: Task<Void, Never>? { state.withLock { $0.backgroundRefresh } }
 
     private static let warnedAboutTestStore = OnceFlag()
     private static let sharedLock = NSLock()
@@ -101,21 +121,20 @@ public actor Purchases {
             user = ReservedAppUserID.anonymousPrefix + UUID().uuidString.lowercased()
         }
         disk.write(user, "app-user-id.json")
-        appUserID = user
+        let state = LockedState(State(appUserID: user))
+        self.state = state
 
         let reporter = configuration.reportsVerificationFailures && configuration.entitlementVerificationMode != .disabled
             ? FailureReporter(configuration: configuration) : nil
         self.reporter = reporter
         let handler = configuration.verificationFailureHandler
         let mode = configuration.entitlementVerificationMode
-        let userBox = UserBox(user)
-        self.userBox = userBox
         backend = Backend(
             apiKey: configuration.apiKey, serverURL: configuration.serverURL, mode: mode,
             verifier: SignatureVerifier(configuration: verifierConfiguration), session: configuration.session, etags: etags,
             timeFloor: timeFloor
         ) { path, status, reason in
-            let event = VerificationFailureEvent(path: path, statusCode: status, reason: reason, mode: mode, appUserID: userBox.value)
+            let event = VerificationFailureEvent(path: path, statusCode: status, reason: reason, mode: mode, appUserID: state.withLock { $0.appUserID })
             SDKLog.log(.warn, "signature verification failed for \(path) (\(status)): \(reason.rawValue) [\(mode)]")
             handler?(event)
             reporter?.report(event)
@@ -124,55 +143,66 @@ public actor Purchases {
         if configuration.store.isTestStore && Self.warnedAboutTestStore.claim() {
             FileHandle.standardError.write(Data("Countersign: WARNING: running against the TEST STORE. Never ship an app configured with a test-store app or API key.\n".utf8))
         }
+        startTransactionListener()
     }
 
-    /// The current app user id, readable from the backend's failure callback.
-    private let userBox: UserBox
+    deinit {
+        state.withLock { state in
+            state.transactionListener?.cancel()
+            for continuation in state.continuations.values { continuation.finish() }
+        }
+    }
 
     // MARK: Updates
 
-    /// A new stream of CustomerInfo updates: purchases, restores, syncs, logIn/logOut and
-    /// fetches whose answer changed.
+    /// A new stream of CustomerInfo updates: purchases, restores, syncs, transactions heard from
+    /// the store, logIn/logOut and fetches whose answer changed. A new subscriber gets the
+    /// current value first, as in RevenueCat.
     public var customerInfoStream: AsyncStream<CustomerInfo> {
         let (stream, continuation) = AsyncStream<CustomerInfo>.makeStream(bufferingPolicy: .bufferingNewest(8))
         let id = UUID()
-        continuations[id] = continuation
-        // A new subscriber gets the current value first, as in RevenueCat.
-        if let current = currentCustomerInfo { continuation.yield(current) }
+        let current = currentCustomerInfo
+        state.withLock { $0.continuations[id] = continuation }
+        if let current { continuation.yield(current) }
         continuation.onTermination = { [weak self] _ in
-            Task { await self?.removeContinuation(id) }
+            self?.state.withLock { _ = $0.continuations.removeValue(forKey: id) }
         }
         return stream
     }
 
-    public var delegate: (any PurchasesDelegate)? { delegateStorage }
+    /// Receives every CustomerInfo update; a newly set delegate gets the current value at once
+    /// when there is one (as in RevenueCat). Held weakly.
+    public var delegate: (any PurchasesDelegate)? {
+        get { state.withLock { $0.delegate } }
+        set { setDelegate(newValue) }
+    }
 
-    /// Sets the delegate, which gets the current value at once when there is one (as in
-    /// RevenueCat), then every update.
+    /// Sets ``delegate``.
     public func setDelegate(_ delegate: (any PurchasesDelegate)?) {
-        delegateStorage = delegate
+        state.withLock { $0.delegate = delegate }
         if let delegate, let current = currentCustomerInfo { delegate.purchases(self, receivedUpdated: current) }
     }
 
     /// The last CustomerInfo delivered for the current user, else the cached one.
     private var currentCustomerInfo: CustomerInfo? {
-        if let last = lastDelivered, last.originalAppUserId == appUserID { return last }
-        return cachedCustomerInfo(for: appUserID)?.info
-    }
-
-    private func removeContinuation(_ id: UUID) {
-        continuations[id] = nil
+        let (user, last) = state.withLock { ($0.appUserID, $0.lastDelivered) }
+        if let last, last.originalAppUserId == user { return last }
+        return cachedCustomerInfo(for: user)?.info
     }
 
     /// Sends `info` to the stream and the delegate when it differs from the last one sent, and
     /// only while its user is still the current one (a logIn or logOut during a fetch must not
     /// hand the new user the old user's entitlements).
-    private func deliver(_ info: CustomerInfo, force: Bool = false) {
-        guard info.originalAppUserId == appUserID else { return }
-        if !force, let last = lastDelivered, last.sameContent(as: info) { return }
-        lastDelivered = info
-        for continuation in continuations.values { continuation.yield(info) }
-        delegateStorage?.purchases(self, receivedUpdated: info)
+    func deliver(_ info: CustomerInfo, force: Bool = false) {
+        let receivers: (continuations: [AsyncStream<CustomerInfo>.Continuation], delegate: (any PurchasesDelegate)?)? = state.withLock { state in
+            guard info.originalAppUserId == state.appUserID else { return nil }
+            if !force, let last = state.lastDelivered, last.sameContent(as: info) { return nil }
+            state.lastDelivered = info
+            return (Array(state.continuations.values), state.delegate)
+        }
+        guard let receivers else { return }
+        for continuation in receivers.continuations { continuation.yield(info) }
+        receivers.delegate?.purchases(self, receivedUpdated: info)
     }
 
     // MARK: CustomerInfo
@@ -224,10 +254,12 @@ public actor Purchases {
     /// Fetches the current user's CustomerInfo in the background, one fetch at a time; the
     /// answer reaches the cache, the stream and the delegate as any fetch does.
     private func refreshInBackground() {
-        guard backgroundRefresh == nil else { return }
-        backgroundRefresh = Task {
-            _ = try? await self.customerInfo(fetchPolicy: .fetchCurrent)
-            self.backgroundRefresh = nil
+        state.withLock { state in
+            guard state.backgroundRefresh == nil else { return }
+            state.backgroundRefresh = Task {
+                _ = try? await self.customerInfo(fetchPolicy: .fetchCurrent)
+                self.state.withLock { $0.backgroundRefresh = nil }
+            }
         }
     }
 
@@ -348,8 +380,7 @@ public actor Purchases {
     }
 
     private func setUser(_ user: String) {
-        appUserID = user
-        userBox.value = user
+        state.withLock { $0.appUserID = user }
         disk.write(user, "app-user-id.json")
     }
 
@@ -357,11 +388,16 @@ public actor Purchases {
 
     public func offerings() async throws -> Offerings {
         let answer = try await backend.perform(.get("/v1/subscribers/\(appUserID.pathSegmentEncoded)/offerings", nonce: false, cacheable: true))
-        do {
-            return try Offerings(answer: answer.body, verification: answer.verification)
-        } catch {
+        guard let wire = try? JSONDecoder().decode(Offerings.Wire.self, from: answer.body) else {
             throw PurchasesError.malformedAnswer(path: "/v1/subscribers/{id}/offerings")
         }
+        let products = try await configuration.store.products(wire.productIdentifiers)
+        let missing = Set(wire.productIdentifiers).subtracting(products.map(\.productIdentifier))
+        if !missing.isEmpty {
+            SDKLog.log(.warn, "the store does not know \(missing.sorted().joined(separator: ", ")); their packages are left out")
+        }
+        return try Offerings(answer: answer.body, verification: answer.verification,
+                             products: Dictionary(products.map { ($0.productIdentifier, $0) }, uniquingKeysWith: { first, _ in first }))
     }
 
     // MARK: Purchases
@@ -373,7 +409,7 @@ public actor Purchases {
 
     /// Buys a product the store offered (see `Store.products`), as RevenueCat's `purchase(product:)`.
     public func purchase(product: StoreProduct) async throws -> PurchaseResult {
-        let (transaction, info) = try await purchase(productID: product.id)
+        let (transaction, info) = try await purchase(productID: product.productIdentifier)
         return (transaction, info, false)
     }
 
@@ -390,6 +426,7 @@ public actor Purchases {
         let transaction = try await configuration.store.purchase(
             productID, appUserID: appUserID, appAccountToken: AppAccountToken.forAppUserID(appUserID)
         )
+        state.withLock { _ = $0.handledTransactions.insert(transaction.jws) }
         let info = try await post(transaction)
         deliver(info, force: true)
         return (transaction, info)
@@ -438,7 +475,7 @@ public actor Purchases {
     /// cannot change that) in an answer that verified. Network failures, 5xx, unverified
     /// refusals (anyone on the path can forge a 422) and enforced verification failures leave it
     /// unfinished, to be posted again by the next sync.
-    private func post(_ transaction: StoreTransaction) async throws -> CustomerInfo {
+    func post(_ transaction: StoreTransaction) async throws -> CustomerInfo {
         let user = appUserID
         SDKLog.log(.info, "recording transaction \(transaction.transactionId) of \(transaction.productId)")
         let answer = try await backend.performAllowingRefusal(.post("/v1/receipts", [("app_user_id", user), ("fetch_token", transaction.jws)]))
@@ -477,17 +514,6 @@ final class OnceFlag: @unchecked Sendable {
     /// True the first time only.
     func claim() -> Bool { lock.withLock { defer { claimed = true }; return !claimed } }
     var isClaimed: Bool { lock.withLock { claimed } }
-}
-
-/// The current app user id, shared with the backend's failure callback.
-final class UserBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var current: String
-    init(_ value: String) { current = value }
-    var value: String {
-        get { lock.withLock { current } }
-        set { lock.withLock { current = newValue } }
-    }
 }
 
 extension CustomerInfo {

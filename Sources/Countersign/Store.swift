@@ -28,21 +28,9 @@ public struct StoreTransaction: Sendable, Hashable, Codable {
     }
 }
 
-/// A product the store sells.
-public struct StoreProduct: Sendable, Hashable {
-    public var id: String
-    public var displayName: String
-    public var displayPrice: String
-
-    public init(id: String, displayName: String, displayPrice: String) {
-        self.id = id
-        self.displayName = displayName
-        self.displayPrice = displayPrice
-    }
-}
-
 /// What the SDK needs from a store: StoreKit 2 on Apple platforms, the test store anywhere.
 public protocol Store: Sendable {
+    /// The products the store knows among `identifiers` (unknown ones are left out).
     func products(_ identifiers: [String]) async throws -> [StoreProduct]
     /// Buys `productId`; `appAccountToken` binds the transaction to the app user.
     func purchase(_ productId: String, appUserID: String, appAccountToken: UUID) async throws -> StoreTransaction
@@ -51,10 +39,17 @@ public protocol Store: Sendable {
     /// Transactions not finished yet (StoreKit's `unfinished`).
     func unfinishedTransactions() async throws -> [StoreTransaction]
     func finish(_ transaction: StoreTransaction) async throws
+    /// Transactions that reach the account outside ``purchase(_:appUserID:appAccountToken:)``
+    /// (StoreKit's `Transaction.updates`): renewals, refunds, approved Ask-to-Buy purchases,
+    /// Family Sharing grants, purchases on another device. The SDK listens from `configure` on.
+    func transactionUpdates() -> AsyncStream<StoreTransaction>
     /// Whether purchases are test-store purchases (the SDK warns loudly).
     var isTestStore: Bool { get }
 }
 
 extension Store {
     public var isTestStore: Bool { false }
+
+    /// A store that never hears of transactions outside its own purchases.
+    public func transactionUpdates() -> AsyncStream<StoreTransaction> { AsyncStream { $0.finish() } }
 }

@@ -4,16 +4,64 @@ import StoreKit
 
 /// The ``Store`` of a shipping app: StoreKit 2. Written against StoreKit 2's documented API
 /// (`Product.products(for:)`, `Product.purchase(options:)`, `Transaction.currentEntitlements`,
-/// `Transaction.unfinished`, `Transaction.finish()`); it is not compiled on Linux, where the SDK
+/// `Transaction.unfinished`, `Transaction.updates`, `Transaction.finish()`); it is not compiled on Linux, where the SDK
 /// runs on ``TestStore``.
 @available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *)
 public final class StoreKitStore: Store {
     public init() {}
 
     public func products(_ identifiers: [String]) async throws -> [StoreProduct] {
-        try await Product.products(for: identifiers).map {
-            StoreProduct(id: $0.id, displayName: $0.displayName, displayPrice: $0.displayPrice)
+        try await Product.products(for: identifiers).map(Self.product)
+    }
+
+    public func transactionUpdates() -> AsyncStream<StoreTransaction> {
+        AsyncStream { continuation in
+            let task = Task {
+                for await verification in Transaction.updates {
+                    continuation.yield(Self.transaction(verification))
+                }
+                continuation.finish()
+            }
+            // Cancelled from a task of its own: cancelling a task from inside another task's
+            // cancellation (which is where onTermination runs) can deadlock the runtime.
+            continuation.onTermination = { _ in Task { task.cancel() } }
         }
+    }
+
+    static func product(_ product: Product) -> StoreProduct {
+        let type: StoreProduct.ProductType = switch product.type {
+        case .nonConsumable: .nonConsumable
+        case .nonRenewable: .nonRenewableSubscription
+        case .autoRenewable: .autoRenewableSubscription
+        default: .consumable
+        }
+        let currency = product.priceFormatStyle.currencyCode
+        let subscription = product.subscription
+        return StoreProduct(
+            productIdentifier: product.id, localizedTitle: product.displayName, localizedDescription: product.description,
+            price: product.price, localizedPriceString: product.displayPrice, currencyCode: currency, productType: type,
+            subscriptionPeriod: subscription.map { period($0.subscriptionPeriod) },
+            subscriptionGroupIdentifier: subscription?.subscriptionGroupID,
+            introductoryDiscount: subscription?.introductoryOffer.map { offer in
+                let mode: StoreProductDiscount.PaymentMode = switch offer.paymentMode {
+                case .freeTrial: .freeTrial
+                case .payUpFront: .payUpFront
+                default: .payAsYouGo
+                }
+                return StoreProductDiscount(offerIdentifier: offer.id, currencyCode: currency, price: offer.price, paymentMode: mode,
+                                            subscriptionPeriod: period(offer.period), numberOfPeriods: offer.periodCount, type: .introductory)
+            }
+        )
+    }
+
+    static func period(_ period: Product.SubscriptionPeriod) -> SubscriptionPeriod {
+        let unit: SubscriptionPeriod.Unit = switch period.unit {
+        case .day: .day
+        case .week: .week
+        case .month: .month
+        default: .year
+        }
+        return SubscriptionPeriod(value: period.value, unit: unit)
     }
 
     public func purchase(_ productId: String, appUserID: String, appAccountToken: UUID) async throws -> StoreTransaction {

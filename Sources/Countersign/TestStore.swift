@@ -4,8 +4,8 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// A ``Store`` backed by the server's test store (`POST /v1/test_store/purchases`), so the whole
-/// SDK runs anywhere, Linux included. Its ledger (which transactions exist, which are finished)
+/// A ``Store`` backed by the server's test store (`/v1/test_store/...`), so the whole SDK runs
+/// anywhere, Linux included. Its ledger (which transactions exist, which are finished)
 /// lives on disk like StoreKit's. A minted transaction counts as verified on the device only when
 /// the server's signed answer carrying it verified against the pinned roots.
 ///
@@ -31,8 +31,15 @@ public final class TestStore: Store, @unchecked Sendable {
 
     private let backend: Backend
     private let ledgerURL: URL
+    private let cursorURL: URL
     private let lock = NSLock()
     private var outcome = PurchaseOutcome.succeed
+
+    /// The test store account this device is signed in to (StoreKit's Apple ID): devices sharing
+    /// one hear each other's purchases; a family member's account hears what is shared with it.
+    public let storeAccount: String
+    /// How often ``transactionUpdates()`` asks the server for the account's new transactions.
+    public let pollInterval: Duration
 
     /// How the next purchases are answered, until set again.
     public var nextPurchaseOutcome: PurchaseOutcome {
@@ -40,7 +47,12 @@ public final class TestStore: Store, @unchecked Sendable {
         set { lock.withLock { outcome = newValue } }
     }
 
-    public init(serverURL: URL, apiKey: String, rootPublicKeys: [String], directory: URL, session: URLSession = .shared) throws {
+    /// - Parameters:
+    ///   - storeAccount: the account (1 to 64 letters, digits, `-`, `_`, `.`); nil: one made up
+    ///     for this directory on first use and kept there, like a device's Apple ID.
+    ///   - pollInterval: how often the account's transactions are asked for while the SDK listens.
+    public init(serverURL: URL, apiKey: String, rootPublicKeys: [String], directory: URL, storeAccount: String? = nil,
+                pollInterval: Duration = .seconds(5), session: URLSession = .shared) throws {
         let verifier: SignatureVerifier
         do {
             verifier = SignatureVerifier(configuration: try SignatureVerifier.Configuration(rootKeysBase64: rootPublicKeys))
@@ -51,23 +63,56 @@ public final class TestStore: Store, @unchecked Sendable {
         backend = Backend(apiKey: apiKey, serverURL: serverURL, mode: .informational, verifier: verifier, session: session, etags: nil)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         ledgerURL = directory.appendingPathComponent("test-store-ledger.json")
+        cursorURL = directory.appendingPathComponent("test-store-cursor.json")
+        let accountURL = directory.appendingPathComponent("test-store-account.json")
+        if let storeAccount {
+            self.storeAccount = storeAccount
+        } else if let saved = (try? Data(contentsOf: accountURL)).flatMap({ try? JSONDecoder().decode(String.self, from: $0) }) {
+            self.storeAccount = saved
+        } else {
+            self.storeAccount = "device-" + UUID().uuidString.lowercased()
+            try JSONEncoder().encode(self.storeAccount).write(to: accountURL, options: .atomic)
+        }
+        self.pollInterval = pollInterval
     }
 
+    /// The configured products among `identifiers`, from the server's catalogue (titles,
+    /// prices, periods and introductory offers of `countersign.json`).
     public func products(_ identifiers: [String]) async throws -> [StoreProduct] {
-        identifiers.map { StoreProduct(id: $0, displayName: $0, displayPrice: "test") }
+        let answer: Backend.Answer
+        do {
+            answer = try await backend.perform(.get("/v1/test_store/products"))
+        } catch {
+            throw PurchasesError.purchaseNotCompleted("the test store's catalogue is unavailable: \(error)")
+        }
+        guard let catalogue = try? JSONDecoder().decode(TestStoreProducts.self, from: answer.body) else {
+            throw PurchasesError.malformedAnswer(path: "/v1/test_store/products")
+        }
+        let wanted = Set(identifiers)
+        return catalogue.products.filter { wanted.contains($0.identifier) }.compactMap(StoreProduct.init(testStore:))
     }
 
     public func purchase(_ productId: String, appUserID: String, appAccountToken: UUID) async throws -> StoreTransaction {
+        let fields = [
+            ("app_user_id", appUserID), ("product_id", productId), ("app_account_token", appAccountToken.uuidString),
+            ("store_account", storeAccount),
+        ]
         switch nextPurchaseOutcome {
         case .succeed: break
         case .cancel: throw PurchasesError.purchaseCancelled(productId: productId)
-        case .pend: throw PurchasesError.paymentPending(productId: productId)
+        case .pend:
+            // Ask to Buy: the request waits on the server; its approval reaches this account's
+            // transactions (`POST /v1/admin/test_store/approve`, `countersign store approve`).
+            do {
+                _ = try await backend.perform(.post("/v1/test_store/purchase_requests", fields))
+            } catch {
+                throw PurchasesError.purchaseNotCompleted("the test store did not take the request for '\(productId)': \(error)")
+            }
+            throw PurchasesError.paymentPending(productId: productId)
         }
         let answer: Backend.Answer
         do {
-            answer = try await backend.perform(.post("/v1/test_store/purchases", [
-                ("app_user_id", appUserID), ("product_id", productId), ("app_account_token", appAccountToken.uuidString),
-            ]))
+            answer = try await backend.perform(.post("/v1/test_store/purchases", fields))
         } catch {
             throw PurchasesError.purchaseNotCompleted("the test store did not sell '\(productId)': \(error)")
         }
@@ -104,6 +149,65 @@ public final class TestStore: Store, @unchecked Sendable {
             entries.removeAll { $0.transaction.transactionId == entry.transaction.transactionId }
             entries.append(entry)
         }
+    }
+
+    /// The account's transactions as StoreKit's `Transaction.updates` delivers them: first those
+    /// still unfinished on this device (as StoreKit does at launch), then each new one the server
+    /// holds for the account, asked for every ``pollInterval``. A transaction already in this
+    /// device's ledger (its own purchase) is not delivered again. Answers that fail
+    /// verification are delivered marked unverified, as StoreKit marks what it cannot verify.
+    ///
+    /// The stream polls in its consumer's own task (no task of its own), so cancelling the
+    /// consumer ends it at once.
+    public func transactionUpdates() -> AsyncStream<StoreTransaction> {
+        struct Queue {
+            var started = false
+            var waiting: [StoreTransaction] = []
+        }
+        let queue = LockedState(Queue())
+        return AsyncStream(unfolding: { [self] in
+            let unfinished = queue.withLock { $0.started } ? [] : ledger().filter { !$0.finished }.map(\.transaction)
+            queue.withLock { queue in
+                if !queue.started { queue.waiting = unfinished }
+                queue.started = true
+            }
+            while !Task.isCancelled {
+                if let next = queue.withLock({ $0.waiting.isEmpty ? nil : $0.waiting.removeFirst() }) { return next }
+                let fresh = (try? await pollAccount()) ?? []
+                if fresh.isEmpty {
+                    try? await Task.sleep(for: pollInterval)
+                } else {
+                    queue.withLock { $0.waiting += fresh }
+                }
+            }
+            return nil
+        })
+    }
+
+    /// Asks for the account's transactions after the saved cursor; puts the new ones in the
+    /// ledger (unfinished) and returns them.
+    private func pollAccount() async throws -> [StoreTransaction] {
+        let after = lock.withLock { (try? Data(contentsOf: cursorURL)).flatMap { try? JSONDecoder().decode(Int64.self, from: $0) } ?? 0 }
+        let path = "/v1/test_store/accounts/\(storeAccount.pathSegmentEncoded)/transactions"
+        let answer = try await backend.perform(.get(path, query: "after=\(after)"))
+        guard let feed = try? JSONDecoder().decode(TestStoreFeed.self, from: answer.body) else { return [] }
+        // The query is not signed: entries at or before the cursor are a replay and are ignored.
+        let entries = feed.transactions.filter { $0.sequence > after }.sorted { $0.sequence < $1.sequence }
+        var delivered: [StoreTransaction] = []
+        try update { ledger in
+            for item in entries {
+                guard let entry = Self.entry(jws: item.signedTransaction, verified: answer.verification == .verified),
+                      !ledger.contains(where: { $0.transaction.jws == item.signedTransaction })
+                else { continue }
+                ledger.removeAll { $0.transaction.transactionId == entry.transaction.transactionId }
+                ledger.append(entry)
+                delivered.append(entry.transaction)
+            }
+        }
+        if let last = entries.last?.sequence {
+            try lock.withLock { try JSONEncoder().encode(last).write(to: cursorURL, options: .atomic) }
+        }
+        return delivered
     }
 
     public func unfinishedTransactions() async throws -> [StoreTransaction] {

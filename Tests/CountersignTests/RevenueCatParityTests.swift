@@ -190,7 +190,13 @@ struct FullCustomerInfoTests {
             let pro = try #require(info.entitlements["pro"])
             #expect(pro.store == .testStore)
             #expect(pro.isSandbox)
-            #expect(pro.periodType == .normal)
+            // The demo app's pro_monthly has a free week for a customer's first subscription in its group.
+            #expect(pro.periodType == .trial)
+            if let start = pro.latestPurchaseDate, let end = pro.expirationDate {
+                #expect(abs(end.timeIntervalSince(start) - 7 * 86_400) < 1, "the trial lasts the configured P1W")
+            } else {
+                Issue.record("a trial has a purchase and an expiry date")
+            }
             #expect(pro.ownershipType == .purchased)
             #expect(pro.originalPurchaseDate != nil)
             #expect(pro.willRenew)

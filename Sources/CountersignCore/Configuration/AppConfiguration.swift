@@ -100,6 +100,8 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
         public var id: String
         public var isCurrent: Bool
         public var packages: [Package]
+        /// Free-form values the app reads (`Offering.metadata` in the SDK).
+        public var metadata: [String: String]?
 
         public struct Package: Codable, Sendable, Hashable {
             public var id: String
@@ -138,7 +140,7 @@ extension AppConfiguration {
                 Offering(id: "default", isCurrent: true, packages: [
                     .init(id: "$cs_monthly", productId: "pro_monthly"),
                     .init(id: "$cs_lifetime", productId: "lifetime"),
-                ]),
+                ], metadata: ["headline": "Unlock every Pro feature"]),
             ]
         )
     }

@@ -86,6 +86,7 @@ struct PublicRoutes: Sendable {
         struct Offering: Encodable {
             var identifier: String
             var packages: [Package]
+            var metadata: [String: String]?
         }
 
         struct Package: Encodable {
@@ -132,7 +133,8 @@ struct PublicRoutes: Sendable {
             let answer = OfferingsAnswer(
                 currentOfferingId: app.offerings.first(where: \.isCurrent)?.id,
                 offerings: app.offerings.map { offering in
-                    .init(identifier: offering.id, packages: offering.packages.map { .init(identifier: $0.id, platformProductIdentifier: $0.productId) })
+                    .init(identifier: offering.id, packages: offering.packages.map { .init(identifier: $0.id, platformProductIdentifier: $0.productId) },
+                          metadata: offering.metadata)
                 }
             )
             return try SignedAnswer.json(answer, cacheable: true)
