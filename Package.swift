@@ -107,6 +107,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "SQLKit", package: "sql-kit"),
             ]
         ),
         .testTarget(

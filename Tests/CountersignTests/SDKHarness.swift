@@ -28,11 +28,17 @@ struct SDKHarness: Sendable {
     var apiKey: String { app.publicApiKeys[0] }
     var rootKey: String { server.keys.managedRootPublicKey!.rawRepresentation.base64EncodedString() }
 
-    static func run(_ body: @Sendable @escaping (SDKHarness) async throws -> Void) async throws {
-        let directory = try makeTemporaryDirectory("countersign-sdk")
-        defer { try? FileManager.default.removeItem(at: directory) }
+    /// Runs `body` with a fresh server on `database` (SQLite by default).
+    static func run(database: TestDatabaseKind = .sqlite, _ body: @Sendable @escaping (SDKHarness) async throws -> Void) async throws {
+        try await FreshDatabase.with(database) { location, directory in
+            try await run(location: location, directory: directory, body)
+        }
+    }
+
+    private static func run(location: DatabaseLocation, directory: URL, _ body: @Sendable @escaping (SDKHarness) async throws -> Void) async throws {
         let serverClock = ManualClock(Date())
         var configuration = ServerConfiguration(dataDirectory: directory.appendingPathComponent("server"))
+        configuration.database = location
         configuration.now = { serverClock.now }
         try await LiveServer.run(configuration) { server, serverClient in
             let serverURL = URL(string: "http://127.0.0.1:\(serverClient.port!)")!

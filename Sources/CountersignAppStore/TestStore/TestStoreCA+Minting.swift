@@ -59,6 +59,12 @@ extension TestStoreCA {
         return (try sign(payload), payload)
     }
 
+    /// A signing date later than `earlier`'s (the server keeps the copy of a transaction signed
+    /// last), even on a clock that stands still.
+    static func signedAfter(_ earlier: TransactionPayload, now: Date) -> Date {
+        max(now, (earlier.signedDate ?? now).addingTimeInterval(1))
+    }
+
     /// A 16-digit numeric id, shaped like Apple's transaction ids.
     static func makeTransactionId() -> String {
         String(UInt64.random(in: 1_000_000_000_000_000...9_999_999_999_999_999))
@@ -96,12 +102,13 @@ extension TestStoreCA {
     /// StoreKit Testing's accelerated renewals do), so the renewal's expiry is always later.
     public func mintRenewal(of latest: TransactionPayload, period: StorePeriod, now: Date) throws -> (jws: String, payload: TransactionPayload) {
         var payload = latest
-        let start = now
+        // Strictly after the transaction it renews, even on a clock that stands still (tests).
+        let start = max(now, (latest.purchaseDate ?? now).addingTimeInterval(1))
         payload.transactionId = Self.makeTransactionId()
         payload.webOrderLineItemId = Self.makeTransactionId()
         payload.purchaseDate = start
         payload.expiresDate = period.end(from: start)
-        payload.signedDate = now
+        payload.signedDate = Self.signedAfter(latest, now: start)
         payload.offerType = nil
         payload.offerDiscountType = nil
         payload.offerIdentifier = nil
@@ -116,7 +123,7 @@ extension TestStoreCA {
         var payload = transaction
         payload.revocationDate = now
         payload.revocationReason = 0
-        payload.signedDate = now
+        payload.signedDate = Self.signedAfter(transaction, now: now)
         return (try sign(payload), payload)
     }
 
@@ -129,7 +136,7 @@ extension TestStoreCA {
         payload.originalTransactionId = id
         payload.appAccountToken = nil
         payload.inAppOwnershipType = .familyShared
-        payload.signedDate = now
+        payload.signedDate = Self.signedAfter(transaction, now: now)
         return (try sign(payload), payload)
     }
 }

@@ -7,8 +7,8 @@ import X509
 struct StoreCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "store",
-        abstract: "Mint and check App Store signed data.",
-        subcommands: [Purchase.self, Verify.self]
+        abstract: "Mint and check App Store signed data; play the App Store's part for a running server's test store.",
+        subcommands: [Purchase.self, Verify.self, Renew.self, Refund.self, Approve.self, Share.self, Buy.self]
     )
 
     struct Purchase: ParsableCommand {

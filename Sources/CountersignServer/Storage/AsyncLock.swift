@@ -1,9 +1,11 @@
 /// A lock for async code: one holder at a time, waiters served in order.
-actor AsyncLock {
+public actor AsyncLock {
+    public init() {}
+
     private var isLocked = false
     private var waiters: [CheckedContinuation<Void, Never>] = []
 
-    func withLock<T: Sendable>(_ body: @Sendable () async throws -> T) async rethrows -> T {
+    public func withLock<T: Sendable>(_ body: @Sendable () async throws -> T) async rethrows -> T {
         await lock()
         do {
             let result = try await body()

@@ -1,13 +1,12 @@
-@testable import CountersignServer
-import CountersignTesting
+import CountersignServer
 import Foundation
 import SQLKit
 import Logging
 
 /// Gives each storage or server test an empty database of the kind asked for. Tests on the one
-/// PostgreSQL test database take turns (they reset its schema), across suites.
-enum FreshDatabase {
-    static let logger: Logger = {
+/// PostgreSQL test database take turns (they reset its schema), across suites and test targets.
+public enum FreshDatabase {
+    public static let logger: Logger = {
         var logger = Logger(label: "test.database")
         logger.logLevel = .warning
         return logger
@@ -17,7 +16,7 @@ enum FreshDatabase {
 
     /// Runs `body` with the location of an empty database; SQLite lives in a temporary directory
     /// that `body` also gets (the server's data directory).
-    static func with(_ kind: TestDatabaseKind, _ body: @Sendable (DatabaseLocation, URL) async throws -> Void) async throws {
+    public static func with(_ kind: TestDatabaseKind, _ body: @Sendable (DatabaseLocation, URL) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }

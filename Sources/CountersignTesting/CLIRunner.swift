@@ -1,16 +1,16 @@
 import Foundation
 
 /// Runs the built `countersign` executable as a user would.
-struct CLIRunner {
-    struct Result {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-        var lines: [String] { (stdout + stderr).split(separator: "\n").map(String.init) }
+public struct CLIRunner {
+    public struct Result: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+        public var lines: [String] { (stdout + stderr).split(separator: "\n").map(String.init) }
     }
 
     /// The executable next to the test bundle in the build products directory.
-    static let executable: URL = {
+    public static let executable: URL = {
         var directory = Bundle.main.bundleURL
         for _ in 0..<4 {
             let candidate = directory.appendingPathComponent("countersign")
@@ -20,7 +20,15 @@ struct CLIRunner {
         fatalError("countersign executable not found near \(Bundle.main.bundleURL.path); run `swift build` first")
     }()
 
-    static func run(_ arguments: [String]) throws -> Result {
+    /// Runs the command on a thread of its own, so a test whose server lives in the same
+    /// process never blocks a thread of Swift's small cooperative pool while waiting for it.
+    public static func runInBackground(_ arguments: [String]) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Swift.Result { try run(arguments) }) }.start()
+        }
+    }
+
+    public static func run(_ arguments: [String]) throws -> Result {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -42,13 +50,13 @@ struct CLIRunner {
 }
 
 /// A long-running `countersign` process (serve, proxy), stopped with SIGTERM.
-final class BackgroundCommand: @unchecked Sendable {
-    let process = Process()
+public final class BackgroundCommand: @unchecked Sendable {
+    public let process = Process()
     private let output = Pipe()
 
     /// Starts `arguments` and waits (up to a minute) for a stdout line starting with `prefix`;
     /// returns that line.
-    init(_ arguments: [String], waitingFor prefix: String) throws {
+    public init(_ arguments: [String], waitingFor prefix: String) throws {
         process.executableURL = CLIRunner.executable
         process.arguments = arguments
         process.standardOutput = output
@@ -64,15 +72,15 @@ final class BackgroundCommand: @unchecked Sendable {
         line = String(String(decoding: buffer, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix(prefix) }!)
     }
 
-    let line: String
+    public let line: String
 
     /// The port in a `... http://HOST:PORT ...` line.
-    var port: Int {
+    public var port: Int {
         let url = line.split(separator: " ").first { $0.hasPrefix("http://") }!
         return Int(url.split(separator: ":").last!)!
     }
 
-    func stop() {
+    public func stop() {
         process.terminate()
         process.waitUntilExit()
     }
