@@ -92,6 +92,7 @@ public struct ErrorCode: RawRepresentable, Error, Hashable, Sendable, CustomStri
     public static let operationAlreadyInProgressForProductError = Self(15, "operationAlreadyInProgressForProductError")
     public static let unknownBackendError = Self(16, "unknownBackendError")
     public static let paymentPendingError = Self(20, "paymentPendingError")
+    public static let invalidSubscriberAttributesError = Self(21, "invalidSubscriberAttributesError")
     public static let configurationError = Self(23, "configurationError")
     public static let offlineConnectionError = Self(35, "offlineConnectionError")
     public static let signatureVerificationFailed = Self(37, "signatureVerificationFailed")
@@ -102,7 +103,7 @@ public struct ErrorCode: RawRepresentable, Error, Hashable, Sendable, CustomStri
         .unknownError, .purchaseCancelledError, .storeProblemError, .purchaseNotAllowedError, .purchaseInvalidError,
         .productNotAvailableForPurchaseError, .productAlreadyPurchasedError, .receiptAlreadyInUseError, .invalidReceiptError,
         .missingReceiptFileError, .networkError, .invalidCredentialsError, .unexpectedBackendResponseError, .invalidAppUserIdError,
-        .operationAlreadyInProgressForProductError, .unknownBackendError, .paymentPendingError, .configurationError,
+        .operationAlreadyInProgressForProductError, .unknownBackendError, .paymentPendingError, .invalidSubscriberAttributesError, .configurationError,
         .offlineConnectionError, .signatureVerificationFailed, .noCachedCustomerInfo,
     ]
 }
@@ -129,6 +130,7 @@ extension PurchasesError {
             case .unknownProduct?, .testStoreNotEnabled?: return .productNotAvailableForPurchaseError
             case .missingAPIKey?, .invalidAPIKey?, .wrongKeyKind?: return .invalidCredentialsError
             case .invalidAppUserId?, .reservedAppUserId?: return .invalidAppUserIdError
+            case .invalidSubscriberAttributes?: return .invalidSubscriberAttributesError
             case .some: return .unknownBackendError
             case nil: return status >= 500 ? .unknownBackendError : .unexpectedBackendResponseError
             }

@@ -189,7 +189,10 @@ public final class TestStore: Store, @unchecked Sendable {
     private func pollAccount() async throws -> [StoreTransaction] {
         let after = lock.withLock { (try? Data(contentsOf: cursorURL)).flatMap { try? JSONDecoder().decode(Int64.self, from: $0) } ?? 0 }
         let path = "/v1/test_store/accounts/\(storeAccount.pathSegmentEncoded)/transactions"
-        let answer = try await backend.perform(.get(path, query: "after=\(after)"))
+        // In a task of its own, which the listener's cancellation does not reach: cancelling a
+        // URLSession request in flight can crash FoundationNetworking on Linux.
+        let backend = backend
+        let answer = try await Task { try await backend.perform(.get(path, query: "after=\(after)")) }.value
         guard let feed = try? JSONDecoder().decode(TestStoreFeed.self, from: answer.body) else { return [] }
         // The query is not signed: entries at or before the cursor are a replay and are ignored.
         let entries = feed.transactions.filter { $0.sequence > after }.sorted { $0.sequence < $1.sequence }

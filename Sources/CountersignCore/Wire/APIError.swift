@@ -40,6 +40,9 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     /// The app user id is reserved for the server's own use (`$CS…`/`$RC…`, other than the
     /// SDK's anonymous `$CSAnonymousID:` ids).
     case reservedAppUserId = 4008
+    /// A subscriber attribute with a malformed or reserved key, or a value too long; the
+    /// message names the key and nothing of the batch is stored.
+    case invalidSubscriberAttributes = 4009
     case bodyTooLarge = 4013
     // 401 / 403
     case missingAPIKey = 4101
@@ -81,7 +84,7 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     public var httpStatus: Int {
         switch self {
         case .malformedRequest, .malformedNonce, .postParamsHashMismatch, .headersHashMismatch, .malformedJSON, .invalidField, .invalidAppUserId,
-             .duplicateJSONKey, .reservedAppUserId: 400
+             .duplicateJSONKey, .reservedAppUserId, .invalidSubscriberAttributes: 400
         case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement: 422
         case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: 409
         case .bodyTooLarge: 413

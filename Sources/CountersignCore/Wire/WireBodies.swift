@@ -156,3 +156,25 @@ public enum IntroEligibilityStatus: String, Codable, Sendable, Hashable, CaseIte
     case eligible
     case noIntroOfferExists = "no_intro_offer_exists"
 }
+
+/// The body of `POST /v1/subscribers/{app_user_id}/intro_eligibility`.
+public struct IntroEligibilityRequest: Codable, Sendable, Hashable {
+    public var productIdentifiers: [String]
+
+    public init(productIdentifiers: [String]) {
+        self.productIdentifiers = productIdentifiers
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case productIdentifiers = "product_identifiers"
+    }
+}
+
+/// Its answer: each product asked for and the customer's eligibility for its introductory offer.
+public struct IntroEligibilityAnswer: Codable, Sendable, Hashable {
+    public var eligibility: [String: IntroEligibilityStatus]
+
+    public init(eligibility: [String: IntroEligibilityStatus]) {
+        self.eligibility = eligibility
+    }
+}

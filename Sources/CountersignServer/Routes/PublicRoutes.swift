@@ -9,6 +9,8 @@ import Hummingbird
 /// - `GET /v1/subscribers/{app_user_id}`: CustomerInfo (cacheable: `X-ETag`, signed 304s).
 /// - `POST /v1/receipts`: record a purchase, answer CustomerInfo with `purchase_status`.
 /// - `POST /v1/subscribers/identify`: logIn; an anonymous user's purchases merge into the new one.
+/// - `POST /v1/subscribers/{app_user_id}/attributes`: subscriber attributes, a batch at a time.
+/// - `POST /v1/subscribers/{app_user_id}/intro_eligibility`: introductory offer eligibility.
 /// - `GET /v1/subscribers/{app_user_id}/offerings`, `GET /v1/product_entitlement_mapping`: the
 ///   catalogue, static and cacheable (the mapping is what the SDK computes offline entitlements with).
 /// - The test store, for apps that list TestStore (StoreKit's part, served to any platform):
@@ -143,7 +145,7 @@ struct PublicRoutes: Sendable {
             let mapping = Dictionary(uniqueKeysWithValues: app.products.map { ($0.id, MappingAnswer.Product(productIdentifier: $0.id, entitlements: $0.entitlements)) })
             return try SignedAnswer.json(MappingAnswer(productEntitlementMapping: mapping), cacheable: true)
         }
-        post(router, "/v1/receipts", ReceiptRequest.self) { app, receipt in
+        post(router, "/v1/receipts", ReceiptRequest.self) { app, receipt, _ in
             let user = try Self.appUserId(receipt.appUserId, percentEncoded: false)
             let status: PurchaseStatus
             do {
@@ -160,7 +162,7 @@ struct PublicRoutes: Sendable {
             let info = try await store.customerInfo(app: app, user: user, now: now())
             return try SignedAnswer.json(CustomerInfoAnswer(customerInfo: info, extraKey: "purchase_status", extra: status), cacheable: false)
         }
-        post(router, "/v1/subscribers/identify", IdentifyRequest.self) { app, identify in
+        post(router, "/v1/subscribers/identify", IdentifyRequest.self) { app, identify, _ in
             let current = try Self.appUserId(identify.appUserId, percentEncoded: false)
             let new = try Self.appUserId(identify.newAppUserId, percentEncoded: false)
             if CustomerDatabase.isAnonymous(new) {
@@ -173,7 +175,33 @@ struct PublicRoutes: Sendable {
             return try SignedAnswer.json(CustomerInfoAnswer(customerInfo: info, extraKey: "created", extra: created),
                                          status: created ? .created : .ok, cacheable: false)
         }
-        post(router, "/v1/test_store/purchases", TestPurchaseRequest.self) { app, request in
+        post(router, "/v1/subscribers/:app_user_id/attributes", SubscriberAttributesBody.self) { app, body, context in
+            let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+            guard body.attributes.count <= SubscriberAttributeRules.maximumBatch else {
+                throw APIError(.invalidSubscriberAttributes, "at most \(SubscriberAttributeRules.maximumBatch) attributes per request")
+            }
+            for (key, attribute) in body.attributes.sorted(by: { $0.key < $1.key }) {
+                if let problem = SubscriberAttributeRules.problem(key: key, value: attribute.value) {
+                    throw APIError(.invalidSubscriberAttributes, problem)
+                }
+                guard attribute.updatedAtMs > 0 else { throw APIError(.invalidSubscriberAttributes, "updated_at_ms of '\(key.prefix(60))' must be a time") }
+            }
+            let changed = try await store.setAttributes(app: app.id, user: user, body.attributes.mapValues {
+                CustomerDatabase.AttributeRecord(value: $0.value, updatedAtMs: $0.updatedAtMs)
+            }, now: now())
+            return try SignedAnswer.json(["updated_attributes": changed], cacheable: false)
+        }
+        post(router, "/v1/subscribers/:app_user_id/intro_eligibility", IntroEligibilityRequest.self) { app, body, context in
+            let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+            guard (1...100).contains(body.productIdentifiers.count) else {
+                throw APIError(.invalidField, "product_identifiers must list 1 to 100 products")
+            }
+            let known = body.productIdentifiers.compactMap(app.product)
+            var answer = try await store.introductoryOfferEligibility(app: app, user: user, products: known)
+            for id in body.productIdentifiers where answer[id] == nil { answer[id] = .unknown }
+            return try SignedAnswer.json(IntroEligibilityAnswer(eligibility: answer), cacheable: false)
+        }
+        post(router, "/v1/test_store/purchases", TestPurchaseRequest.self) { app, request, _ in
             let testStore = try testStore(for: app)
             let user = try Self.appUserId(request.appUserId, percentEncoded: false)
             let token = try Self.appAccountToken(request.appAccountToken)
@@ -192,7 +220,7 @@ struct PublicRoutes: Sendable {
             }
             return try SignedAnswer.json(TestPurchaseAnswer(signedTransaction: jws, transactionId: transactionId, productId: product.id), cacheable: false)
         }
-        post(router, "/v1/test_store/purchase_requests", TestPurchaseRequest.self) { app, request in
+        post(router, "/v1/test_store/purchase_requests", TestPurchaseRequest.self) { app, request, _ in
             _ = try testStore(for: app)
             _ = try Self.appUserId(request.appUserId, percentEncoded: false)
             let token = try Self.appAccountToken(request.appAccountToken)
@@ -278,7 +306,7 @@ struct PublicRoutes: Sendable {
     /// against the decoded fields, the very values the handler then acts on.
     private func post<Body: PostBody>(
         _ router: ServerRouter, _ path: RouterPath, _ type: Body.Type,
-        handler: @escaping @Sendable (AppConfiguration, Body) async throws -> SignedAnswer
+        handler: @escaping @Sendable (AppConfiguration, Body, ServerRequestContext) async throws -> SignedAnswer
     ) {
         router.post(path) { request, context in
             let key: String
@@ -293,7 +321,7 @@ struct PublicRoutes: Sendable {
             case .failure(let error): return ErrorAnswer.response(error)
             }
             return try await authenticated(request, context, key: key, postParams: body.postParams) { app in
-                try await handler(app, body)
+                try await handler(app, body, context)
             }
         }
     }
@@ -357,6 +385,17 @@ extension PublicRoutes.ReceiptRequest: PostBody {
 
 extension PublicRoutes.IdentifyRequest: PostBody {
     var postParams: [(String, String?)] { [("app_user_id", appUserId), ("new_app_user_id", newAppUserId)] }
+}
+
+/// Attributes are not covered by `X-Post-Params-Hash` (they are not flat string fields); the
+/// answer says how many were stored and grants nothing.
+extension SubscriberAttributesBody: PostBody {
+    var postParams: [(String, String?)] { [] }
+}
+
+/// The answer lists every product asked for, so the SDK can tell an answer to its own question.
+extension IntroEligibilityRequest: PostBody {
+    var postParams: [(String, String?)] { [] }
 }
 
 extension PublicRoutes.TestPurchaseRequest: PostBody {

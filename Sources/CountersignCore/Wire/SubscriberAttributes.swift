@@ -1,0 +1,60 @@
+import Foundation
+
+/// Subscriber attributes, as RevenueCat's: string values under string keys, sent in batches as
+/// `{"attributes": {"key": {"value": "…" or null, "updated_at_ms": N}}}` to
+/// `POST /v1/subscribers/{app_user_id}/attributes`. One set of rules for the SDK and the server.
+public enum SubscriberAttributeRules {
+    /// The reserved keys an app may set (through `setEmail`, `setDisplayName`, `setPhoneNumber`).
+    public static let reservedKeys: Set<String> = ["$email", "$displayName", "$phoneNumber"]
+    public static let maximumKeyLength = 40
+    public static let maximumValueLength = 500
+    public static let maximumBatch = 100
+
+    /// What is wrong with an attribute, or nil when it may be stored.
+    public static func problem(key: String, value: String?) -> String? {
+        if key.isEmpty || key.unicodeScalars.count > maximumKeyLength {
+            return "attribute key '\(key.prefix(60))' must be 1 to \(maximumKeyLength) characters"
+        }
+        if key.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == " " }) {
+            return "attribute key '\(key.prefix(60))' must not hold spaces or control characters"
+        }
+        if key.hasPrefix("$") && !reservedKeys.contains(key) {
+            return "attribute key '\(key.prefix(60))' is reserved (keys starting with $ are the SDK's: \(reservedKeys.sorted().joined(separator: ", ")))"
+        }
+        if let value, value.unicodeScalars.count > maximumValueLength {
+            return "the value of attribute '\(key.prefix(60))' is longer than \(maximumValueLength) characters"
+        }
+        return nil
+    }
+}
+
+/// One attribute as sent.
+public struct SubscriberAttributeValue: Codable, Sendable, Hashable {
+    public var value: String?
+    public var updatedAtMs: Int64
+
+    public init(value: String?, updatedAtMs: Int64) {
+        self.value = value
+        self.updatedAtMs = updatedAtMs
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case value, updatedAtMs = "updated_at_ms"
+    }
+
+    /// Encodes a nil value as `null` (it deletes the attribute), not as a missing key.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(value, forKey: .value)
+        try container.encode(updatedAtMs, forKey: .updatedAtMs)
+    }
+}
+
+/// The body of `POST /v1/subscribers/{app_user_id}/attributes`.
+public struct SubscriberAttributesBody: Codable, Sendable, Hashable {
+    public var attributes: [String: SubscriberAttributeValue]
+
+    public init(attributes: [String: SubscriberAttributeValue]) {
+        self.attributes = attributes
+    }
+}
