@@ -38,3 +38,52 @@ extension Purchases {
         }
     }
 }
+
+/// A promotional offer the server signed, ready for StoreKit (RevenueCat's `PromotionalOffer`).
+public struct PromotionalOffer: Sendable, Hashable {
+    /// The signed values, as StoreKit's original promotional offer purchase option (and
+    /// `SKPaymentDiscount`) take them.
+    public struct SignedData: Sendable, Hashable {
+        public let identifier: String
+        public let keyIdentifier: String
+        public let nonce: UUID
+        public let signature: String
+        public let timestamp: Int
+    }
+
+    public let productIdentifier: String
+    public let signedData: SignedData
+    /// The same offer as a compact JWS, for StoreKit's `promotionalOffer(_:compactJWS:)`.
+    public let compactJWS: String
+    /// The app account token the signature binds; purchase with this token.
+    public let appAccountToken: UUID
+}
+
+extension Purchases {
+    /// Asks the server to sign a promotional offer of `product` for the current user with the
+    /// app's In-App Purchase key (which never ships in the app), as RevenueCat's
+    /// `promotionalOffer(forProductDiscount:product:)` does. Throws when the answer does not
+    /// verify (enforced mode), does not answer this offer, or the server has no key.
+    public func promotionalOffer(forProductDiscount discount: StoreProductDiscount, product: StoreProduct) async throws -> PromotionalOffer {
+        guard let identifier = discount.offerIdentifier, discount.type == .promotional else {
+            throw PurchasesError.configuration("only a promotional discount with an offer identifier can be signed")
+        }
+        return try await promotionalOffer(offerIdentifier: identifier, product: product)
+    }
+
+    /// Asks the server to sign the promotional offer `offerIdentifier` of `product`.
+    public func promotionalOffer(offerIdentifier: String, product: StoreProduct) async throws -> PromotionalOffer {
+        let path = "/v1/subscribers/\(appUserID.pathSegmentEncoded)/promotional_offer"
+        let answer = try await backend.perform(.post(path, [("product_identifier", product.productIdentifier), ("offer_identifier", offerIdentifier)]))
+        guard let signed = try? JSONDecoder().decode(PromotionalOfferAnswer.self, from: answer.body),
+              signed.productIdentifier == product.productIdentifier, signed.offerIdentifier == offerIdentifier,
+              let nonce = UUID(uuidString: signed.nonce), let token = UUID(uuidString: signed.appAccountToken)
+        else { throw PurchasesError.malformedAnswer(path: "/v1/subscribers/{id}/promotional_offer") }
+        return PromotionalOffer(
+            productIdentifier: signed.productIdentifier,
+            signedData: .init(identifier: signed.offerIdentifier, keyIdentifier: signed.keyIdentifier, nonce: nonce,
+                              signature: signed.signature, timestamp: Int(signed.timestamp)),
+            compactJWS: signed.jws, appAccountToken: token
+        )
+    }
+}

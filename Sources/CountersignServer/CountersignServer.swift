@@ -48,6 +48,8 @@ public struct CountersignServer: Sendable {
     public let verifiers: [String: SignedDataVerifier]
     /// The deployment's test store, when an app lists TestStore.
     public let testStore: TestStoreCA?
+    /// Promotional offer signers of the apps with an In-App Purchase key.
+    let offerSigners: [String: PromotionalOfferSigner]
     public let metrics = ServerMetrics()
     public let logger: Logger
 
@@ -71,6 +73,11 @@ public struct CountersignServer: Sendable {
             logger.warning("appleRootCertificates replaces Apple's root: data signed under it counts as App Store data (testing only)")
         }
         (verifiers, testStore) = try Self.makeVerifiers(for: deployment, dataDirectory: directory)
+        var signers: [String: PromotionalOfferSigner] = [:]
+        for app in deployment.apps {
+            signers[app.id] = try PromotionalOfferSigner.load(for: app, dataDirectory: directory)
+        }
+        offerSigners = signers
         let mode: SigningKeyRing.Mode = configuration.intermediatesDirectory.map { .offline(intermediatesDirectory: $0) }
             ?? .managed(dataDirectory: directory)
         keys = try SigningKeyRing(mode: mode, now: configuration.now, logger: logger)
@@ -130,7 +137,7 @@ public struct CountersignServer: Sendable {
         router.addHealthRoutes(signing: signing)
         PublicRoutes(
             signing: signing, authentication: authentication, store: store, verifiers: verifiers, testStore: testStore,
-            metrics: metrics, now: now
+            offerSigners: offerSigners, metrics: metrics, now: now
         ).add(to: router)
         NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, now: now).add(to: router)
         AdminRoutes(authentication: authentication, store: store, keys: keys, verifiers: verifiers, testStore: testStore, now: now).add(to: router)

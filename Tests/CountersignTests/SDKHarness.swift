@@ -28,9 +28,18 @@ struct SDKHarness: Sendable {
     var apiKey: String { app.publicApiKeys[0] }
     var rootKey: String { server.keys.managedRootPublicKey!.rawRepresentation.base64EncodedString() }
 
-    /// Runs `body` with a fresh server on `database` (SQLite by default).
-    static func run(database: TestDatabaseKind = .sqlite, _ body: @Sendable @escaping (SDKHarness) async throws -> Void) async throws {
+    /// Runs `body` with a fresh server on `database` (SQLite by default); `configure` edits the
+    /// demo configuration (given the server's data directory) before the server starts.
+    static func run(database: TestDatabaseKind = .sqlite, configure: (@Sendable (inout DeploymentConfiguration, URL) throws -> Void)? = nil,
+                    _ body: @Sendable @escaping (SDKHarness) async throws -> Void) async throws {
         try await FreshDatabase.with(database) { location, directory in
+            if let configure {
+                let serverDirectory = directory.appendingPathComponent("server")
+                try FileManager.default.createDirectory(at: serverDirectory, withIntermediateDirectories: true)
+                var deployment = DeploymentConfiguration(apps: [.makeDemo()])
+                try configure(&deployment, serverDirectory)
+                try deployment.save(toDataDirectory: serverDirectory)
+            }
             try await run(location: location, directory: directory, body)
         }
     }

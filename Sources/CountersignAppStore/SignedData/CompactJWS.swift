@@ -152,7 +152,7 @@ extension Data {
     }()
 
     /// Encodes as unpadded base64url.
-    var base64URLEncodedString: String {
+    public var base64URLEncodedString: String {
         base64EncodedString()
             .replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")

@@ -21,6 +21,22 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
     /// For apps that list `Xcode`: the StoreKit Testing certificates (base64 DER, as Xcode
     /// exports them) its data must be signed by. Required with `Xcode`.
     public var storeKitTestingCertificates: [String]?
+    /// The app's In-App Purchase key from App Store Connect: the server signs promotional
+    /// offers with it (and, later, calls the App Store Server API).
+    public var inAppPurchaseKey: InAppPurchaseKey?
+
+    public struct InAppPurchaseKey: Codable, Sendable, Hashable {
+        public var keyId: String
+        public var issuerId: String
+        /// The `.p8` file: an absolute path, or relative to the data directory.
+        public var privateKeyFile: String
+
+        public init(keyId: String, issuerId: String, privateKeyFile: String) {
+            self.keyId = keyId
+            self.issuerId = issuerId
+            self.privateKeyFile = privateKeyFile
+        }
+    }
 
     /// What happens when a purchase already recorded for one user is posted by another.
     public enum TransferBehavior: String, Codable, Sendable, Hashable {
@@ -49,6 +65,9 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
         /// The subscription group: introductory offers are one per customer and group.
         public var subscriptionGroup: String?
         public var introductoryOffer: IntroductoryOffer?
+        /// The promotional offer identifiers set up in App Store Connect for the subscription;
+        /// the server signs no other.
+        public var promotionalOffers: [String]?
 
         public init(id: String, type: ProductKind, entitlements: [String]) {
             self.id = id

@@ -60,6 +60,9 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     case unknownEntitlement = 4205
     /// The app does not list the TestStore environment, so it cannot mint test purchases.
     case testStoreNotEnabled = 4206
+    /// A promotional offer was asked for an app without an In-App Purchase key, or for an offer
+    /// the product does not have.
+    case promotionalOfferUnavailable = 4207
     case purchaseOwnedByAnotherUser = 4209
     case purchaseBoundToAnotherUser = 4210
     /// Too many requests of one kind from one app (telemetry); try again later.
@@ -85,7 +88,7 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
         switch self {
         case .malformedRequest, .malformedNonce, .postParamsHashMismatch, .headersHashMismatch, .malformedJSON, .invalidField, .invalidAppUserId,
              .duplicateJSONKey, .reservedAppUserId, .invalidSubscriberAttributes: 400
-        case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement: 422
+        case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement, .promotionalOfferUnavailable: 422
         case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: 409
         case .bodyTooLarge: 413
         case .missingAPIKey, .invalidAPIKey: 401

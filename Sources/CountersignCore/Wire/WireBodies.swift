@@ -178,3 +178,52 @@ public struct IntroEligibilityAnswer: Codable, Sendable, Hashable {
         self.eligibility = eligibility
     }
 }
+
+/// The body of `POST /v1/subscribers/{app_user_id}/promotional_offer`.
+public struct PromotionalOfferRequest: Codable, Sendable, Hashable {
+    public var productIdentifier: String
+    public var offerIdentifier: String
+
+    public init(productIdentifier: String, offerIdentifier: String) {
+        self.productIdentifier = productIdentifier
+        self.offerIdentifier = offerIdentifier
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case productIdentifier = "product_identifier", offerIdentifier = "offer_identifier"
+    }
+}
+
+/// A promotional offer signed by the server with the app's In-App Purchase key, in both of
+/// StoreKit's formats: the original signature fields and the compact JWS.
+public struct PromotionalOfferAnswer: Codable, Sendable, Hashable {
+    public var productIdentifier: String
+    public var offerIdentifier: String
+    public var keyIdentifier: String
+    /// Lowercase UUID.
+    public var nonce: String
+    /// Milliseconds since 1970.
+    public var timestamp: Int64
+    /// The app account token the signature binds (the user's, lowercase).
+    public var appAccountToken: String
+    /// Base64 DER ECDSA P-256 signature.
+    public var signature: String
+    public var jws: String
+
+    public init(productIdentifier: String, offerIdentifier: String, keyIdentifier: String, nonce: String, timestamp: Int64,
+                appAccountToken: String, signature: String, jws: String) {
+        self.productIdentifier = productIdentifier
+        self.offerIdentifier = offerIdentifier
+        self.keyIdentifier = keyIdentifier
+        self.nonce = nonce
+        self.timestamp = timestamp
+        self.appAccountToken = appAccountToken
+        self.signature = signature
+        self.jws = jws
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case productIdentifier = "product_identifier", offerIdentifier = "offer_identifier", keyIdentifier = "key_identifier"
+        case nonce, timestamp, appAccountToken = "app_account_token", signature, jws
+    }
+}

@@ -11,6 +11,8 @@ import Hummingbird
 /// - `POST /v1/subscribers/identify`: logIn; an anonymous user's purchases merge into the new one.
 /// - `POST /v1/subscribers/{app_user_id}/attributes`: subscriber attributes, a batch at a time.
 /// - `POST /v1/subscribers/{app_user_id}/intro_eligibility`: introductory offer eligibility.
+/// - `POST /v1/subscribers/{app_user_id}/promotional_offer`: a promotional offer signed with the
+///   app's In-App Purchase key.
 /// - `GET /v1/subscribers/{app_user_id}/offerings`, `GET /v1/product_entitlement_mapping`: the
 ///   catalogue, static and cacheable (the mapping is what the SDK computes offline entitlements with).
 /// - The test store, for apps that list TestStore (StoreKit's part, served to any platform):
@@ -23,6 +25,8 @@ struct PublicRoutes: Sendable {
     let store: CustomerDatabase
     let verifiers: [String: SignedDataVerifier]
     let testStore: TestStoreCA?
+    /// Apps with an In-App Purchase key, by app id.
+    let offerSigners: [String: PromotionalOfferSigner]
     let metrics: ServerMetrics
     let now: @Sendable () -> Date
 
@@ -200,6 +204,29 @@ struct PublicRoutes: Sendable {
             var answer = try await store.introductoryOfferEligibility(app: app, user: user, products: known)
             for id in body.productIdentifiers where answer[id] == nil { answer[id] = .unknown }
             return try SignedAnswer.json(IntroEligibilityAnswer(eligibility: answer), cacheable: false)
+        }
+        post(router, "/v1/subscribers/:app_user_id/promotional_offer", PromotionalOfferRequest.self) { app, body, context in
+            let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+            guard let signer = offerSigners[app.id] else {
+                throw APIError(.promotionalOfferUnavailable, "app '\(app.id)' has no In-App Purchase key (inAppPurchaseKey in countersign.json)")
+            }
+            guard let product = app.product(body.productIdentifier), product.type == .autoRenewable else {
+                throw APIError(.unknownProduct, "'\(body.productIdentifier.prefix(100))' is not an auto-renewable subscription of app '\(app.id)'")
+            }
+            guard product.promotionalOffers?.contains(body.offerIdentifier) == true else {
+                throw APIError(.promotionalOfferUnavailable, "product '\(product.id)' has no promotional offer '\(body.offerIdentifier.prefix(100))'")
+            }
+            let time = now()
+            let nonce = UUID()
+            let token = AppAccountToken.forAppUserID(user)
+            let timestamp = CustomerDatabase.milliseconds(time)
+            let answer = PromotionalOfferAnswer(
+                productIdentifier: product.id, offerIdentifier: body.offerIdentifier, keyIdentifier: signer.keyId,
+                nonce: nonce.uuidString.lowercased(), timestamp: timestamp, appAccountToken: token.uuidString.lowercased(),
+                signature: try signer.signV1(productId: product.id, offerId: body.offerIdentifier, appAccountToken: token, nonce: nonce, timestamp: timestamp),
+                jws: try signer.signV2(productId: product.id, offerId: body.offerIdentifier, transactionId: nil, nonce: nonce, issuedAt: time)
+            )
+            return try SignedAnswer.json(answer, cacheable: false)
         }
         post(router, "/v1/test_store/purchases", TestPurchaseRequest.self) { app, request, _ in
             let testStore = try testStore(for: app)
@@ -396,6 +423,10 @@ extension SubscriberAttributesBody: PostBody {
 /// The answer lists every product asked for, so the SDK can tell an answer to its own question.
 extension IntroEligibilityRequest: PostBody {
     var postParams: [(String, String?)] { [] }
+}
+
+extension PromotionalOfferRequest: PostBody {
+    var postParams: [(String, String?)] { [("product_identifier", productIdentifier), ("offer_identifier", offerIdentifier)] }
 }
 
 extension PublicRoutes.TestPurchaseRequest: PostBody {
