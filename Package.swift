@@ -97,6 +97,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // A sample app written as RevenueCat's documentation writes one (scripts/sample-app.sh runs it).
+        .executableTarget(
+            name: "countersign-sample",
+            dependencies: ["Countersign"],
+            path: "Examples/SampleApp"
+        ),
         .target(
             name: "CountersignTesting",
             dependencies: [

@@ -77,3 +77,39 @@ public struct VerificationFailureEvent: Sendable, Hashable {
 public enum CountersignSDK {
     public static let version = "0.1.0"
 }
+
+extension Purchases {
+    /// The one configure line that differs from RevenueCat's `configure(withAPIKey:appUserID:)`:
+    /// a self-hosted server has its own URL and its own root keys to pin. The store is StoreKit 2
+    /// on Apple platforms and the server's test store elsewhere; caches live in the user's
+    /// Application Support directory. Verification is `enforced` (RevenueCat's default is
+    /// `disabled`; a self-hosted server signs every answer, so there is no reason not to).
+    ///
+    /// An unusable configuration (root keys that are not Ed25519 public keys, storage that
+    /// cannot be written) stops with a message saying what is wrong, as a misconfigured
+    /// RevenueCat does; use ``configure(with:)`` to handle it as an error instead.
+    @discardableResult
+    public static func configure(withAPIKey apiKey: String, serverURL: URL, rootPublicKeys: [String], appUserID: String? = nil) -> Purchases {
+        let base = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
+            ?? FileManager.default.temporaryDirectory
+        let directory = base.appendingPathComponent("Countersign").appendingPathComponent(String(SHA256Hex.of(Data(apiKey.utf8)).prefix(16)))
+        do {
+            let store: any Store
+            #if canImport(StoreKit)
+            if #available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *) {
+                store = StoreKitStore()
+            } else {
+                preconditionFailure("Countersign needs iOS 17, macOS 14, tvOS 17 or watchOS 10")
+            }
+            #else
+            store = try TestStore(serverURL: serverURL, apiKey: apiKey, rootPublicKeys: rootPublicKeys, directory: directory)
+            #endif
+            var configuration = Configuration(apiKey: apiKey, appUserID: appUserID, serverURL: serverURL, rootPublicKeys: rootPublicKeys,
+                                              store: store, storageDirectory: directory)
+            configuration.entitlementVerificationMode = .enforced
+            return try configure(with: configuration)
+        } catch {
+            preconditionFailure("Purchases.configure(withAPIKey:serverURL:rootPublicKeys:) cannot be used: \(error)")
+        }
+    }
+}
