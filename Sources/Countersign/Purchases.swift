@@ -1,8 +1,10 @@
 import CountersignCore
 import Foundation
 
-/// Receives CustomerInfo updates (the same ones ``Purchases/customerInfoStream`` yields).
-public protocol PurchasesDelegate: AnyObject, Sendable {
+/// Receives CustomerInfo updates (the same ones ``Purchases/customerInfoStream`` yields), on the
+/// thread that made the update. Not `Sendable`, so an app's existing delegate class conforms as
+/// it conforms to RevenueCat's.
+public protocol PurchasesDelegate: AnyObject {
     func purchases(_ purchases: Purchases, receivedUpdated customerInfo: CustomerInfo)
 }
 

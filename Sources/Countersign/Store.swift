@@ -15,6 +15,10 @@ public struct StoreTransaction: Sendable, Hashable, Codable {
     /// `VerificationResult.verified`); only verified transactions count offline.
     public var isVerified: Bool
 
+    /// RevenueCat's names.
+    public var transactionIdentifier: String { transactionId }
+    public var productIdentifier: String { productId }
+
     public init(transactionId: String, originalTransactionId: String, productId: String, jws: String, purchaseDate: Date,
                 expirationDate: Date? = nil, revocationDate: Date? = nil, isVerified: Bool) {
         self.transactionId = transactionId

@@ -15,7 +15,9 @@ public enum SubscriberAttributeRules {
         if key.isEmpty || key.unicodeScalars.count > maximumKeyLength {
             return "attribute key '\(key.prefix(60))' must be 1 to \(maximumKeyLength) characters"
         }
-        if key.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == " " }) {
+        // Control characters (U+0000–U+001F, U+007F–U+009F) and the space: exactly what the
+        // OpenAPI document's pattern for keys excludes, so the two agree on every key.
+        if key.unicodeScalars.contains(where: { $0.value <= 0x20 || (0x7F...0x9F).contains($0.value) }) {
             return "attribute key '\(key.prefix(60))' must not hold spaces or control characters"
         }
         if key.hasPrefix("$") && !reservedKeys.contains(key) {

@@ -430,8 +430,10 @@ extension PromotionalOfferRequest: PostBody {
 }
 
 extension PublicRoutes.TestPurchaseRequest: PostBody {
+    /// `store_account` is covered when sent (clients from before store accounts hash three fields).
     var postParams: [(String, String?)] {
-        [("app_user_id", appUserId), ("product_id", productId), ("app_account_token", appAccountToken), ("store_account", storeAccount)]
+        [("app_user_id", appUserId), ("product_id", productId), ("app_account_token", appAccountToken)]
+            + (storeAccount.map { [("store_account", $0)] } ?? [])
     }
 }
 
