@@ -130,6 +130,13 @@ struct ProductsAttributesTests {
             #expect(refusal.code == APIErrorCode.invalidSubscriberAttributes.rawValue)
             #expect(refusal.message.contains("$rc_secret"))
             #expect(PurchasesError.server(statusCode: 400, code: refusal.code, message: refusal.message).errorCode == .invalidSubscriberAttributesError)
+
+            // A missing value is refused, not read as a deletion (null deletes).
+            request.httpBody = Data(#"{"attributes":{"$email":{"updated_at_ms":1}}}"#.utf8)
+            let (_, missing) = try await URLSession.shared.data(for: request)
+            #expect((missing as? HTTPURLResponse)?.statusCode == 400)
+            let kept = try await Self.admin(harness, "/v1/admin/customers/attributed")
+            #expect((kept["subscriber_attributes"] as? [String: [String: Any]])?["$email"]?["value"] as? String == "someone@example.com")
         }
     }
 

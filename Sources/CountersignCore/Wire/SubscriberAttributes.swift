@@ -44,6 +44,17 @@ public struct SubscriberAttributeValue: Codable, Sendable, Hashable {
         case value, updatedAtMs = "updated_at_ms"
     }
 
+    /// `value` must be present, a string or `null` (which deletes): a missing key is refused
+    /// rather than read as a deletion, so no two readers of a body differ on what it asks.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        guard container.contains(.value) else {
+            throw DecodingError.keyNotFound(CodingKeys.value, .init(codingPath: container.codingPath, debugDescription: "value is required (null deletes)"))
+        }
+        value = try container.decode(String?.self, forKey: .value)
+        updatedAtMs = try container.decode(Int64.self, forKey: .updatedAtMs)
+    }
+
     /// Encodes a nil value as `null` (it deletes the attribute), not as a missing key.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
