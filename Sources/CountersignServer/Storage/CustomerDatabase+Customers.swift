@@ -88,15 +88,9 @@ extension CustomerDatabase {
                 appUserId: user, firstSeen: Self.date(try row.decode(column: "first_seen_ms", as: Int64.self)),
                 lastSeen: Self.date(try row.decode(column: "last_seen_ms", as: Int64.self)), entitlements: entitlements, requestDate: now
             )
-            let transactions = try await sql.select()
+            let transactions = try await Self.ownedPurchases(sql, app: app.id, user: user)
                 .columns(["transaction_id", "original_transaction_id", "product_id", "product_type", "environment",
                           "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms"].map { SQLColumn($0, table: "p") })
-                .from(SQLAlias(SQLIdentifier("purchases"), as: SQLIdentifier("p")))
-                .join(SQLAlias(SQLIdentifier("purchase_owners"), as: SQLIdentifier("o")), method: SQLJoinMethod.inner,
-                      on: SQLBinaryExpression(SQLColumn("original_transaction_id", table: "p"), .equal, SQLColumn("original_transaction_id", table: "o")))
-                .where(SQLColumn("app_id", table: "o"), .equal, SQLBind(app.id))
-                .where(SQLColumn("app_id", table: "p"), .equal, SQLBind(app.id))
-                .where(SQLColumn("app_user_id", table: "o"), .equal, SQLBind(user))
                 .orderBy(SQLColumn("recorded_at_ms", table: "p"))
                 .orderBy(SQLColumn("transaction_id", table: "p"))
                 .all(decoding: TransactionRecord.self)
@@ -157,6 +151,17 @@ extension CustomerDatabase {
             try await sql.delete(from: "customers").where("app_id", .equal, app.id).where("app_user_id", .equal, user).run()
             return true
         }
+    }
+
+    /// The user's purchases (`p`) joined with their owners (`o`); the caller picks the columns.
+    static func ownedPurchases(_ sql: any SQLDatabase, app: String, user: String) -> SQLSelectBuilder {
+        sql.select()
+            .from(SQLAlias(SQLIdentifier("purchases"), as: SQLIdentifier("p")))
+            .join(SQLAlias(SQLIdentifier("purchase_owners"), as: SQLIdentifier("o")), method: SQLJoinMethod.inner,
+                  on: SQLBinaryExpression(SQLColumn("original_transaction_id", table: "p"), .equal, SQLColumn("original_transaction_id", table: "o")))
+            .where(SQLColumn("app_id", table: "o"), .equal, SQLBind(app))
+            .where(SQLColumn("app_id", table: "p"), .equal, SQLBind(app))
+            .where(SQLColumn("app_user_id", table: "o"), .equal, SQLBind(user))
     }
 
     static func customerExists(_ sql: any SQLDatabase, app: String, user: String) async throws -> Bool {

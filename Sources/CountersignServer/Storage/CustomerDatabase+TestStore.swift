@@ -181,14 +181,7 @@ extension CustomerDatabase {
     /// a group is a group of its own); `noIntroOfferExists` for a product without an offer.
     public func introductoryOfferEligibility(app: AppConfiguration, user: String, products: [AppConfiguration.Product]) async throws -> [String: IntroEligibilityStatus] {
         let owned: Set<String> = try await database.withConnection { sql in
-            let rows = try await sql.select().distinct().column(SQLColumn("product_id", table: "p"))
-                .from(SQLAlias(SQLIdentifier("purchases"), as: SQLIdentifier("p")))
-                .join(SQLAlias(SQLIdentifier("purchase_owners"), as: SQLIdentifier("o")), method: SQLJoinMethod.inner,
-                      on: SQLBinaryExpression(SQLColumn("original_transaction_id", table: "p"), .equal, SQLColumn("original_transaction_id", table: "o")))
-                .where(SQLColumn("app_id", table: "o"), .equal, SQLBind(app.id))
-                .where(SQLColumn("app_id", table: "p"), .equal, SQLBind(app.id))
-                .where(SQLColumn("app_user_id", table: "o"), .equal, SQLBind(user))
-                .all()
+            let rows = try await Self.ownedPurchases(sql, app: app.id, user: user).distinct().column(SQLColumn("product_id", table: "p")).all()
             return Set(try rows.map { try $0.decode(column: "product_id", as: String.self) })
         }
         func group(_ product: AppConfiguration.Product) -> String { product.subscriptionGroup ?? "product:" + product.id }
