@@ -364,6 +364,8 @@ public final class Purchases: @unchecked Sendable {
         guard !newAppUserID.isEmpty, !ReservedAppUserID.isAnonymous(newAppUserID), !ReservedAppUserID.isReserved(newAppUserID) else {
             throw PurchasesError.configuration("logIn needs a real app user id (ids starting with $CS or $RC are reserved)")
         }
+        // The current user's unsent attributes go first, as RevenueCat sends them before a switch.
+        try? await syncAttributes()
         let answer = try await backend.perform(.post("/v1/subscribers/identify", [("app_user_id", appUserID), ("new_app_user_id", newAppUserID)]))
         let created = (try? JSONDecoder().decode(IdentifyResult.self, from: answer.body))?.created ?? false
         let info = try remember(answer, path: "/v1/subscribers/identify", user: newAppUserID)
@@ -375,6 +377,7 @@ public final class Purchases: @unchecked Sendable {
     /// Back to a fresh anonymous user.
     @discardableResult
     public func logOut() async throws -> CustomerInfo {
+        try? await syncAttributes()
         setUser(ReservedAppUserID.anonymousPrefix + UUID().uuidString.lowercased())
         let info = try await customerInfo(fetchPolicy: .fetchCurrent)
         deliver(info, force: true)

@@ -137,6 +137,12 @@ struct ProductsAttributesTests {
             #expect((missing as? HTTPURLResponse)?.statusCode == 400)
             let kept = try await Self.admin(harness, "/v1/admin/customers/attributed")
             #expect((kept["subscriber_attributes"] as? [String: [String: Any]])?["$email"]?["value"] as? String == "someone@example.com")
+
+            // What is set just before a logIn is sent for the user who set it.
+            purchases.setAttributes(["plan_hint": "yearly"])
+            _ = try await purchases.logIn("attributed-elsewhere")
+            let before = try await Self.admin(harness, "/v1/admin/customers/attributed")
+            #expect((before["subscriber_attributes"] as? [String: [String: Any]])?["plan_hint"]?["value"] as? String == "yearly")
         }
     }
 
