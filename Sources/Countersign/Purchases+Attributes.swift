@@ -5,13 +5,20 @@ import Foundation
 /// batches in the background, stored by the server and shown by its admin API.
 extension Purchases {
     /// Sets attributes of the current user; an empty string deletes one. A malformed or reserved
-    /// key (or a value over 500 characters) is left out and logged at `error` with the reason
-    /// (as RevenueCat does; ``syncAttributes()`` throws the server's refusal).
-    public func setAttributes(_ attributes: [String: String]) {
+    /// key (or a value over 500 characters) is left out and logged at `error` with the reason,
+    /// as RevenueCat does (``syncAttributes()`` throws the server's refusal).
+    public func setAttributes(_ attributes: [String: String]) { set(attributes) }
+    public func setEmail(_ email: String?) { set(["$email": email]) }
+    public func setDisplayName(_ displayName: String?) { set(["$displayName": displayName]) }
+    public func setPhoneNumber(_ phoneNumber: String?) { set(["$phoneNumber": phoneNumber]) }
+
+    /// Keeps the attributes that pass ``SubscriberAttributeRules`` (an empty value is nil,
+    /// which deletes) and queues them for sending; logs each one left out.
+    private func set(_ attributes: [String: String?]) {
         let now = configuration.nowMilliseconds
         var accepted: [String: SubscriberAttributeValue] = [:]
         for (key, value) in attributes {
-            let value: String? = value.isEmpty ? nil : value
+            let value = value?.isEmpty == true ? nil : value
             if let problem = SubscriberAttributeRules.problem(key: key, value: value) {
                 SDKLog.log(.error, "subscriber attribute not set: \(problem)")
                 continue
@@ -19,19 +26,6 @@ extension Purchases {
             accepted[key] = SubscriberAttributeValue(value: value, updatedAtMs: now)
         }
         setValidated(accepted)
-    }
-
-    public func setEmail(_ email: String?) { setReserved("$email", email) }
-    public func setDisplayName(_ displayName: String?) { setReserved("$displayName", displayName) }
-    public func setPhoneNumber(_ phoneNumber: String?) { setReserved("$phoneNumber", phoneNumber) }
-
-    private func setReserved(_ key: String, _ value: String?) {
-        let value = value?.isEmpty == true ? nil : value
-        if let problem = SubscriberAttributeRules.problem(key: key, value: value) {
-            SDKLog.log(.error, "subscriber attribute not set: \(problem)")
-            return
-        }
-        setValidated([key: SubscriberAttributeValue(value: value, updatedAtMs: configuration.nowMilliseconds)])
     }
 
     /// Attributes set but not yet stored by the server, for the current user.

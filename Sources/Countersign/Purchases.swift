@@ -149,10 +149,9 @@ public final class Purchases: @unchecked Sendable {
     }
 
     deinit {
-        state.withLock { state in
-            state.transactionListener?.cancel()
-            for continuation in state.continuations.values { continuation.finish() }
-        }
+        let (listener, continuations) = state.withLock { ($0.transactionListener, Array($0.continuations.values)) }
+        listener?.cancel()
+        for continuation in continuations { continuation.finish() }
     }
 
     // MARK: Updates

@@ -160,24 +160,15 @@ public final class TestStore: Store, @unchecked Sendable {
     /// The stream polls in its consumer's own task (no task of its own), so cancelling the
     /// consumer ends it at once.
     public func transactionUpdates() -> AsyncStream<StoreTransaction> {
-        struct Queue {
-            var started = false
-            var waiting: [StoreTransaction] = []
-        }
-        let queue = LockedState(Queue())
+        let waiting = LockedState(ledger().filter { !$0.finished }.map(\.transaction))
         return AsyncStream(unfolding: { [self] in
-            let unfinished = queue.withLock { $0.started } ? [] : ledger().filter { !$0.finished }.map(\.transaction)
-            queue.withLock { queue in
-                if !queue.started { queue.waiting = unfinished }
-                queue.started = true
-            }
             while !Task.isCancelled {
-                if let next = queue.withLock({ $0.waiting.isEmpty ? nil : $0.waiting.removeFirst() }) { return next }
+                if let next = waiting.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return next }
                 let fresh = (try? await pollAccount()) ?? []
                 if fresh.isEmpty {
                     try? await Task.sleep(for: pollInterval)
                 } else {
-                    queue.withLock { $0.waiting += fresh }
+                    waiting.withLock { $0 += fresh }
                 }
             }
             return nil
