@@ -139,7 +139,12 @@ extension AdminRoutes {
     private func storedTransaction(app: AppConfiguration, _ read: () async throws -> String?) async throws -> (jws: String, payload: TransactionPayload) {
         guard let jws = try await read() else { throw APIError(.notFound, "no transaction with that id is recorded for app '\(app.id)'") }
         guard let verifier = verifiers[app.id] else { throw APIError(.internalError, "no store verifier for app '\(app.id)'") }
-        let payload = try await verifier.verify(jws, as: TransactionPayload.self)
+        let payload: TransactionPayload
+        do {
+            payload = try await verifier.verify(jws, as: TransactionPayload.self)
+        } catch {
+            throw APIError(storeRefusal: error, of: "the stored transaction")
+        }
         guard payload.environment == .testStore else {
             throw APIError(.wrongEnvironment, "only test-store transactions can be changed by the test store (this one is \(payload.environment?.rawValue ?? "unknown"))")
         }
