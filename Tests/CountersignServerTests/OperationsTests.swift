@@ -48,6 +48,18 @@ struct OperationsTests {
         }
     }
 
+    @Test("fresh request ids are 16 lowercase hex digits; log durations read as milliseconds with two decimals")
+    func requestIdsAndDurations() {
+        let ids = (0..<1000).map { _ in RequestObservation.newId() }
+        #expect(ids.allSatisfy { $0.utf8.count == 16 && $0.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) } })
+        #expect(Set(ids).count == ids.count)
+        #expect(RequestObservation.milliseconds(.microseconds(1_234)) == "1.23")
+        #expect(RequestObservation.milliseconds(.microseconds(1_235)) == "1.24")
+        #expect(RequestObservation.milliseconds(.microseconds(50)) == "0.05")
+        #expect(RequestObservation.milliseconds(.seconds(2) + .microseconds(7_004)) == "2007.00")
+        #expect(RequestObservation.milliseconds(.zero) == "0.00")
+    }
+
     @Test("reported verification failures are counted by reason in the admin API and in /metrics", arguments: TestDatabaseKind.available)
     func telemetry(_ kind: TestDatabaseKind) async throws {
         try await ReceiptTests.withHarness(kind) { harness in
