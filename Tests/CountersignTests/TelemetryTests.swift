@@ -23,19 +23,34 @@ struct TelemetryTests {
             // The reports are sent in the background; flushing sends them now and waits for the answer.
             await purchases.flushDiagnostics()
             let secret = harness.app.secretApiKeys[0]
-            var request = URLRequest(url: harness.serverURL.appendingPathComponent("v1/admin/diagnostics/verification_failures"))
-            request.setValue("Bearer \(secret)", forHTTPHeaderField: "Authorization")
-            let (data, _) = try await URLSession.shared.data(for: request)
-            let counts = (try JSONSerialization.jsonObject(with: data) as? [String: Any])?["counts"] as? [[String: Any]] ?? []
-            let counted = counts.filter { $0["reason"] as? String == "missingSignature" && $0["mode"] as? String == "informational" }
-                .compactMap { $0["failure_count"] as? Int }.reduce(0, +)
+            func adminCount() async throws -> Int {
+                var request = URLRequest(url: harness.serverURL.appendingPathComponent("v1/admin/diagnostics/verification_failures"))
+                request.setValue("Bearer \(secret)", forHTTPHeaderField: "Authorization")
+                let (data, _) = try await URLSession.shared.data(for: request)
+                let counts = (try JSONSerialization.jsonObject(with: data) as? [String: Any])?["counts"] as? [[String: Any]] ?? []
+                return counts.filter { $0["reason"] as? String == "missingSignature" && $0["mode"] as? String == "informational" }
+                    .compactMap { $0["failure_count"] as? Int }.reduce(0, +)
+            }
+            func metricsCount() async throws -> Int? {
+                let (metrics, _) = try await URLSession.shared.data(from: harness.serverURL.appendingPathComponent("metrics"))
+                let line = String(decoding: metrics, as: UTF8.self).split(separator: "\n").first {
+                    $0.hasPrefix(#"countersign_verification_failures_reported_total{app="demo",reason="missingSignature",mode="informational"}"#)
+                }
+                return line.flatMap { Int($0.split(separator: " ").last ?? "") }
+            }
+            // A report still on its way may land between two reads (the database is written
+            // before the metric): the two must agree once the admin count stops moving.
+            var counted = 0
+            var metric: Int?
+            for _ in 0..<50 {
+                counted = try await adminCount()
+                metric = try await metricsCount()
+                if try await adminCount() == counted, metric == counted { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
             // Three CustomerInfo answers, plus the product mapping fetched after each.
             #expect(counted >= 3)
-            let (metrics, _) = try await URLSession.shared.data(from: harness.serverURL.appendingPathComponent("metrics"))
-            let line = String(decoding: metrics, as: UTF8.self).split(separator: "\n").first {
-                $0.hasPrefix(#"countersign_verification_failures_reported_total{app="demo",reason="missingSignature",mode="informational"}"#)
-            }
-            #expect(line.flatMap { Int($0.split(separator: " ").last ?? "") } == counted)
+            #expect(metric == counted)
         }
     }
 
