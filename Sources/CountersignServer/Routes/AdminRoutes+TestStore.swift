@@ -124,9 +124,7 @@ extension AdminRoutes {
         handler: @escaping @Sendable (AppConfiguration, TestStoreCA, TestStoreRequest) async throws -> [TestStoreChange.Transaction]
     ) {
         route(router, .post, RouterPath("/v1/admin/test_store/" + action)) { app, request, context in
-            guard let testStore, app.environments.contains(AppStoreEnvironment.testStore.rawValue) else {
-                throw APIError(.testStoreNotEnabled, "app '\(app.id)' does not accept TestStore purchases")
-            }
+            let testStore = try PublicRoutes.testStore(testStore, for: app)
             var request = request
             let body = try JSONBody.decode(TestStoreRequest.self, from: try await request.collectBody(context: context).get())
             let made = try await handler(app, testStore, body)

@@ -285,12 +285,17 @@ struct PublicRoutes: Sendable {
         }
     }
 
-    /// The test store, for an app that lists TestStore.
-    private func testStore(for app: AppConfiguration) throws(APIError) -> TestStoreCA {
+    /// The test store, for an app that lists TestStore (the public and the admin test-store
+    /// routes both ask here).
+    static func testStore(_ testStore: TestStoreCA?, for app: AppConfiguration) throws(APIError) -> TestStoreCA {
         guard let testStore, app.environments.contains(AppStoreEnvironment.testStore.rawValue) else {
             throw APIError(.testStoreNotEnabled, "app '\(app.id)' does not accept TestStore purchases")
         }
         return testStore
+    }
+
+    private func testStore(for app: AppConfiguration) throws(APIError) -> TestStoreCA {
+        try Self.testStore(testStore, for: app)
     }
 
     static func unknownProduct(_ id: String, app: AppConfiguration) -> APIError {
