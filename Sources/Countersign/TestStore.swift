@@ -187,6 +187,9 @@ public final class TestStore: Store, @unchecked Sendable {
         guard let feed = try? JSONDecoder().decode(TestStoreFeed.self, from: answer.body) else { return [] }
         // The query is not signed: entries at or before the cursor are a replay and are ignored.
         let entries = feed.transactions.filter { $0.sequence > after }.sorted { $0.sequence < $1.sequence }
+        // Nothing new: the ledger is not rewritten (another TestStore on the same directory may
+        // be writing it, and a rewrite of what was read here would drop its change).
+        guard !entries.isEmpty else { return [] }
         var delivered: [StoreTransaction] = []
         try update { ledger in
             for item in entries {
