@@ -10,6 +10,8 @@ let package = Package(
         .package(name: "Countersign", path: ".."),
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         .executableTarget(
@@ -41,6 +43,17 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Sources/PairedRatios"
+        ),
+        // The floor of the server benchmarks (scripts/bench-server.py): Hummingbird, a fixed
+        // 1 KiB body and one Ed25519 signature per answer. Depends on neither Countersign module.
+        .executableTarget(
+            name: "FloorServer",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Sources/FloorServer"
         ),
     ]
 )

@@ -2,15 +2,27 @@
 """Server benchmarks with wrk (Debian package `wrk`) on loopback, reproducing BENCHMARKS.md.
 
     swift build -c release --product countersign
-    scripts/bench-server.py --binary .build/release/countersign [--database postgres://...] [--duration 15]
+    swift build -c release --package-path Benchmarks --product FloorServer
+    scripts/bench-server.py --binary .build/release/countersign --floor Benchmarks/.build/release/FloorServer \
+        [--database postgres://...] [--data-dir DIR] [--duration 10] [--repeat 3] [--update BENCHMARKS.md]
 
-For one database (SQLite by default) it starts the server, records a pro_monthly purchase for
-one user, then measures at 64 connections:
-  - signed   GET /v1/subscribers/{id}                         (public key, X-Nonce)
-  - unsigned GET /v1/admin/customers/{id}/customer_info        (secret key; the same JSON body)
-  - purchase intake: POST /v1/receipts of distinct pre-minted transactions
-For each: requests/s and p50/p99 latency from wrk, and the server's CPU time per request
-(user + system, from /proc/PID/stat around the run). Prints a Markdown table.
+The server under test and the floor server are pinned to core 0 (taskset), wrk to core 1, so
+the server's CPU time per request is measured on one core while the load generator has the
+other. For one database (SQLite by default; --data-dir reuses a filled one, see
+generate-customers.py) it starts the server, records a pro_monthly purchase for `bench-user`,
+then measures at 64 connections, in rounds (every target once per round, --repeat rounds, the
+median of each reported), so the machine's drift hits all targets alike:
+  - floor: the FloorServer of Benchmarks/ (Hummingbird, a fixed 1 KiB body, one Ed25519
+    signature per answer), the least a signed answer costs on this stack;
+  - signed GET /v1/health (no database);
+  - signed GET /v1/subscribers/{id} (public key, X-Nonce): CustomerInfo;
+  - unsigned GET /v1/admin/customers/{id}/customer_info (secret key; the same JSON body);
+then once: purchase intake, POST /v1/receipts of distinct pre-minted transactions.
+For each: requests/s and p50/p99 latency from wrk, and the server process's CPU time per
+request (user + system from /proc/PID/stat around the run, divided by the requests done) with
+its ratio to the floor's. Prints a Markdown table; --update FILE replaces the table between
+`<!-- bench-server:sqlite -->` (or `:postgres`, `:sqlite-1m`, ... with --label) and
+`<!-- /bench-server:... -->` in FILE.
 """
 import argparse
 import base64
@@ -25,7 +37,10 @@ import sys
 import tempfile
 import time
 
-from countersign_process import app_keys, call, connect, start_server
+from countersign_process import app_keys, call, connect, start_listening, start_server
+
+SERVER_CPU = "0"
+WRK_CPU = "1"
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -62,7 +77,7 @@ def parse_wrk(output):
 
 
 def run_wrk(pid, url, duration, connections, headers=(), script=None):
-    command = ["wrk", "-t2", "-c%d" % connections, "-d%ds" % duration, "--latency"]
+    command = ["taskset", "-c", WRK_CPU, "wrk", "-t2", "-c%d" % connections, "-d%ds" % duration, "--latency"]
     for header in headers:
         command += ["-H", header]
     if script:
@@ -76,18 +91,49 @@ def run_wrk(pid, url, duration, connections, headers=(), script=None):
     return result
 
 
+def median_run(runs):
+    keys = ("rate", "p50", "p99", "cpu_us", "non2xx", "requests")
+    return {key: sorted(run[key] for run in runs)[len(runs) // 2] for key in keys} | {"socket_errors": ""}
+
+
+def mint_intake(connection, public, count, prefix):
+    """Distinct test-store transactions, one user each, as request bodies for POST /v1/receipts."""
+    lines = []
+    for index in range(count):
+        user = "%s-%d" % (prefix, index)
+        status, body = call(connection, "POST", "/v1/test_store/purchases", public, {"app_user_id": user, "product_id": "lifetime"})
+        assert status == 200, body
+        lines.append(json.dumps({"app_user_id": user, "fetch_token": json.loads(body)["signed_transaction"]}))
+    return lines
+
+
+def replace_section(path, label, table):
+    text = open(path).read()
+    begin, end = "<!-- bench-server:%s -->" % label, "<!-- /bench-server:%s -->" % label
+    if begin not in text or end not in text:
+        sys.exit("error: %s has no %s ... %s section" % (path, begin, end))
+    before, rest = text.split(begin, 1)
+    _, after = rest.split(end, 1)
+    open(path, "w").write(before + begin + "\n" + table + "\n" + end + after)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", required=True)
+    parser.add_argument("--floor", required=True, help="the FloorServer executable of Benchmarks/")
     parser.add_argument("--database")
-    parser.add_argument("--duration", type=int, default=15)
+    parser.add_argument("--data-dir", help="an existing data directory (a filled database); a fresh one when left out")
+    parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--connections", type=int, default=64)
-    parser.add_argument("--mint", type=int, default=20000, help="distinct transactions for the intake run")
-    parser.add_argument("--repeat", type=int, default=3, help="alternating signed/unsigned runs; medians are reported")
+    parser.add_argument("--mint", type=int, default=30000, help="distinct transactions for the intake run")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; medians are reported")
+    parser.add_argument("--label", help="the section of --update (default: sqlite or postgres)")
+    parser.add_argument("--update", help="a Markdown file whose bench-server section gets the table")
     arguments = parser.parse_args()
 
-    data_dir = tempfile.mkdtemp(prefix="countersign-bench-")
-    process, port = start_server(arguments.binary, data_dir, arguments.database)
+    data_dir = arguments.data_dir or tempfile.mkdtemp(prefix="countersign-bench-")
+    process, port = start_server(arguments.binary, data_dir, arguments.database, cpus=SERVER_CPU)
+    floor, floor_port = start_listening([arguments.floor, "0"], cpus=SERVER_CPU)
     try:
         public, secret = app_keys(data_dir)
         connection = connect(port)
@@ -98,69 +144,70 @@ def main():
         assert status == 200, body
         _, signed_body = call(connection, "GET", "/v1/subscribers/" + user, public)
         _, unsigned_body = call(connection, "GET", "/v1/admin/customers/%s/customer_info" % user, secret)
-
-        # Distinct transactions for the intake run, one user each.
-        lines = []
-        for index in range(arguments.mint):
-            status, body = call(connection, "POST", "/v1/test_store/purchases", public,
-                                {"app_user_id": "intake-%d" % index, "product_id": "lifetime"})
-            lines.append(json.dumps({"app_user_id": "intake-%d" % index, "fetch_token": json.loads(body)["signed_transaction"]}))
+        _, health_body = call(connection, "GET", "/v1/health", public)
+        lines = mint_intake(connection, public, arguments.mint, "intake-%d" % int(time.time()))
         connection.close()
-        bodies = os.path.join(data_dir, "bodies.txt")
+        work = tempfile.mkdtemp(prefix="countersign-bench-work-")
+        bodies = os.path.join(work, "bodies.txt")
         with open(bodies, "w") as handle:
             handle.write("\n".join(lines) + "\n")
-        lua = os.path.join(data_dir, "intake.lua")
+        lua = os.path.join(work, "intake.lua")
         with open(lua, "w") as handle:
             handle.write(INTAKE_LUA.replace("BODIES", bodies).replace("KEY", public))
 
         base = "http://127.0.0.1:%d" % port
         nonce = "X-Nonce: " + base64.b64encode(os.urandom(12)).decode()
-        signed_url = base + "/v1/subscribers/" + user
-        unsigned_url = base + "/v1/admin/customers/%s/customer_info" % user
-        # Warm up both paths.
-        run_wrk(process.pid, signed_url, 3, arguments.connections, ["Authorization: Bearer " + public, nonce])
-        run_wrk(process.pid, unsigned_url, 3, arguments.connections, ["Authorization: Bearer " + secret])
-        # Signed and unsigned runs alternate, so drift of the machine's speed hits both alike.
-        signed_runs, unsigned_runs = [], []
+        targets = [
+            ("floor: Hummingbird, fixed 1 KiB body + one Ed25519 signature", 1024, floor.pid,
+             "http://127.0.0.1:%d/" % floor_port, []),
+            ("signed GET /v1/health", len(health_body), process.pid, base + "/v1/health", [nonce]),
+            ("signed GET /v1/subscribers/{id} (CustomerInfo)", len(signed_body), process.pid,
+             base + "/v1/subscribers/" + user, ["Authorization: Bearer " + public, nonce]),
+            ("unsigned GET /v1/admin/customers/{id}/customer_info", len(unsigned_body), process.pid,
+             base + "/v1/admin/customers/%s/customer_info" % user, ["Authorization: Bearer " + secret]),
+        ]
+        for _, _, pid, url, headers in targets:  # warm up
+            run_wrk(pid, url, 3, arguments.connections, headers)
+        runs = {name: [] for name, *_ in targets}
         signing_before = signing_totals(port)
         for _ in range(arguments.repeat):
-            signed_runs.append(run_wrk(process.pid, signed_url, arguments.duration, arguments.connections,
-                                       ["Authorization: Bearer " + public, nonce]))
-            unsigned_runs.append(run_wrk(process.pid, unsigned_url, arguments.duration, arguments.connections,
-                                         ["Authorization: Bearer " + secret]))
-
-        def median_run(runs):
-            return {key: sorted(run[key] for run in runs)[len(runs) // 2] for key in ("rate", "p50", "p99", "cpu_us", "non2xx", "requests")} | {"socket_errors": ""}
-
+            for name, _, pid, url, headers in targets:
+                runs[name].append(run_wrk(pid, url, arguments.duration, arguments.connections, headers))
         signing_after = signing_totals(port)
         signing_us = (signing_after[0] - signing_before[0]) / max(signing_after[1] - signing_before[1], 1) * 1e6
-        results = [
-            ("signed GET /v1/subscribers/{id}", len(signed_body), median_run(signed_runs)),
-            ("unsigned GET /v1/admin/customers/{id}/customer_info", len(unsigned_body), median_run(unsigned_runs)),
-            ("POST /v1/receipts (distinct transactions)", None,
-             run_wrk(process.pid, base + "/v1/receipts", arguments.duration, arguments.connections, script=lua)),
-        ]
-        differences = sorted(a["cpu_us"] - b["cpu_us"] for a, b in zip(signed_runs, unsigned_runs))
+        intake = run_wrk(process.pid, base + "/v1/receipts", arguments.duration, arguments.connections, script=lua)
+
+        results = [(name, size, median_run(runs[name])) for name, size, *_ in targets]
+        results.append(("POST /v1/receipts (distinct transactions)", None, intake))
+        floor_cpu = results[0][2]["cpu_us"]
         backend = "PostgreSQL" if arguments.database else "SQLite"
-        print("| %s | body bytes | requests/s | p50 ms | p99 ms | server CPU µs/request | non-2xx |" % backend)
-        print("|---|---|---|---|---|---|---|")
+        out = []
+        out.append("| %s, %d connections | body bytes | requests/s | p50 ms | p99 ms | server CPU µs/request | ratio to floor | non-2xx |"
+                   % (backend, arguments.connections))
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
         for name, size, result in results:
-            print("| %s | %s | %.0f | %.2f | %.2f | %.0f | %d |" % (
-                name, size if size is not None else "–", result["rate"], result["p50"], result["p99"], result["cpu_us"], result["non2xx"]))
+            out.append("| %s | %s | %.0f | %.2f | %.2f | %.0f | %.2f× | %d |" % (
+                name, size if size is not None else "–", result["rate"], result["p50"], result["p99"], result["cpu_us"],
+                result["cpu_us"] / floor_cpu, result["non2xx"]))
             if result["socket_errors"]:
-                print("  socket errors:", result["socket_errors"], file=sys.stderr)
-        intake = results[2][2]
+                print("  socket errors:", name, result["socket_errors"], file=sys.stderr)
+        out.append("")
+        out.append("Medians of %d rounds of %d s (intake: one run); signing inside the server (its /metrics histogram, "
+                   "thread CPU time): %.1f µs per signed answer." % (arguments.repeat, arguments.duration, signing_us))
         if intake["requests"] > arguments.mint:
-            print("note: the intake run posted %d requests but only %d distinct transactions were minted; raise --mint"
-                  % (intake["requests"], arguments.mint), file=sys.stderr)
-        print("signing overhead, server CPU per request (signed minus unsigned, %d alternating pairs): median %.1f µs, range %.1f to %.1f µs"
-              % (len(differences), differences[len(differences) // 2], differences[0], differences[-1]))
-        print("signing CPU inside the server (its /metrics histogram, thread CPU time of message, Ed25519, blob, base64): %.1f µs per signed answer"
-              % signing_us)
+            out.append("Note: the intake run posted %d requests but only %d distinct transactions were minted; the rest were "
+                       "repeats (raise --mint)." % (intake["requests"], arguments.mint))
+        table = "\n".join(out)
+        print(table)
+        if arguments.update:
+            replace_section(arguments.update, arguments.label or backend.lower(), table)
+        shutil.rmtree(work, ignore_errors=True)
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
-        shutil.rmtree(data_dir, ignore_errors=True)
+        for running in (process, floor):
+            running.send_signal(signal.SIGTERM)
+            running.wait(timeout=30)
+        if not arguments.data_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 INTAKE_LUA = r"""

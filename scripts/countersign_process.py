@@ -9,11 +9,19 @@ import threading
 import time
 
 
-def start_server(binary, data_dir, database=None, stderr=subprocess.DEVNULL, log_level="warning"):
-    """Starts `countersign serve` on a free port; returns (process, port) once it listens."""
+def start_server(binary, data_dir, database=None, stderr=subprocess.DEVNULL, log_level="warning", cpus=None):
+    """Starts `countersign serve` on a free port; returns (process, port) once it listens.
+    `cpus` (e.g. "0") pins it to those cores with taskset."""
     command = [binary, "serve", "--data-dir", data_dir, "--port", "0", "--log-level", log_level]
     if database:
         command += ["--database", database]
+    return start_listening(command, stderr, cpus)
+
+
+def start_listening(command, stderr=subprocess.DEVNULL, cpus=None):
+    """Starts a server that prints `listening on http://HOST:PORT`; returns (process, port)."""
+    if cpus is not None:
+        command = ["taskset", "-c", cpus] + command
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
     deadline = time.time() + 120
     while time.time() < deadline:

@@ -63,7 +63,7 @@ struct RealWorldCorrectnessTests {
         router.get("/v1/subscribers/:id") { request, context in
             try await signing.respond(to: request, context: context, endpoint: SignedEndpoint(authenticated: true), apiKey: "cs_pub_test") {
                 let info = SubscriberResponse(appUserId: "victim", firstSeen: Date(), lastSeen: Date(), entitlements: CustomerEntitlements(), requestDate: Date())
-                return try SignedAnswer.customerInfo(info)
+                return SignedAnswer.customerInfo(info)
             }
         }
         try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: logger).test(.live) { client in

@@ -227,8 +227,55 @@ extension SubscriberResponse {
 /// Date and store spellings on the wire.
 public enum WireDate {
     /// `2026-01-01T00:00:00Z`: UTC, whole seconds.
+    ///
+    /// Written by hand from the day count (Foundation's `.iso8601` style costs microseconds per
+    /// date on Linux and a CustomerInfo has a dozen); years outside 1600...9999 go to Foundation
+    /// (whose calendar is Julian before the Gregorian reform of 1582).
+    /// A test holds the two equal over the whole range.
     public static func format(_ date: Date) -> String {
+        let seconds = date.timeIntervalSince1970.rounded(.down)
+        guard seconds.isFinite, abs(seconds) < 1e12 else { return foundationFormat(date) }
+        let whole = Int64(seconds)
+        let days = whole >= 0 ? whole / 86_400 : (whole - 86_399) / 86_400
+        let secondOfDay = Int(whole - days * 86_400)
+        let (year, month, day) = civilDate(daysSince1970: days)
+        guard (1600...9999).contains(year) else { return foundationFormat(date) }
+        var text = [UInt8](repeating: 0, count: 20)
+        func put(_ value: Int, _ width: Int, at offset: Int) {
+            var value = value
+            for index in stride(from: offset + width - 1, through: offset, by: -1) {
+                text[index] = UInt8(ascii: "0") + UInt8(value % 10)
+                value /= 10
+            }
+        }
+        put(Int(year), 4, at: 0)
+        put(month, 2, at: 5)
+        put(day, 2, at: 8)
+        put(secondOfDay / 3600, 2, at: 11)
+        put(secondOfDay / 60 % 60, 2, at: 14)
+        put(secondOfDay % 60, 2, at: 17)
+        for (offset, byte) in [(4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":"), (19, "Z")] as [(Int, Unicode.Scalar)] {
+            text[offset] = UInt8(ascii: byte)
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    static func foundationFormat(_ date: Date) -> String {
         Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down)).formatted(.iso8601)
+    }
+
+    /// The proleptic Gregorian (year, month, day) of a day count from 1970-01-01, by counting
+    /// 400-year eras of 146,097 days from 0000-03-01 (March first puts the leap day last).
+    static func civilDate(daysSince1970: Int64) -> (year: Int64, month: Int, day: Int) {
+        let shifted = daysSince1970 + 719_468 // days from 0000-03-01 to 1970-01-01
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthFromMarch = (5 * dayOfYear + 2) / 153
+        let day = Int(dayOfYear - (153 * monthFromMarch + 2) / 5 + 1)
+        let month = Int(monthFromMarch < 10 ? monthFromMarch + 3 : monthFromMarch - 9)
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     public static func parse(_ text: String) -> Date? {

@@ -24,14 +24,11 @@ public struct SignedAnswer: Sendable {
     /// A CustomerInfo answer whose ETag covers the subscriber only, not the request date, so a
     /// client whose cached customer is unchanged gets a signed 304 (the 304's own signed request
     /// time tells when the server vouched for it). The body is byte for byte
-    /// `WireJSON.encode(info)`: keys sorted, `subscriber` last; the subscriber is encoded once.
-    public static func customerInfo(_ info: SubscriberResponse) throws -> SignedAnswer {
-        var subscriber = try WireJSON.encode(info.subscriber)
-        subscriber.removeLast() // WireJSON's trailing newline
-        var body = Data(#"{"request_date":"\#(info.requestDate)","request_date_ms":\#(info.requestDateMs),"subscriber":"#.utf8)
-        body.append(subscriber)
-        body.append(contentsOf: Array("}\n".utf8))
-        return SignedAnswer(body: body, cacheable: true, etagSource: subscriber)
+    /// `WireJSON.encode(info)` (tests hold the lean writer to it); the subscriber is written once.
+    public static func customerInfo(_ info: SubscriberResponse) -> SignedAnswer {
+        let subscriber = info.subscriber.leanJSON()
+        let body = LeanJSONWriter.subscriberResponse(requestDate: info.requestDate, requestDateMs: info.requestDateMs, subscriber: subscriber)
+        return SignedAnswer(body: Data(body), cacheable: true, etagSource: Data(subscriber))
     }
 
     /// Encodes a JSON answer with sorted keys, so equal content gives equal bytes and ETags.

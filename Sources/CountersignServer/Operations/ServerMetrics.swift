@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import Prometheus
 
 /// The server's metrics, in its own Prometheus registry (one per server, so several servers in
@@ -31,16 +32,39 @@ public final class ServerMetrics: Sendable {
 
     /// One answered request: `route` is the matched route pattern (never the raw path, so user
     /// ids do not become label values).
+    ///
+    /// The registry validates names, labels and help text on every `make…` call; the counter and
+    /// histogram of each (route, method, status) are kept here after the first request, so an
+    /// answer costs one locked dictionary lookup.
     func recordRequest(route: String, method: String, status: Int, duration: Duration) {
-        let labels = [("route", route), ("method", Self.countedMethods.contains(method) ? method : "other"), ("status", String(status))]
-        registry.makeCounter(
-            descriptor: Self.name("http_requests", unit: "total", help: "Answered requests by route, method and status."), labels: labels
-        ).increment()
-        registry.makeDurationHistogram(
-            descriptor: Self.name("http_request_duration", unit: "seconds", help: "Request latency by route."),
-            labels: [("route", route)], buckets: Self.latencyBuckets
-        ).record(duration)
+        let method = Self.countedMethods.contains(method) ? method : "other"
+        let key = RequestSeries(route: route, method: method, status: status)
+        let series = requestSeries.withLockedValue { cache in
+            if let known = cache[key] { return known }
+            let made = (
+                registry.makeCounter(
+                    descriptor: Self.name("http_requests", unit: "total", help: "Answered requests by route, method and status."),
+                    labels: [("route", route), ("method", method), ("status", String(status))]
+                ),
+                registry.makeDurationHistogram(
+                    descriptor: Self.name("http_request_duration", unit: "seconds", help: "Request latency by route."),
+                    labels: [("route", route)], buckets: Self.latencyBuckets
+                )
+            )
+            cache[key] = made
+            return made
+        }
+        series.0.increment()
+        series.1.record(duration)
     }
+
+    private struct RequestSeries: Hashable {
+        var route: String
+        var method: String
+        var status: Int
+    }
+
+    private let requestSeries = NIOLockedValueBox<[RequestSeries: (Counter, DurationHistogram)]>([:])
 
     func recordSigning(_ duration: Duration) {
         signingTime.record(duration)

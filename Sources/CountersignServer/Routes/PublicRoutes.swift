@@ -132,7 +132,7 @@ struct PublicRoutes: Sendable {
     func add(to router: ServerRouter) {
         get(router, "/v1/subscribers/:app_user_id") { app, _, context in
             let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
-            return try SignedAnswer.customerInfo(try await store.customerInfo(app: app, user: user, now: now()))
+            return SignedAnswer.customerInfo(try await store.customerInfo(app: app, user: user, now: now()))
         }
         get(router, "/v1/subscribers/:app_user_id/offerings") { app, _, context in
             _ = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)

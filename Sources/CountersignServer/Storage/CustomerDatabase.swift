@@ -1,6 +1,7 @@
 import CountersignAppStore
 import CountersignCore
 import Foundation
+import NIOConcurrencyHelpers
 import SQLKit
 
 /// What happened to a posted purchase; sent back as `purchase_status`.
@@ -17,6 +18,8 @@ public enum PurchaseStatus: String, Codable, Sendable {
 /// that is after the commit.
 public struct CustomerDatabase: Sendable {
     public let database: Database
+    /// The lean reader's statement texts, by app id.
+    let leanStatements = NIOLockedValueBox<[String: LeanStatements]>([:])
 
     public init(database: Database) {
         self.database = database
@@ -115,7 +118,10 @@ public struct CustomerDatabase: Sendable {
     private func readCustomerInfo(
         app: AppConfiguration, user: String, now: Date, accepts: @escaping @Sendable (Int64) -> Bool
     ) async throws -> SubscriberResponse? {
-        try await database.withConnection { sql -> SubscriberResponse? in
+        if let reader = database.sqliteReader {
+            return try leanCustomerInfo(reader, app: app, user: user, now: now, accepts: accepts)
+        }
+        return try await database.withConnection { sql -> SubscriberResponse? in
             guard let row = try await sql.select().columns("first_seen_ms", "last_seen_ms").from("customers")
                 .where("app_id", .equal, app.id).where("app_user_id", .equal, user).first()
             else { return nil }
@@ -223,35 +229,156 @@ public struct CustomerDatabase: Sendable {
         var purchases: [PurchaseRecord] = []
         var statuses: [String: SubscriptionStatus] = [:]
         for row in try await query.all() {
-            if let chain = try row.decode(column: "state_chain", as: String?.self) {
-                statuses[chain] = SubscriptionStatus(
-                    originalTransactionId: chain,
-                    willRenew: (try row.decode(column: "auto_renew_status", as: Int?.self) ?? 1) == 1,
-                    gracePeriodExpiresDate: try row.decode(column: "grace_period_expires_ms", as: Int64?.self).map(date),
-                    isInBillingRetry: (try row.decode(column: "in_billing_retry", as: Int?.self) ?? 0) != 0
-                )
-            }
-            guard let kind = AppConfiguration.ProductKind(rawValue: try row.decode(column: "product_type", as: String.self)) else { continue }
-            var record = PurchaseRecord(
-                transactionId: try row.decode(column: "transaction_id", as: String.self),
-                originalTransactionId: try row.decode(column: "original_transaction_id", as: String.self),
-                productId: try row.decode(column: "product_id", as: String.self),
-                kind: kind,
-                environment: try row.decode(column: "environment", as: String.self),
-                purchaseDate: date(try row.decode(column: "purchase_date_ms", as: Int64?.self) ?? row.decode(column: "recorded_at_ms", as: Int64.self)),
-                expiresDate: try row.decode(column: "expires_date_ms", as: Int64?.self).map(date)
-            )
-            record.revocationDate = try row.decode(column: "revocation_date_ms", as: Int64?.self).map(date)
-            record.isUpgraded = try row.decode(column: "is_upgraded", as: Int.self) != 0
-            // Rows recorded before these columns existed read as RevenueCat's defaults.
-            record.periodType = try row.decode(column: "period_type", as: String?.self) ?? "normal"
-            record.ownershipType = try row.decode(column: "ownership_type", as: String?.self) ?? "PURCHASED"
-            purchases.append(record)
+            try readState(NamedRow(row: row), at: 12, into: &statuses)
+            try readPurchase(NamedRow(row: row), into: &purchases)
         }
         // One chain only (may it move?): promotional grants are not the chain's.
         let grants = onlyChain == nil ? try await grants(sql, app: app.id, user: user) : []
         return EntitlementRules.evaluate(purchases: purchases, statuses: Array(statuses.values), grants: grants, products: app.products, at: now)
     }
+
+    /// The columns of a purchase row with its chain's renewal state as the sql-kit query names
+    /// them; the lean reader reads the first twelve (``LeanStatements/purchases``) and the last
+    /// four (``LeanStatements/states``) by position.
+    static let purchaseColumns: [String] = [
+        "transaction_id", "original_transaction_id", "product_id", "product_type", "environment",
+        "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms", "is_upgraded",
+        "period_type", "ownership_type", "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "state_chain",
+    ]
+
+    /// The lean reader's statements for one app. The app id is written into the text as a quoted
+    /// literal (app ids come from the operator's configuration, and are quoted all the same; one
+    /// statement set per app) and only the user is bound. The user's chains are found with
+    /// `IN (SELECT …)` rather than a join: SQLite marks a join's statement for re-preparing on
+    /// each new bind of a parameter its planner compared with other terms, which would prepare
+    /// it anew on every request (a test holds the count of re-preparations at zero).
+    struct LeanStatements: Sendable {
+        let customer: String
+        let purchases: String
+        let states: String
+        let grants: String
+
+        init(appId: String) {
+            let app = "'" + appId.replacingOccurrences(of: "'", with: "''") + "'"
+            let chains = "(SELECT original_transaction_id FROM purchase_owners WHERE app_id = \(app) AND app_user_id = ?)"
+            customer = "SELECT first_seen_ms, last_seen_ms FROM customers WHERE app_id = \(app) AND app_user_id = ?"
+            purchases = "SELECT " + purchaseColumns[0..<12].joined(separator: ", ")
+                + " FROM purchases WHERE app_id = \(app) AND original_transaction_id IN \(chains)"
+            states = "SELECT auto_renew_status, in_billing_retry, grace_period_expires_ms, original_transaction_id"
+                + " FROM subscription_states WHERE app_id = \(app) AND original_transaction_id IN \(chains)"
+            grants = "SELECT grant_id, entitlement, starts_ms, expires_ms, revoked_ms FROM promotional_grants WHERE app_id = \(app) AND app_user_id = ?"
+        }
+    }
+
+    /// A chain's renewal state from the four state columns starting at `base` (auto_renew_status,
+    /// in_billing_retry, grace_period_expires_ms, state_chain); none when the chain has no state.
+    static func readState(_ row: some StoredRow, at base: Int32, into statuses: inout [String: SubscriptionStatus]) throws {
+        guard let chain = try row.text(base + 3, purchaseColumns[15]) else { return }
+        statuses[chain] = SubscriptionStatus(
+            originalTransactionId: chain,
+            willRenew: (try row.integer(base, purchaseColumns[12]) ?? 1) == 1,
+            gracePeriodExpiresDate: try row.integer(base + 2, purchaseColumns[14]).map(date),
+            isInBillingRetry: (try row.integer(base + 1, purchaseColumns[13]) ?? 0) != 0
+        )
+    }
+
+    /// A purchase from the first twelve of ``purchaseColumns``; none when its kind is unknown.
+    static func readPurchase(_ row: some StoredRow, into purchases: inout [PurchaseRecord]) throws {
+        func text(_ index: Int) throws -> String? { try row.text(Int32(index), purchaseColumns[index]) }
+        func integer(_ index: Int) throws -> Int64? { try row.integer(Int32(index), purchaseColumns[index]) }
+        func required<T>(_ value: T?, _ index: Int) throws -> T {
+            guard let value else { throw StoredRowError(description: "\(purchaseColumns[index]) is NULL") }
+            return value
+        }
+        guard let kind = AppConfiguration.ProductKind(rawValue: try required(text(3), 3)) else { return }
+        var record = PurchaseRecord(
+            transactionId: try required(text(0), 0),
+            originalTransactionId: try required(text(1), 1),
+            productId: try required(text(2), 2),
+            kind: kind,
+            environment: try required(text(4), 4),
+            purchaseDate: date(try integer(5) ?? required(integer(8), 8)),
+            expiresDate: try integer(6).map(date)
+        )
+        record.revocationDate = try integer(7).map(date)
+        record.isUpgraded = try required(integer(9), 9) != 0
+        // Rows recorded before these columns existed read as RevenueCat's defaults.
+        record.periodType = try text(10) ?? "normal"
+        record.ownershipType = try text(11) ?? "PURCHASED"
+        purchases.append(record)
+    }
+
+    /// A promotional grant row (grant_id, entitlement, starts_ms, expires_ms, revoked_ms).
+    static func readGrantRow(_ row: some StoredRow) throws -> PromotionalGrant {
+        let names = ["grant_id", "entitlement", "starts_ms", "expires_ms", "revoked_ms"]
+        guard let id = try row.text(0, names[0]), let entitlement = try row.text(1, names[1]), let starts = try row.integer(2, names[2]) else {
+            throw StoredRowError(description: "a promotional grant lacks its id, entitlement or start")
+        }
+        return PromotionalGrant(grantId: id, entitlement: entitlement, startsDate: date(starts),
+                                expiresDate: try row.integer(3, names[3]).map(date), revokedDate: try row.integer(4, names[4]).map(date))
+    }
+
+    /// The CustomerInfo of a known customer on the embedded database, through the lean reader:
+    /// one read transaction, statements prepared once. Nil for an unknown customer or when
+    /// `accepts` refuses its `last_seen`.
+    func leanCustomerInfo(
+        _ reader: SQLiteReader, app: AppConfiguration, user: String, now: Date, accepts: (Int64) -> Bool
+    ) throws -> SubscriberResponse? {
+        let statements = leanStatements.withLockedValue { cache in
+            if let known = cache[app.id] { return known }
+            let made = LeanStatements(appId: app.id)
+            cache[app.id] = made
+            return made
+        }
+        return try reader.read { connection -> SubscriberResponse? in
+            var seen: (first: Int64, last: Int64)?
+            try connection.query(statements.customer, [.text(user)]) { row in
+                guard let first = row.integer(0), let last = row.integer(1) else { throw StoredRowError(description: "a customer lacks first_seen_ms or last_seen_ms") }
+                seen = (first, last)
+            }
+            guard let seen, accepts(seen.last) else { return nil }
+            var purchases: [PurchaseRecord] = []
+            var statuses: [String: SubscriptionStatus] = [:]
+            try connection.query(statements.purchases, [.text(user)]) { row in
+                try Self.readPurchase(row, into: &purchases)
+            }
+            try connection.query(statements.states, [.text(user)]) { row in
+                try Self.readState(row, at: 0, into: &statuses)
+            }
+            var grants: [PromotionalGrant] = []
+            try connection.query(statements.grants, [.text(user)]) { row in
+                grants.append(try Self.readGrantRow(row))
+            }
+            let entitlements = EntitlementRules.evaluate(
+                purchases: purchases, statuses: Array(statuses.values), grants: grants, products: app.products, at: now
+            )
+            return SubscriberResponse(appUserId: user, firstSeen: Self.date(seen.first), lastSeen: Self.date(seen.last),
+                                      entitlements: entitlements, requestDate: now)
+        }
+    }
+}
+
+/// A result row read by column: by position (the lean SQLite reader) or by name (sql-kit).
+protocol StoredRow {
+    func text(_ position: Int32, _ name: String) throws -> String?
+    func integer(_ position: Int32, _ name: String) throws -> Int64?
+}
+
+struct StoredRowError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// A sql-kit row, read by column name.
+struct NamedRow: StoredRow {
+    let row: any SQLRow
+
+    func text(_ position: Int32, _ name: String) throws -> String? { try row.decode(column: name, as: String?.self) }
+    func integer(_ position: Int32, _ name: String) throws -> Int64? { try row.decode(column: name, as: Int64?.self) }
+}
+
+extension SQLiteRowView: StoredRow {
+    func text(_ position: Int32, _ name: String) -> String? { text(position) }
+    func integer(_ position: Int32, _ name: String) -> Int64? { integer(position) }
 }
 
 /// A store transaction that passed signed-data verification, with the fields the server relies on.

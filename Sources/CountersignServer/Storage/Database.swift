@@ -36,11 +36,14 @@ public final class Database: Sendable {
 
     private let backend: Backend
     private let logger: Logger
+    /// Read-only connections for the CustomerInfo path (SQLite only; see ``SQLiteReader``).
+    let sqliteReader: SQLiteReader?
 
-    private init(location: DatabaseLocation, backend: Backend, logger: Logger) {
+    private init(location: DatabaseLocation, backend: Backend, logger: Logger, sqliteReader: SQLiteReader? = nil) {
         self.location = location
         self.backend = backend
         self.logger = logger
+        self.sqliteReader = sqliteReader
     }
 
     /// Opens the database and brings its schema up to date.
@@ -56,7 +59,8 @@ public final class Database: Sendable {
             try await sql.raw("PRAGMA synchronous=FULL").run()
             try await sql.raw("PRAGMA foreign_keys=ON").run()
             try await sql.raw("PRAGMA busy_timeout=5000").run()
-            database = Database(location: location, backend: .sqlite(connection, AsyncLock()), logger: logger)
+            let reader = try SQLiteReader(path: path, count: System.coreCount)
+            database = Database(location: location, backend: .sqlite(connection, AsyncLock()), logger: logger, sqliteReader: reader)
         case .postgres(let url):
             let configuration = try SQLPostgresConfiguration(url: url)
             let pool = EventLoopGroupConnectionPool(
@@ -148,6 +152,7 @@ public final class Database: Sendable {
     public func close() async throws {
         switch backend {
         case .sqlite(let connection, _):
+            sqliteReader?.close()
             try await connection.close()
         case .postgres(let pool):
             try await pool.shutdownAsync()

@@ -1,0 +1,107 @@
+@testable import CountersignServer
+import CountersignCore
+import CountersignTesting
+import Foundation
+import SQLKit
+import Testing
+
+/// The lean SQLite reader of the CustomerInfo path against the sql-kit reads it replaced.
+@Suite("Lean SQLite reader", .serialized)
+struct LeanReaderTests {
+    /// Customers with renewal chains, refunds, lapsed states, lifetime purchases, grants and none.
+    static func fill(_ database: Database, users: Int) async throws {
+        try await database.transaction { sql in
+            for index in 0..<users {
+                let user = index % 3 == 0 ? "$CSAnonymousID:\(index)" : "user '\(index)' é"
+                try await sql.insert(into: "customers").columns("app_id", "app_user_id", "app_account_token", "first_seen_ms", "last_seen_ms")
+                    .values(SQLBind("demo"), SQLBind(user), SQLBind("token-\(index)"), SQLBind(Int64(1_700_000_000_000 + index)), SQLBind(Int64(1_790_000_000_000)))
+                    .run()
+                let chain = "chain-\(index)"
+                for renewal in 0..<(index % 5) {
+                    let start = Int64(1_780_000_000_000) + Int64(renewal) * 2_592_000_000
+                    try await sql.insert(into: "purchases")
+                        .columns("transaction_id", "app_id", "original_transaction_id", "product_id", "product_type", "environment",
+                                 "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "signed_date_ms", "signed_transaction",
+                                 "recorded_at_ms", "is_upgraded", "period_type", "ownership_type")
+                        .values(SQLBind("\(chain)-\(renewal)"), SQLBind("demo"), SQLBind(chain), SQLBind("pro_monthly"), SQLBind("autoRenewable"),
+                                SQLBind(index % 2 == 0 ? "Production" : "TestStore"), SQLBind(start), SQLBind(start + 2_592_000_000),
+                                SQLBind(index % 7 == 0 ? start + 86_400_000 : nil as Int64?), SQLBind(start), SQLBind("jws"), SQLBind(start),
+                                SQLBind(0), SQLBind(renewal == 0 ? "trial" : nil as String?), SQLBind(index % 4 == 0 ? "FAMILY_SHARED" : nil as String?))
+                        .run()
+                }
+                if index % 5 > 0 {
+                    try await sql.insert(into: "purchase_owners").columns("app_id", "original_transaction_id", "app_user_id", "updated_at_ms")
+                        .values(SQLBind("demo"), SQLBind(chain), SQLBind(user), SQLBind(Int64(1))).run()
+                    if index % 2 == 1 {
+                        try await sql.insert(into: "subscription_states")
+                            .columns("app_id", "original_transaction_id", "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "state_signed_date_ms")
+                            .values(SQLBind("demo"), SQLBind(chain), SQLBind(index % 3), SQLBind(index % 2), SQLBind(Int64(1_790_500_000_000)), SQLBind(Int64(1)))
+                            .run()
+                    }
+                }
+                if index % 6 == 0 {
+                    try await sql.insert(into: "promotional_grants")
+                        .columns("grant_id", "app_id", "app_user_id", "entitlement", "starts_ms", "expires_ms", "revoked_ms", "created_ms")
+                        .values(SQLBind("grant-\(index)"), SQLBind("demo"), SQLBind(user), SQLBind("pro"), SQLBind(Int64(1_780_000_000_000)),
+                                SQLBind(index % 12 == 0 ? nil as Int64? : 1_800_000_000_000), SQLBind(nil as Int64?), SQLBind(Int64(1)))
+                        .run()
+                }
+            }
+        }
+    }
+
+    @Test("CustomerInfo read by the lean reader equals the sql-kit read for 60 varied customers; its statements are prepared once")
+    func leanEqualsSQLKit() async throws {
+        try await FreshDatabase.with(.sqlite) { location, _ in
+            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let store = CustomerDatabase(database: database)
+            let reader = try #require(database.sqliteReader)
+            let app = AppConfiguration.makeDemo()
+            try await Self.fill(database, users: 60)
+            let now = Date(timeIntervalSince1970: 1_790_000_100)
+            for index in 0..<60 {
+                let user = index % 3 == 0 ? "$CSAnonymousID:\(index)" : "user '\(index)' é"
+                let lean = try #require(try await store.existingCustomerInfo(app: app, user: user, now: now))
+                let expected = try await database.withConnection { sql in
+                    let entitlements = try await CustomerDatabase.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
+                    return SubscriberResponse(appUserId: user, firstSeen: Date(timeIntervalSince1970: 1_700_000_000 + Double(index) / 1000),
+                                              lastSeen: Date(timeIntervalSince1970: 1_790_000_000), entitlements: entitlements, requestDate: now)
+                }
+                #expect(lean == expected, "customer \(index)")
+            }
+            #expect(try await store.existingCustomerInfo(app: app, user: "nobody", now: now) == nil)
+            // BEGIN, COMMIT and the four reads, each prepared once per connection and never again
+            // (a connection's first BEGIN loads the schema, which counts as one re-preparation).
+            let reprepares = reader.reprepares()
+            let connections = ProcessInfo.processInfo.activeProcessorCount
+            #expect(reprepares.count == 6)
+            #expect(reprepares.filter { $0.key != "BEGIN" && $0.value > 0 }.isEmpty, "prepared again: \(reprepares.filter { $0.value > 0 })")
+            #expect(reprepares["BEGIN", default: 0] <= connections)
+            try await database.close()
+        }
+    }
+
+    @Test("a purchase committed by the writer is in the next lean read, and an app id with a quote is read safely")
+    func seesCommittedWrites() async throws {
+        try await FreshDatabase.with(.sqlite) { location, _ in
+            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let store = CustomerDatabase(database: database)
+            let app = { var app = AppConfiguration.makeDemo(); app.id = "o'brien"; return app }()
+            try await database.transaction { sql in
+                try await sql.insert(into: "customers").columns("app_id", "app_user_id", "app_account_token", "first_seen_ms", "last_seen_ms")
+                    .values(SQLBind(app.id), SQLBind("u"), SQLBind("t"), SQLBind(Int64(1)), SQLBind(Int64(2))).run()
+            }
+            let now = Date(timeIntervalSince1970: 1_790_000_000)
+            #expect(try await store.existingCustomerInfo(app: app, user: "u", now: now)?.subscriber.entitlements.isEmpty == true)
+            try await database.transaction { sql in
+                try await sql.insert(into: "promotional_grants")
+                    .columns("grant_id", "app_id", "app_user_id", "entitlement", "starts_ms", "expires_ms", "revoked_ms", "created_ms")
+                    .values(SQLBind("g"), SQLBind(app.id), SQLBind("u"), SQLBind("pro"), SQLBind(Int64(1)), SQLBind(nil as Int64?), SQLBind(nil as Int64?), SQLBind(Int64(1)))
+                    .run()
+            }
+            #expect(try await store.existingCustomerInfo(app: app, user: "u", now: now)?.subscriber.entitlements.keys.sorted() == ["pro"])
+            #expect(try await store.existingCustomerInfo(app: AppConfiguration.makeDemo(), user: "u", now: now) == nil)
+            try await database.close()
+        }
+    }
+}
