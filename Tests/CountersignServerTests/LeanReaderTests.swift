@@ -5,8 +5,9 @@ import Foundation
 import SQLKit
 import Testing
 
-/// The lean SQLite reader of the CustomerInfo path against the sql-kit reads it replaced.
-@Suite("Lean SQLite reader", .serialized)
+/// The lean CustomerInfo reads (SQLite's kept statements, PostgresNIO without sql-kit) against
+/// the sql-kit reads they replaced.
+@Suite("Lean CustomerInfo reads", .serialized)
 struct LeanReaderTests {
     /// Customers with renewal chains, refunds, lapsed states, lifetime purchases, grants and none.
     static func fill(_ database: Database, users: Int) async throws {
@@ -50,12 +51,12 @@ struct LeanReaderTests {
         }
     }
 
-    @Test("CustomerInfo read by the lean reader equals the sql-kit read for 60 varied customers; its statements are prepared once")
-    func leanEqualsSQLKit() async throws {
-        try await FreshDatabase.with(.sqlite) { location, _ in
+    @Test("CustomerInfo read lean equals the sql-kit read for 60 varied customers; SQLite's statements are prepared once",
+          arguments: TestDatabaseKind.available)
+    func leanEqualsSQLKit(_ kind: TestDatabaseKind) async throws {
+        try await FreshDatabase.with(kind) { location, _ in
             let database = try await Database.open(location, logger: FreshDatabase.logger)
             let store = CustomerDatabase(database: database)
-            let reader = try #require(database.sqliteReader)
             let app = AppConfiguration.makeDemo()
             try await Self.fill(database, users: 60)
             let now = Date(timeIntervalSince1970: 1_790_000_100)
@@ -72,6 +73,7 @@ struct LeanReaderTests {
             #expect(try await store.existingCustomerInfo(app: app, user: "nobody", now: now) == nil)
             // BEGIN, COMMIT and the four reads, each prepared once per connection and never again
             // (a connection's first BEGIN loads the schema, which counts as one re-preparation).
+            guard let reader = database.sqliteReader else { return try await database.close() }
             let reprepares = reader.reprepares()
             let connections = ProcessInfo.processInfo.activeProcessorCount
             #expect(reprepares.count == 6)
@@ -81,9 +83,10 @@ struct LeanReaderTests {
         }
     }
 
-    @Test("a purchase committed by the writer is in the next lean read, and an app id with a quote is read safely")
-    func seesCommittedWrites() async throws {
-        try await FreshDatabase.with(.sqlite) { location, _ in
+    @Test("a purchase committed by the writer is in the next lean read, and an app id with a quote is read safely",
+          arguments: TestDatabaseKind.available)
+    func seesCommittedWrites(_ kind: TestDatabaseKind) async throws {
+        try await FreshDatabase.with(kind) { location, _ in
             let database = try await Database.open(location, logger: FreshDatabase.logger)
             let store = CustomerDatabase(database: database)
             let app = { var app = AppConfiguration.makeDemo(); app.id = "o'brien"; return app }()

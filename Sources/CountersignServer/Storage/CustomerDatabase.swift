@@ -2,6 +2,7 @@ import CountersignAppStore
 import CountersignCore
 import Foundation
 import NIOConcurrencyHelpers
+import PostgresNIO
 import SQLKit
 
 /// What happened to a posted purchase; sent back as `purchase_status`.
@@ -97,7 +98,7 @@ public struct CustomerDatabase: Sendable {
     /// each statement sees committed data, and this is the hot path of every app launch.
     public func customerInfo(app: AppConfiguration, user: String, now: Date) async throws -> SubscriberResponse {
         // Seen within the hour: last_seen needs no update, so no write and no transaction.
-        let known = try await readCustomerInfo(app: app, user: user, now: now) { lastSeen in
+        let known = try await leanCustomerInfo(app: app, user: user, now: now) { lastSeen in
             Self.milliseconds(now) - lastSeen < Self.lastSeenResolution
         }
         if let known { return known }
@@ -110,27 +111,7 @@ public struct CustomerDatabase: Sendable {
 
     /// The CustomerInfo of a known customer, with reads only; nil for an unknown customer.
     public func existingCustomerInfo(app: AppConfiguration, user: String, now: Date) async throws -> SubscriberResponse? {
-        try await readCustomerInfo(app: app, user: user, now: now) { _ in true }
-    }
-
-    /// The CustomerInfo of a known customer whose `last_seen` (milliseconds) passes `accepts`,
-    /// with reads only; nil otherwise.
-    private func readCustomerInfo(
-        app: AppConfiguration, user: String, now: Date, accepts: @escaping @Sendable (Int64) -> Bool
-    ) async throws -> SubscriberResponse? {
-        if let reader = database.sqliteReader {
-            return try leanCustomerInfo(reader, app: app, user: user, now: now, accepts: accepts)
-        }
-        return try await database.withConnection { sql -> SubscriberResponse? in
-            guard let row = try await sql.select().columns("first_seen_ms", "last_seen_ms").from("customers")
-                .where("app_id", .equal, app.id).where("app_user_id", .equal, user).first()
-            else { return nil }
-            let lastSeen = try row.decode(column: "last_seen_ms", as: Int64.self)
-            guard accepts(lastSeen) else { return nil }
-            let entitlements = try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
-            return SubscriberResponse(appUserId: user, firstSeen: Self.date(try row.decode(column: "first_seen_ms", as: Int64.self)),
-                                      lastSeen: Self.date(lastSeen), entitlements: entitlements, requestDate: now)
-        }
+        try await leanCustomerInfo(app: app, user: user, now: now) { _ in true }
     }
 
     /// The number of purchase rows, for tests and the admin API.
@@ -258,15 +239,16 @@ public struct CustomerDatabase: Sendable {
         let states: String
         let grants: String
 
-        init(appId: String) {
+        /// `user` is the user's placeholder: `?` for SQLite, `$1` for PostgreSQL.
+        init(appId: String, user: String) {
             let app = "'" + appId.replacingOccurrences(of: "'", with: "''") + "'"
-            let chains = "(SELECT original_transaction_id FROM purchase_owners WHERE app_id = \(app) AND app_user_id = ?)"
-            customer = "SELECT first_seen_ms, last_seen_ms FROM customers WHERE app_id = \(app) AND app_user_id = ?"
+            let chains = "(SELECT original_transaction_id FROM purchase_owners WHERE app_id = \(app) AND app_user_id = \(user))"
+            customer = "SELECT first_seen_ms, last_seen_ms FROM customers WHERE app_id = \(app) AND app_user_id = \(user)"
             purchases = "SELECT " + purchaseColumns[0..<12].joined(separator: ", ")
                 + " FROM purchases WHERE app_id = \(app) AND original_transaction_id IN \(chains)"
             states = "SELECT auto_renew_status, in_billing_retry, grace_period_expires_ms, original_transaction_id"
                 + " FROM subscription_states WHERE app_id = \(app) AND original_transaction_id IN \(chains)"
-            grants = "SELECT grant_id, entitlement, starts_ms, expires_ms, revoked_ms FROM promotional_grants WHERE app_id = \(app) AND app_user_id = ?"
+            grants = "SELECT grant_id, entitlement, starts_ms, expires_ms, revoked_ms FROM promotional_grants WHERE app_id = \(app) AND app_user_id = \(user)"
         }
     }
 
@@ -318,43 +300,70 @@ public struct CustomerDatabase: Sendable {
                                 expiresDate: try row.integer(3, names[3]).map(date), revokedDate: try row.integer(4, names[4]).map(date))
     }
 
-    /// The CustomerInfo of a known customer on the embedded database, through the lean reader:
-    /// one read transaction, statements prepared once. Nil for an unknown customer or when
-    /// `accepts` refuses its `last_seen`.
-    func leanCustomerInfo(
-        _ reader: SQLiteReader, app: AppConfiguration, user: String, now: Date, accepts: (Int64) -> Bool
-    ) throws -> SubscriberResponse? {
-        let statements = leanStatements.withLockedValue { cache in
+    /// The lean statements of an app for one database (made once, then kept).
+    func leanStatements(for app: AppConfiguration) -> LeanStatements {
+        let postgres = database.dialect == .postgres
+        return leanStatements.withLockedValue { cache in
             if let known = cache[app.id] { return known }
-            let made = LeanStatements(appId: app.id)
+            let made = LeanStatements(appId: app.id, user: postgres ? "$1" : "?")
             cache[app.id] = made
             return made
         }
-        return try reader.read { connection -> SubscriberResponse? in
-            var seen: (first: Int64, last: Int64)?
-            try connection.query(statements.customer, [.text(user)]) { row in
-                guard let first = row.integer(0), let last = row.integer(1) else { throw StoredRowError(description: "a customer lacks first_seen_ms or last_seen_ms") }
-                seen = (first, last)
-            }
-            guard let seen, accepts(seen.last) else { return nil }
-            var purchases: [PurchaseRecord] = []
-            var statuses: [String: SubscriptionStatus] = [:]
-            try connection.query(statements.purchases, [.text(user)]) { row in
-                try Self.readPurchase(row, into: &purchases)
-            }
-            try connection.query(statements.states, [.text(user)]) { row in
-                try Self.readState(row, at: 0, into: &statuses)
-            }
-            var grants: [PromotionalGrant] = []
-            try connection.query(statements.grants, [.text(user)]) { row in
-                grants.append(try Self.readGrantRow(row))
-            }
+    }
+
+    /// The CustomerInfo of a known customer without sql-kit: on SQLite through the lean reader
+    /// (one read transaction, statements prepared once, no thread hop), on PostgreSQL straight
+    /// on a pooled PostgresNIO connection. Nil for an unknown customer or when `accepts` refuses
+    /// its `last_seen`.
+    func leanCustomerInfo(app: AppConfiguration, user: String, now: Date, accepts: @escaping @Sendable (Int64) -> Bool) async throws -> SubscriberResponse? {
+        let statements = leanStatements(for: app)
+        func answer(seen: (first: Int64, last: Int64), purchases: [PurchaseRecord], statuses: [String: SubscriptionStatus], grants: [PromotionalGrant]) -> SubscriberResponse {
             let entitlements = EntitlementRules.evaluate(
                 purchases: purchases, statuses: Array(statuses.values), grants: grants, products: app.products, at: now
             )
             return SubscriberResponse(appUserId: user, firstSeen: Self.date(seen.first), lastSeen: Self.date(seen.last),
                                       entitlements: entitlements, requestDate: now)
         }
+        if let reader = database.sqliteReader {
+            return try reader.read { connection -> SubscriberResponse? in
+                var seen: (first: Int64, last: Int64)?
+                try connection.query(statements.customer, [.text(user)]) { row in seen = try Self.readSeen(row) }
+                guard let seen, accepts(seen.last) else { return nil }
+                var purchases: [PurchaseRecord] = []
+                var statuses: [String: SubscriptionStatus] = [:]
+                var grants: [PromotionalGrant] = []
+                try connection.query(statements.purchases, [.text(user)]) { row in try Self.readPurchase(row, into: &purchases) }
+                try connection.query(statements.states, [.text(user)]) { row in try Self.readState(row, at: 0, into: &statuses) }
+                try connection.query(statements.grants, [.text(user)]) { row in grants.append(try Self.readGrantRow(row)) }
+                return answer(seen: seen, purchases: purchases, statuses: statuses, grants: grants)
+            }
+        }
+        let read = try await database.withPostgresConnection { connection -> (seen: (first: Int64, last: Int64), purchases: [PurchaseRecord], statuses: [String: SubscriptionStatus], grants: [PromotionalGrant])? in
+            func rows(_ sql: String) async throws -> [PostgresStoredRow] {
+                var binds = PostgresBindings()
+                binds.append(user)
+                return try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: connection.logger)
+                    .collect().map { PostgresStoredRow(row: $0.makeRandomAccess()) }
+            }
+            guard let first = try await rows(statements.customer).first else { return nil }
+            let seen = try Self.readSeen(first)
+            guard accepts(seen.last) else { return nil }
+            var purchases: [PurchaseRecord] = []
+            var statuses: [String: SubscriptionStatus] = [:]
+            for row in try await rows(statements.purchases) { try Self.readPurchase(row, into: &purchases) }
+            for row in try await rows(statements.states) { try Self.readState(row, at: 0, into: &statuses) }
+            let grants = try await rows(statements.grants).map(Self.readGrantRow)
+            return (seen, purchases, statuses, grants)
+        }
+        guard let read = read ?? nil else { return nil }
+        return answer(seen: read.seen, purchases: read.purchases, statuses: read.statuses, grants: read.grants)
+    }
+
+    static func readSeen(_ row: some StoredRow) throws -> (first: Int64, last: Int64) {
+        guard let first = try row.integer(0, "first_seen_ms"), let last = try row.integer(1, "last_seen_ms") else {
+            throw StoredRowError(description: "a customer lacks first_seen_ms or last_seen_ms")
+        }
+        return (first, last)
     }
 }
 
@@ -374,6 +383,14 @@ struct NamedRow: StoredRow {
 
     func text(_ position: Int32, _ name: String) throws -> String? { try row.decode(column: name, as: String?.self) }
     func integer(_ position: Int32, _ name: String) throws -> Int64? { try row.decode(column: name, as: Int64?.self) }
+}
+
+/// A PostgresNIO row, read by position.
+struct PostgresStoredRow: StoredRow {
+    let row: PostgresRandomAccessRow
+
+    func text(_ position: Int32, _ name: String) throws -> String? { try row[Int(position)].decode(String?.self) }
+    func integer(_ position: Int32, _ name: String) throws -> Int64? { try row[Int(position)].decode(Int64?.self) }
 }
 
 extension SQLiteRowView: StoredRow {

@@ -109,6 +109,15 @@ public final class Database: Sendable {
         }
     }
 
+    /// Runs `body` with one of the pool's PostgreSQL connections, for the lean reads that skip
+    /// sql-kit; nil on SQLite.
+    func withPostgresConnection<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T? {
+        guard case .postgres(let pool) = backend else { return nil }
+        let connection = try await pool.requestConnection(logger: logger).get()
+        defer { pool.releaseConnection(connection, logger: logger) }
+        return try await body(connection)
+    }
+
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
     /// Whatever the caller answers after this returns is backed by committed data.
     public func transaction<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
