@@ -19,8 +19,8 @@ public enum PurchaseStatus: String, Codable, Sendable {
 /// that is after the commit.
 public struct CustomerDatabase: Sendable {
     public let database: Database
-    /// The lean reader's statement texts, by app id.
-    let leanStatements = NIOLockedValueBox<[String: LeanStatements]>([:])
+    /// The lean CustomerInfo statement of each app, by app id.
+    let leanStatements = NIOLockedValueBox<[String: String]>([:])
 
     public init(database: Database) {
         self.database = database
@@ -219,36 +219,79 @@ public struct CustomerDatabase: Sendable {
     }
 
     /// The columns of a purchase row with its chain's renewal state as the sql-kit query names
-    /// them; the lean reader reads the first twelve (``LeanStatements/purchases``) and the last
-    /// four (``LeanStatements/states``) by position.
+    /// them, read by position in that order (the lean read maps its positions onto these).
     static let purchaseColumns: [String] = [
         "transaction_id", "original_transaction_id", "product_id", "product_type", "environment",
         "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms", "is_upgraded",
         "period_type", "ownership_type", "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "state_chain",
     ]
 
-    /// The lean reader's statements for one app. The app id is written into the text as a quoted
-    /// literal (app ids come from the operator's configuration, and are quoted all the same; one
-    /// statement set per app) and only the user is bound. The user's chains are found with
-    /// `IN (SELECT …)` rather than a join: SQLite marks a join's statement for re-preparing on
-    /// each new bind of a parameter its planner compared with other terms, which would prepare
-    /// it anew on every request (a test holds the count of re-preparations at zero).
-    struct LeanStatements: Sendable {
-        let customer: String
-        let purchases: String
-        let states: String
-        let grants: String
+    /// The one statement of the lean CustomerInfo read: the customer, their purchases, their
+    /// chains' renewal states and their grants, each row tagged by `kind` (0 customer,
+    /// 1 purchase, 2 state, 3 grant) in the columns `kind, t1…t7, i1…i5` (``UnionRow`` maps them
+    /// back). One statement is one round trip on PostgreSQL and, on SQLite, one consistent
+    /// read without `BEGIN … COMMIT`.
+    ///
+    /// The app id is written into the text as a quoted literal (app ids come from the
+    /// operator's configuration, and are quoted all the same; one statement per app) and only
+    /// the user is bound. The user's chains are found with `IN (SELECT …)` rather than a join:
+    /// SQLite marks a join's statement for re-preparing on each new bind of a parameter its
+    /// planner compared with other terms, which would prepare it anew on every request (a test
+    /// holds the count of re-preparations at zero).
+    static func leanStatement(appId: String, dialect: Database.Dialect) -> String {
+        let app = "'" + appId.replacingOccurrences(of: "'", with: "''") + "'"
+        let user = dialect == .postgres ? "$1" : "?1"
+        let chains = "(SELECT original_transaction_id FROM purchase_owners WHERE app_id = \(app) AND app_user_id = \(user))"
+        return """
+            SELECT 0 AS kind, CAST(NULL AS TEXT) AS t1, CAST(NULL AS TEXT) AS t2, CAST(NULL AS TEXT) AS t3, CAST(NULL AS TEXT) AS t4, \
+            CAST(NULL AS TEXT) AS t5, CAST(NULL AS TEXT) AS t6, CAST(NULL AS TEXT) AS t7, first_seen_ms AS i1, last_seen_ms AS i2, \
+            CAST(NULL AS BIGINT) AS i3, CAST(NULL AS BIGINT) AS i4, CAST(NULL AS BIGINT) AS i5 \
+            FROM customers WHERE app_id = \(app) AND app_user_id = \(user) \
+            UNION ALL SELECT 1, transaction_id, original_transaction_id, product_id, product_type, environment, period_type, ownership_type, \
+            purchase_date_ms, expires_date_ms, revocation_date_ms, recorded_at_ms, is_upgraded \
+            FROM purchases WHERE app_id = \(app) AND original_transaction_id IN \(chains) \
+            UNION ALL SELECT 2, original_transaction_id, NULL, NULL, NULL, NULL, NULL, NULL, \
+            auto_renew_status, in_billing_retry, grace_period_expires_ms, NULL, NULL \
+            FROM subscription_states WHERE app_id = \(app) AND original_transaction_id IN \(chains) \
+            UNION ALL SELECT 3, grant_id, entitlement, NULL, NULL, NULL, NULL, NULL, starts_ms, expires_ms, revoked_ms, NULL, NULL \
+            FROM promotional_grants WHERE app_id = \(app) AND app_user_id = \(user)
+            """
+    }
 
-        /// `user` is the user's placeholder: `?` for SQLite, `$1` for PostgreSQL.
-        init(appId: String, user: String) {
-            let app = "'" + appId.replacingOccurrences(of: "'", with: "''") + "'"
-            let chains = "(SELECT original_transaction_id FROM purchase_owners WHERE app_id = \(app) AND app_user_id = \(user))"
-            customer = "SELECT first_seen_ms, last_seen_ms FROM customers WHERE app_id = \(app) AND app_user_id = \(user)"
-            purchases = "SELECT " + purchaseColumns[0..<12].joined(separator: ", ")
-                + " FROM purchases WHERE app_id = \(app) AND original_transaction_id IN \(chains)"
-            states = "SELECT auto_renew_status, in_billing_retry, grace_period_expires_ms, original_transaction_id"
-                + " FROM subscription_states WHERE app_id = \(app) AND original_transaction_id IN \(chains)"
-            grants = "SELECT grant_id, entitlement, starts_ms, expires_ms, revoked_ms FROM promotional_grants WHERE app_id = \(app) AND app_user_id = \(user)"
+    /// A row of ``leanStatement(appId:dialect:)`` read as the row of the query its kind stands
+    /// for: position `p` of that row is at `map[p]`.
+    struct UnionRow<Row: StoredRow>: StoredRow {
+        let row: Row
+        let map: [Int32]
+
+        func text(_ position: Int32, _ name: String) throws -> String? { try row.text(map[Int(position)], name) }
+        func integer(_ position: Int32, _ name: String) throws -> Int64? { try row.integer(map[Int(position)], name) }
+    }
+
+    /// What the rows of the lean statement add up to.
+    struct LeanRead {
+        var seen: (first: Int64, last: Int64)?
+        var purchases: [PurchaseRecord] = []
+        var statuses: [String: SubscriptionStatus] = [:]
+        var grants: [PromotionalGrant] = []
+
+        private static let customer: [Int32] = [8, 9]
+        private static let purchase: [Int32] = [1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 6, 7]
+        private static let state: [Int32] = [8, 9, 10, 1]
+        private static let grant: [Int32] = [1, 2, 8, 9, 10]
+
+        mutating func add(_ row: some StoredRow) throws {
+            switch try row.integer(0, "kind") {
+            case 0:
+                let seen = UnionRow(row: row, map: Self.customer)
+                guard let first = try seen.integer(0, "first_seen_ms"), let last = try seen.integer(1, "last_seen_ms") else {
+                    throw StoredRowError(description: "a customer lacks first_seen_ms or last_seen_ms")
+                }
+                self.seen = (first, last)
+            case 1: try readPurchase(UnionRow(row: row, map: Self.purchase), into: &purchases)
+            case 2: try readState(UnionRow(row: row, map: Self.state), at: 0, into: &statuses)
+            default: grants.append(try readGrantRow(UnionRow(row: row, map: Self.grant)))
+            }
         }
     }
 
@@ -300,70 +343,47 @@ public struct CustomerDatabase: Sendable {
                                 expiresDate: try row.integer(3, names[3]).map(date), revokedDate: try row.integer(4, names[4]).map(date))
     }
 
-    /// The lean statements of an app for one database (made once, then kept).
-    func leanStatements(for app: AppConfiguration) -> LeanStatements {
-        let postgres = database.dialect == .postgres
+    /// The lean statement of an app on this database (made once, then kept).
+    func leanStatement(for app: AppConfiguration) -> String {
+        let dialect = database.dialect
         return leanStatements.withLockedValue { cache in
             if let known = cache[app.id] { return known }
-            let made = LeanStatements(appId: app.id, user: postgres ? "$1" : "?")
+            let made = Self.leanStatement(appId: app.id, dialect: dialect)
             cache[app.id] = made
             return made
         }
     }
 
-    /// The CustomerInfo of a known customer without sql-kit: on SQLite through the lean reader
-    /// (one read transaction, statements prepared once, no thread hop), on PostgreSQL straight
-    /// on a pooled PostgresNIO connection. Nil for an unknown customer or when `accepts` refuses
-    /// its `last_seen`.
+    /// The CustomerInfo of a known customer without sql-kit, in one statement: on SQLite through
+    /// the lean reader (prepared once, no thread hop), on PostgreSQL straight on a pooled
+    /// PostgresNIO connection. Nil for an unknown customer or when `accepts` refuses its
+    /// `last_seen`.
     func leanCustomerInfo(app: AppConfiguration, user: String, now: Date, accepts: @escaping @Sendable (Int64) -> Bool) async throws -> SubscriberResponse? {
-        let statements = leanStatements(for: app)
-        func answer(seen: (first: Int64, last: Int64), purchases: [PurchaseRecord], statuses: [String: SubscriptionStatus], grants: [PromotionalGrant]) -> SubscriberResponse {
-            let entitlements = EntitlementRules.evaluate(
-                purchases: purchases, statuses: Array(statuses.values), grants: grants, products: app.products, at: now
-            )
-            return SubscriberResponse(appUserId: user, firstSeen: Self.date(seen.first), lastSeen: Self.date(seen.last),
-                                      entitlements: entitlements, requestDate: now)
-        }
+        let statement = leanStatement(for: app)
+        let read: LeanRead?
         if let reader = database.sqliteReader {
-            return try reader.read { connection -> SubscriberResponse? in
-                var seen: (first: Int64, last: Int64)?
-                try connection.query(statements.customer, [.text(user)]) { row in seen = try Self.readSeen(row) }
-                guard let seen, accepts(seen.last) else { return nil }
-                var purchases: [PurchaseRecord] = []
-                var statuses: [String: SubscriptionStatus] = [:]
-                var grants: [PromotionalGrant] = []
-                try connection.query(statements.purchases, [.text(user)]) { row in try Self.readPurchase(row, into: &purchases) }
-                try connection.query(statements.states, [.text(user)]) { row in try Self.readState(row, at: 0, into: &statuses) }
-                try connection.query(statements.grants, [.text(user)]) { row in grants.append(try Self.readGrantRow(row)) }
-                return answer(seen: seen, purchases: purchases, statuses: statuses, grants: grants)
+            read = try reader.read { connection in
+                var read = LeanRead()
+                try connection.query(statement, [.text(user)]) { row in try read.add(row) }
+                return read
             }
-        }
-        let read = try await database.withPostgresConnection { connection -> (seen: (first: Int64, last: Int64), purchases: [PurchaseRecord], statuses: [String: SubscriptionStatus], grants: [PromotionalGrant])? in
-            func rows(_ sql: String) async throws -> [PostgresStoredRow] {
+        } else {
+            read = try await database.withPostgresConnection { connection in
                 var binds = PostgresBindings()
                 binds.append(user)
-                return try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: connection.logger)
-                    .collect().map { PostgresStoredRow(row: $0.makeRandomAccess()) }
+                var read = LeanRead()
+                for try await row in try await connection.query(PostgresQuery(unsafeSQL: statement, binds: binds), logger: connection.logger) {
+                    try read.add(PostgresStoredRow(row: row.makeRandomAccess()))
+                }
+                return read
             }
-            guard let first = try await rows(statements.customer).first else { return nil }
-            let seen = try Self.readSeen(first)
-            guard accepts(seen.last) else { return nil }
-            var purchases: [PurchaseRecord] = []
-            var statuses: [String: SubscriptionStatus] = [:]
-            for row in try await rows(statements.purchases) { try Self.readPurchase(row, into: &purchases) }
-            for row in try await rows(statements.states) { try Self.readState(row, at: 0, into: &statuses) }
-            let grants = try await rows(statements.grants).map(Self.readGrantRow)
-            return (seen, purchases, statuses, grants)
         }
-        guard let read = read ?? nil else { return nil }
-        return answer(seen: read.seen, purchases: read.purchases, statuses: read.statuses, grants: read.grants)
-    }
-
-    static func readSeen(_ row: some StoredRow) throws -> (first: Int64, last: Int64) {
-        guard let first = try row.integer(0, "first_seen_ms"), let last = try row.integer(1, "last_seen_ms") else {
-            throw StoredRowError(description: "a customer lacks first_seen_ms or last_seen_ms")
-        }
-        return (first, last)
+        guard let read, let seen = read.seen, accepts(seen.last) else { return nil }
+        let entitlements = EntitlementRules.evaluate(
+            purchases: read.purchases, statuses: Array(read.statuses.values), grants: read.grants, products: app.products, at: now
+        )
+        return SubscriberResponse(appUserId: user, firstSeen: Self.date(seen.first), lastSeen: Self.date(seen.last),
+                                  entitlements: entitlements, requestDate: now)
     }
 }
 

@@ -11,10 +11,9 @@ import VaporCSQLite
 /// sql-kit over sqlite-nio costs a request three times what it needs: every query's SQL text is
 /// serialized again from a builder tree, every statement is prepared again, and each one hops to
 /// a thread pool and back. Here statements are prepared once per connection and kept, and a
-/// read (one `BEGIN … COMMIT` snapshot of several statements) runs synchronously on the calling
-/// thread: reads of cached pages take microseconds, less than the hop they replace. Writes stay
-/// on the one sqlite-nio connection (WAL: readers never block it, nor it them); a read begun
-/// after a write committed sees it.
+/// read runs synchronously on the calling thread: reads of cached pages take microseconds, less
+/// than the hop they replace. Writes stay on the one sqlite-nio connection (WAL: readers never
+/// block it, nor it them); a read begun after a write committed sees it.
 final class SQLiteReader: Sendable {
     private let connections: [NIOLockedValueBox<ReadConnection>]
     private let next = NIOLockedValueBox(0)
@@ -24,17 +23,14 @@ final class SQLiteReader: Sendable {
         connections = try (0..<max(1, count)).map { _ in NIOLockedValueBox(try ReadConnection(path: path)) }
     }
 
-    /// Runs `body` in one read transaction on a free connection (or the next one in turn).
+    /// Runs `body` on the next connection in turn (waiting for it if busy). A single statement
+    /// is a consistent read by itself; several need `BEGIN` and `COMMIT` around them.
     func read<T>(_ body: (ReadConnection) throws -> T) throws -> T {
         let start = next.withLockedValue { value in
             defer { value = (value + 1) % connections.count }
             return value
         }
-        return try connections[start].withLockedValue { connection in
-            try connection.execute("BEGIN")
-            defer { try? connection.execute("COMMIT") }
-            return try body(connection)
-        }
+        return try connections[start].withLockedValue { connection in try body(connection) }
     }
 
     func close() {
@@ -85,10 +81,6 @@ final class ReadConnection: @unchecked Sendable {
 
     private func failure(_ what: String) -> SQLiteReadError {
         SQLiteReadError(description: "\(what): \(String(cString: sqlite_nio_sqlite3_errmsg(handle)))")
-    }
-
-    func execute(_ sql: String) throws {
-        try query(sql, []) { _ in }
     }
 
     /// Runs a statement (prepared once and kept) with text and integer binds, calling `row` for
