@@ -232,15 +232,14 @@ public struct CustomerDatabase: Sendable {
     /// back). One statement is one round trip on PostgreSQL and, on SQLite, one consistent
     /// read without `BEGIN … COMMIT`.
     ///
-    /// The app id is written into the text as a quoted literal (app ids come from the
-    /// operator's configuration, and are quoted all the same; one statement per app) and only
-    /// the user is bound. The user's chains are found with `IN (SELECT …)` rather than a join:
-    /// SQLite marks a join's statement for re-preparing on each new bind of a parameter its
-    /// planner compared with other terms, which would prepare it anew on every request (a test
-    /// holds the count of re-preparations at zero).
-    static func leanStatement(appId: String, dialect: Database.Dialect) -> String {
-        let app = "'" + appId.replacingOccurrences(of: "'", with: "''") + "'"
-        let user = dialect == .postgres ? "$1" : "?1"
+    /// `app` and `user` are SQL text: on SQLite the app id as a quoted literal (app ids come
+    /// from the operator's configuration, and are quoted all the same; one statement per app)
+    /// and `?1` for the user; on PostgreSQL `$1` and `$2` (a named prepared statement). The
+    /// user's chains are found with `IN (SELECT …)` rather than a join: SQLite marks a join's
+    /// statement for re-preparing on each new bind of a parameter its planner compared with
+    /// other terms, which would prepare it anew on every request (a test holds the count of
+    /// re-preparations at zero), and binding the app id as well would do the same.
+    static func leanStatement(app: String, user: String) -> String {
         let chains = "(SELECT original_transaction_id FROM purchase_owners WHERE app_id = \(app) AND app_user_id = \(user))"
         return """
             SELECT 0 AS kind, CAST(NULL AS TEXT) AS t1, CAST(NULL AS TEXT) AS t2, CAST(NULL AS TEXT) AS t3, CAST(NULL AS TEXT) AS t4, \
@@ -258,7 +257,7 @@ public struct CustomerDatabase: Sendable {
             """
     }
 
-    /// A row of ``leanStatement(appId:dialect:)`` read as the row of the query its kind stands
+    /// A row of ``leanStatement(app:user:)`` read as the row of the query its kind stands
     /// for: position `p` of that row is at `map[p]`.
     struct UnionRow<Row: StoredRow>: StoredRow {
         let row: Row
@@ -343,15 +342,33 @@ public struct CustomerDatabase: Sendable {
                                 expiresDate: try row.integer(3, names[3]).map(date), revokedDate: try row.integer(4, names[4]).map(date))
     }
 
-    /// The lean statement of an app on this database (made once, then kept).
-    func leanStatement(for app: AppConfiguration) -> String {
-        let dialect = database.dialect
-        return leanStatements.withLockedValue { cache in
+    /// The lean statement of an app on SQLite (made once, then kept).
+    func leanSQLiteStatement(for app: AppConfiguration) -> String {
+        leanStatements.withLockedValue { cache in
             if let known = cache[app.id] { return known }
-            let made = Self.leanStatement(appId: app.id, dialect: dialect)
+            let made = Self.leanStatement(app: "'" + app.id.replacingOccurrences(of: "'", with: "''") + "'", user: "?1")
             cache[app.id] = made
             return made
         }
+    }
+
+    /// The lean statement on PostgreSQL: prepared once per connection by PostgresNIO, then only
+    /// bound and executed.
+    struct LeanPostgresStatement: PostgresPreparedStatement {
+        static let sql = CustomerDatabase.leanStatement(app: "$1", user: "$2")
+        typealias Row = PostgresRow
+
+        let app: String
+        let user: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 2)
+            bindings.append(app)
+            bindings.append(user)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
     }
 
     /// The CustomerInfo of a known customer without sql-kit, in one statement: on SQLite through
@@ -359,9 +376,9 @@ public struct CustomerDatabase: Sendable {
     /// PostgresNIO connection. Nil for an unknown customer or when `accepts` refuses its
     /// `last_seen`.
     func leanCustomerInfo(app: AppConfiguration, user: String, now: Date, accepts: @escaping @Sendable (Int64) -> Bool) async throws -> SubscriberResponse? {
-        let statement = leanStatement(for: app)
         let read: LeanRead?
         if let reader = database.sqliteReader {
+            let statement = leanSQLiteStatement(for: app)
             read = try reader.read { connection in
                 var read = LeanRead()
                 try connection.query(statement, [.text(user)]) { row in try read.add(row) }
@@ -369,10 +386,8 @@ public struct CustomerDatabase: Sendable {
             }
         } else {
             read = try await database.withPostgresConnection { connection in
-                var binds = PostgresBindings()
-                binds.append(user)
                 var read = LeanRead()
-                for try await row in try await connection.query(PostgresQuery(unsafeSQL: statement, binds: binds), logger: connection.logger) {
+                for try await row in try await connection.execute(LeanPostgresStatement(app: app.id, user: user), logger: connection.logger) {
                     try read.add(PostgresStoredRow(row: row.makeRandomAccess()))
                 }
                 return read
