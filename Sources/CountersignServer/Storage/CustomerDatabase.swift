@@ -238,7 +238,7 @@ public struct CustomerDatabase: Sendable {
     /// user's chains are found with `IN (SELECT …)` rather than a join: SQLite marks a join's
     /// statement for re-preparing on each new bind of a parameter its planner compared with
     /// other terms, which would prepare it anew on every request (a test holds the count of
-    /// re-preparations at zero), and binding the app id as well would do the same.
+    /// re-preparations at zero).
     static func leanStatement(app: String, user: String) -> String {
         let chains = "(SELECT original_transaction_id FROM purchase_owners WHERE app_id = \(app) AND app_user_id = \(user))"
         return """
