@@ -13,7 +13,8 @@ import SQLKit
 ///
 /// SQLite runs on one connection in WAL mode with `synchronous=FULL`, so a committed purchase
 /// survives a crash; every use is serialized, which also keeps a transaction's statements
-/// together. PostgreSQL uses a connection pool; a transaction holds one connection throughout.
+/// together. PostgreSQL uses PostgresNIO's `PostgresClient` (its own pool, prepared statements
+/// kept per connection); a transaction holds one connection throughout.
 public final class Database: Sendable {
     public enum Dialect: String, Sendable {
         case sqlite
@@ -28,21 +29,19 @@ public final class Database: Sendable {
         }
     }
 
-    /// `EventLoopGroupConnectionPool` guards its state with a lock but predates `Sendable`.
-    private enum Backend: @unchecked Sendable {
+    private enum Backend: Sendable {
         case sqlite(SQLiteConnection, AsyncLock)
-        case postgres(EventLoopGroupConnectionPool<PostgresConnectionSource>)
+        /// The client and the task running it (cancelled to close the pool).
+        case postgres(PostgresClient, Task<Void, Never>)
     }
 
     private let backend: Backend
-    private let logger: Logger
     /// Read-only connections for the CustomerInfo path (SQLite only; see ``SQLiteReader``).
     let sqliteReader: SQLiteReader?
 
-    private init(location: DatabaseLocation, backend: Backend, logger: Logger, sqliteReader: SQLiteReader? = nil) {
+    private init(location: DatabaseLocation, backend: Backend, sqliteReader: SQLiteReader? = nil) {
         self.location = location
         self.backend = backend
-        self.logger = logger
         self.sqliteReader = sqliteReader
     }
 
@@ -60,17 +59,11 @@ public final class Database: Sendable {
             try await sql.raw("PRAGMA foreign_keys=ON").run()
             try await sql.raw("PRAGMA busy_timeout=5000").run()
             let reader = try SQLiteReader(path: path, count: System.coreCount)
-            database = Database(location: location, backend: .sqlite(connection, AsyncLock()), logger: logger, sqliteReader: reader)
+            database = Database(location: location, backend: .sqlite(connection, AsyncLock()), sqliteReader: reader)
         case .postgres(let url):
-            let configuration = try SQLPostgresConfiguration(url: url)
-            let pool = EventLoopGroupConnectionPool(
-                source: PostgresConnectionSource(sqlConfiguration: configuration),
-                maxConnectionsPerEventLoop: 4,
-                pruneInterval: .seconds(60),
-                logger: logger,
-                on: MultiThreadedEventLoopGroup.singleton
-            )
-            database = Database(location: location, backend: .postgres(pool), logger: logger)
+            let client = PostgresClient(configuration: try clientConfiguration(url: url), backgroundLogger: logger)
+            let running = Task { await client.run() }
+            database = Database(location: location, backend: .postgres(client, running))
         }
         do {
             try await Migrations.run(on: database)
@@ -79,6 +72,22 @@ public final class Database: Sendable {
             throw error
         }
         return database
+    }
+
+    /// The pool's settings from a `postgres://` URL, read as postgres-kit reads it (user,
+    /// password, host, port, database, `sslmode`/`tlsmode`: disable, prefer or require).
+    static func clientConfiguration(url: String) throws -> PostgresClient.Configuration {
+        let core = try SQLPostgresConfiguration(url: url).coreConfiguration
+        guard let host = core.host else { throw ConfigurationError("the PostgreSQL URL needs a host") }
+        let tls: PostgresClient.Configuration.TLS = !core.tls.isAllowed ? .disable
+            : core.tls.isEnforced ? .require(.makeClientConfiguration()) : .prefer(.makeClientConfiguration())
+        var configuration = PostgresClient.Configuration(
+            host: host, port: core.port ?? 5432, username: core.username, password: core.password, database: core.database, tls: tls
+        )
+        // Two event loops on the machines we target: enough connections to keep PostgreSQL busy
+        // without one instance of a cluster taking the server's whole connection budget.
+        configuration.options.maximumConnections = 8
+        return configuration
     }
 
     /// The database holds every customer's purchases: its file is created readable by the owner
@@ -102,20 +111,16 @@ public final class Database: Sendable {
         switch backend {
         case .sqlite(let connection, let lock):
             return try await lock.withLock { try await body(connection.sql()) }
-        case .postgres(let pool):
-            let connection = try await pool.requestConnection(logger: logger).get()
-            defer { pool.releaseConnection(connection, logger: logger) }
-            return try await body(connection.sql())
+        case .postgres(let client, _):
+            return try await client.withConnection { connection in try await body(connection.sql()) }
         }
     }
 
     /// Runs `body` with one of the pool's PostgreSQL connections, for the lean reads that skip
     /// sql-kit; nil on SQLite.
     func withPostgresConnection<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T? {
-        guard case .postgres(let pool) = backend else { return nil }
-        let connection = try await pool.requestConnection(logger: logger).get()
-        defer { pool.releaseConnection(connection, logger: logger) }
-        return try await body(connection)
+        guard case .postgres(let client, _) = backend else { return nil }
+        return try await client.withConnection { connection in try await body(connection) }
     }
 
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
@@ -163,8 +168,9 @@ public final class Database: Sendable {
         case .sqlite(let connection, _):
             sqliteReader?.close()
             try await connection.close()
-        case .postgres(let pool):
-            try await pool.shutdownAsync()
+        case .postgres(_, let running):
+            running.cancel()
+            await running.value
         }
     }
 }
