@@ -11,9 +11,10 @@ import SQLKit
 /// The server's database, over sql-kit: one implementation for SQLite and PostgreSQL, with the
 /// few dialect differences kept in this file and in ``Migrations``.
 ///
-/// SQLite runs on one connection in WAL mode with `synchronous=FULL`, so a committed purchase
-/// survives a crash; every use is serialized, which also keeps a transaction's statements
-/// together. PostgreSQL uses PostgresNIO's `PostgresClient` (its own pool, prepared statements
+/// SQLite runs on one read-write connection in WAL mode with `synchronous=FULL`, so a committed
+/// purchase survives a crash; every use is serialized, which also keeps a transaction's
+/// statements together. Its statements run on the caller's thread, prepared once
+/// (``DirectSQLiteDatabase``); only a commit, which waits on the disk, goes to NIO's thread pool. PostgreSQL uses PostgresNIO's `PostgresClient` (its own pool, prepared statements
 /// kept per connection); a transaction holds one connection throughout.
 public final class Database: Sendable {
     public enum Dialect: String, Sendable {
@@ -30,7 +31,7 @@ public final class Database: Sendable {
     }
 
     private enum Backend: Sendable {
-        case sqlite(SQLiteConnection, AsyncLock)
+        case sqlite(DirectSQLiteConnection, AsyncLock, Logger)
         /// The client and the task running it (cancelled to close the pool).
         case postgres(PostgresClient, Task<Void, Never>)
     }
@@ -51,15 +52,13 @@ public final class Database: Sendable {
         switch location {
         case .sqlite(let path):
             try restrictToOwner(sqlitePath: path)
-            let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger).get()
-            let sql = connection.sql()
+            let connection = try DirectSQLiteConnection(path: path, readOnly: false)
             // WAL: readers do not block the writer; FULL: a commit is on disk before it returns.
-            try await sql.raw("PRAGMA journal_mode=WAL").run()
-            try await sql.raw("PRAGMA synchronous=FULL").run()
-            try await sql.raw("PRAGMA foreign_keys=ON").run()
-            try await sql.raw("PRAGMA busy_timeout=5000").run()
+            for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"] {
+                try connection.query(pragma, []) { _ in }
+            }
             let reader = try SQLiteReader(path: path, count: System.coreCount)
-            database = Database(location: location, backend: .sqlite(connection, AsyncLock()), sqliteReader: reader)
+            database = Database(location: location, backend: .sqlite(connection, AsyncLock(), logger), sqliteReader: reader)
         case .postgres(let url):
             let client = PostgresClient(configuration: try clientConfiguration(url: url), backgroundLogger: logger)
             let running = Task { await client.run() }
@@ -109,8 +108,8 @@ public final class Database: Sendable {
     /// Runs `body` outside a transaction (each statement commits on its own).
     public func withConnection<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         switch backend {
-        case .sqlite(let connection, let lock):
-            return try await lock.withLock { try await body(connection.sql()) }
+        case .sqlite(let connection, let lock, let logger):
+            return try await lock.withLock { try await body(DirectSQLiteDatabase(connection: connection, logger: logger)) }
         case .postgres(let client, _):
             return try await client.withConnection { connection in try await body(connection.sql()) }
         }
@@ -126,9 +125,23 @@ public final class Database: Sendable {
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
     /// Whatever the caller answers after this returns is backed by committed data.
     public func transaction<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        try await withConnection { sql in
-            // IMMEDIATE takes SQLite's write lock at once, so two writers never deadlock upgrading.
-            try await sql.raw(self.dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN").run()
+        if case .sqlite(let connection, let lock, let logger) = backend {
+            return try await lock.withLock {
+                // IMMEDIATE takes SQLite's write lock at once, so two writers never deadlock upgrading.
+                try connection.query("BEGIN IMMEDIATE", []) { _ in }
+                do {
+                    let result = try await body(DirectSQLiteDatabase(connection: connection, logger: logger))
+                    // The commit waits for the disk (fsync): off the cooperative threads.
+                    try await NIOThreadPool.singleton.runIfActive { try connection.query("COMMIT", []) { _ in } }
+                    return result
+                } catch {
+                    try? connection.query("ROLLBACK", []) { _ in }
+                    throw error
+                }
+            }
+        }
+        return try await withConnection { sql in
+            try await sql.raw("BEGIN").run()
             do {
                 let result = try await body(sql)
                 try await sql.raw("COMMIT").run()
@@ -159,15 +172,15 @@ public final class Database: Sendable {
     /// Whether `error` is a unique or primary key violation (SQLSTATE 23505 on PostgreSQL).
     static func isUniqueViolation(_ error: any Error) -> Bool {
         if let postgres = error as? PSQLError { return postgres.serverInfo?[.sqlState] == "23505" }
-        if let sqlite = error as? SQLiteError { return sqlite.reason == .constraintUniqueFailed || sqlite.reason == .constraintPrimaryKeyFailed }
+        if let sqlite = error as? SQLiteFailure { return sqlite.isUniqueViolation }
         return false
     }
 
     public func close() async throws {
         switch backend {
-        case .sqlite(let connection, _):
+        case .sqlite(let connection, let lock, _):
             sqliteReader?.close()
-            try await connection.close()
+            await lock.withLock { connection.close() }
         case .postgres(_, let running):
             running.cancel()
             await running.value
