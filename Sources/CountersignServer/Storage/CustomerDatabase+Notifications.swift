@@ -59,9 +59,8 @@ extension CustomerDatabase {
     /// transaction was new.
     @discardableResult
     static func storeTransaction(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws -> Bool {
-        let stored = try await sql.select().column("signed_date_ms").from("purchases")
-            .where("transaction_id", .equal, transaction.transactionId).first()
-            .map { try $0.decode(column: "signed_date_ms", as: Int64.self) }
+        let stored = try await sql.raw("SELECT signed_date_ms FROM purchases WHERE transaction_id = \(bind: transaction.transactionId)")
+            .first().map { try $0.decode(column: "signed_date_ms", as: Int64.self) }
         guard let stored else {
             try await insertPurchase(sql, transaction, app: app, now: now)
             return true

@@ -57,8 +57,9 @@ public struct CustomerDatabase: Sendable {
             }
             let isNew = try await Self.storeTransaction(sql, transaction, app: app, now: now)
             let chain = transaction.originalTransactionId
-            let ownerRow = try await sql.select().column("app_user_id").from("purchase_owners")
-                .where("app_id", .equal, app.id).where("original_transaction_id", .equal, chain).first()
+            let ownerRow = try await sql.raw("""
+                SELECT app_user_id FROM purchase_owners WHERE app_id = \(bind: app.id) AND original_transaction_id = \(bind: chain)
+                """).first()
             guard let ownerRow else {
                 try await Self.insertOwner(sql, app: app.id, chain: chain, user: owner, now: now)
                 return owner != poster ? .boundToAnotherUser : .new
@@ -123,63 +124,70 @@ public struct CustomerDatabase: Sendable {
     }
 
     // MARK: Statements
+    //
+    // The statements of a purchase's path are SQL text with binds rather than sql-kit builders:
+    // a builder tree is serialized again on every call (identifier quoting and all), which cost
+    // more than running the statement. The text is the same on SQLite and PostgreSQL; only the
+    // placeholders differ, and sql-kit writes those.
 
     @discardableResult
     static func touchCustomer(_ sql: any SQLDatabase, app: String, user: String, now: Date) async throws -> (first: Date, last: Date) {
-        if let row = try await sql.select().columns("first_seen_ms", "last_seen_ms").from("customers")
-            .where("app_id", .equal, app).where("app_user_id", .equal, user).first() {
+        if let row = try await sql.raw("""
+            SELECT first_seen_ms, last_seen_ms FROM customers WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)
+            """).first() {
             let lastSeen = try row.decode(column: "last_seen_ms", as: Int64.self)
             // At most one write an hour per customer: a CustomerInfo fetch stays a read.
             guard milliseconds(now) - lastSeen >= lastSeenResolution else {
                 return (date(try row.decode(column: "first_seen_ms", as: Int64.self)), date(lastSeen))
             }
-            try await sql.update("customers").set("last_seen_ms", to: milliseconds(now))
-                .where("app_id", .equal, app).where("app_user_id", .equal, user).run()
+            try await sql.raw("""
+                UPDATE customers SET last_seen_ms = \(bind: milliseconds(now)) WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)
+                """).run()
             return (date(try row.decode(column: "first_seen_ms", as: Int64.self)), now)
         }
-        try await sql.insert(into: "customers")
-            .columns("app_id", "app_user_id", "app_account_token", "first_seen_ms", "last_seen_ms")
-            .values(SQLBind(app), SQLBind(user), SQLBind(AppAccountToken.forAppUserID(user).uuidString.lowercased()),
-                    SQLBind(milliseconds(now)), SQLBind(milliseconds(now)))
-            .ignoringConflicts(with: ["app_id", "app_user_id"])
-            .run()
+        let token = AppAccountToken.forAppUserID(user).uuidString.lowercased()
+        try await sql.raw("""
+            INSERT INTO customers (app_id, app_user_id, app_account_token, first_seen_ms, last_seen_ms)
+            VALUES (\(bind: app), \(bind: user), \(bind: token), \(bind: milliseconds(now)), \(bind: milliseconds(now)))
+            ON CONFLICT (app_id, app_user_id) DO NOTHING
+            """).run()
         return (now, now)
     }
 
     static func customer(_ sql: any SQLDatabase, app: String, token: String) async throws -> String? {
-        try await sql.select().column("app_user_id").from("customers")
-            .where("app_id", .equal, app).where("app_account_token", .equal, token).first()
-            .map { try $0.decode(column: "app_user_id", as: String.self) }
+        try await sql.raw("""
+            SELECT app_user_id FROM customers WHERE app_id = \(bind: app) AND app_account_token = \(bind: token)
+            """).first().map { try $0.decode(column: "app_user_id", as: String.self) }
     }
 
     static func insertPurchase(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws {
         let payload = transaction.payload
-        try await sql.insert(into: "purchases")
-            .columns("transaction_id", "app_id", "original_transaction_id", "product_id", "product_type", "environment",
-                     "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "signed_date_ms", "app_account_token",
-                     "signed_transaction", "recorded_at_ms", "is_upgraded", "period_type", "ownership_type")
-            .values(
-                SQLBind(transaction.transactionId), SQLBind(app.id), SQLBind(transaction.originalTransactionId),
-                SQLBind(transaction.productId), SQLBind(transaction.kind.rawValue), SQLBind(payload.environment?.rawValue ?? ""),
-                SQLBind(payload.purchaseDate.map(milliseconds)), SQLBind(payload.expiresDate.map(milliseconds)),
-                SQLBind(payload.revocationDate.map(milliseconds)), SQLBind(milliseconds(payload.signedDate ?? now)),
-                SQLBind(payload.appAccountToken), SQLBind(transaction.jws), SQLBind(milliseconds(now)),
-                SQLBind((payload.isUpgraded ?? false) ? 1 : 0), SQLBind(payload.periodType),
-                SQLBind(payload.inAppOwnershipType == .familyShared ? "FAMILY_SHARED" : "PURCHASED")
-            )
-            .run()
+        let ownership = payload.inAppOwnershipType == .familyShared ? "FAMILY_SHARED" : "PURCHASED"
+        try await sql.raw("""
+            INSERT INTO purchases (transaction_id, app_id, original_transaction_id, product_id, product_type, environment,
+                purchase_date_ms, expires_date_ms, revocation_date_ms, signed_date_ms, app_account_token,
+                signed_transaction, recorded_at_ms, is_upgraded, period_type, ownership_type)
+            VALUES (\(bind: transaction.transactionId), \(bind: app.id), \(bind: transaction.originalTransactionId),
+                \(bind: transaction.productId), \(bind: transaction.kind.rawValue), \(bind: payload.environment?.rawValue ?? ""),
+                \(bind: payload.purchaseDate.map(milliseconds)), \(bind: payload.expiresDate.map(milliseconds)),
+                \(bind: payload.revocationDate.map(milliseconds)), \(bind: milliseconds(payload.signedDate ?? now)),
+                \(bind: payload.appAccountToken), \(bind: transaction.jws), \(bind: milliseconds(now)),
+                \(bind: (payload.isUpgraded ?? false) ? 1 : 0), \(bind: payload.periodType), \(bind: ownership))
+            """).run()
     }
 
     static func insertOwner(_ sql: any SQLDatabase, app: String, chain: String, user: String, now: Date) async throws {
-        try await sql.insert(into: "purchase_owners")
-            .columns("app_id", "original_transaction_id", "app_user_id", "updated_at_ms")
-            .values(SQLBind(app), SQLBind(chain), SQLBind(user), SQLBind(milliseconds(now)))
-            .run()
+        try await sql.raw("""
+            INSERT INTO purchase_owners (app_id, original_transaction_id, app_user_id, updated_at_ms)
+            VALUES (\(bind: app), \(bind: chain), \(bind: user), \(bind: milliseconds(now)))
+            """).run()
     }
 
     static func updateOwner(_ sql: any SQLDatabase, app: String, chain: String, user: String, now: Date) async throws {
-        try await sql.update("purchase_owners").set("app_user_id", to: user).set("updated_at_ms", to: milliseconds(now))
-            .where("app_id", .equal, app).where("original_transaction_id", .equal, chain).run()
+        try await sql.raw("""
+            UPDATE purchase_owners SET app_user_id = \(bind: user), updated_at_ms = \(bind: milliseconds(now))
+            WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: chain)
+            """).run()
     }
 
     /// Evaluates the entitlement rules over what the user owns (optionally one chain only): one
