@@ -34,4 +34,25 @@ struct LeanAnswerTests {
         #expect(answer.etagSource == subscriber)
         #expect(answer.cacheable)
     }
+
+    @Test("receipt and logIn answers (CustomerInfo with one more member) are their Codable form")
+    func customerInfoWithMember() throws {
+        let entitlements = EntitlementRules.evaluate(purchases: [], statuses: [], grants: [], products: [], at: Date(timeIntervalSince1970: 1_800_000_000))
+        let info = SubscriberResponse(
+            appUserId: "ü\\\"x", firstSeen: Date(timeIntervalSince1970: 1_700_000_000), lastSeen: Date(timeIntervalSince1970: 1_800_000_000),
+            entitlements: entitlements, requestDate: Date(timeIntervalSince1970: 1_800_000_000.5)
+        )
+        for status in [PurchaseStatus.new, .alreadyRecorded, .transferred, .boundToAnotherUser] {
+            let answer = SignedAnswer.customerInfo(info, member: "purchase_status", string: status.rawValue)
+            let codable = PublicRoutes.CustomerInfoAnswer(customerInfo: info, extraKey: "purchase_status", extra: status)
+            #expect(answer.body == (try WireJSON.encode(codable)))
+            #expect(!answer.cacheable)
+        }
+        for created in [true, false] {
+            let answer = SignedAnswer.customerInfo(info, status: created ? .created : .ok, member: "created", bool: created)
+            let codable = PublicRoutes.CustomerInfoAnswer(customerInfo: info, extraKey: "created", extra: created)
+            #expect(answer.body == (try WireJSON.encode(codable)))
+            #expect(answer.status == (created ? .created : .ok))
+        }
+    }
 }

@@ -115,9 +115,16 @@ extension SubscriberResponse {
 extension LeanJSONWriter {
     /// `{"request_date":…,"request_date_ms":…,"subscriber":…}` and a newline, around a
     /// subscriber already written by ``SubscriberResponse/Subscriber/leanJSON()``.
-    public static func subscriberResponse(requestDate: String, requestDateMs: Int64, subscriber: [UInt8]) -> [UInt8] {
-        var writer = LeanJSONWriter(capacity: subscriber.count + 80)
-        writer.raw(#"{"request_date":"#)
+    /// `leading` is one more member already written (`"key":value`) whose key sorts before
+    /// `request_date`, as `purchase_status` and `created` do; it goes first.
+    public static func subscriberResponse(requestDate: String, requestDateMs: Int64, subscriber: [UInt8], leading: [UInt8] = []) -> [UInt8] {
+        var writer = LeanJSONWriter(capacity: subscriber.count + leading.count + 80)
+        writer.raw("{")
+        if !leading.isEmpty {
+            writer.append(contentsOf: leading)
+            writer.raw(",")
+        }
+        writer.raw(#""request_date":"#)
         writer.string(requestDate)
         writer.raw(#","request_date_ms":"#)
         writer.integer(requestDateMs)

@@ -31,6 +31,20 @@ public struct SignedAnswer: Sendable {
         return SignedAnswer(body: Data(body), cacheable: true, etagSource: Data(subscriber))
     }
 
+    /// A CustomerInfo answer with one more top-level member that sorts before `request_date`
+    /// (`purchase_status` of a receipt, `created` of a logIn), answered to a POST: no ETag.
+    /// Byte for byte the Codable `CustomerInfoAnswer` (tests hold it so).
+    static func customerInfo(_ info: SubscriberResponse, status: HTTPResponse.Status = .ok, member key: String, string value: String? = nil, bool flag: Bool? = nil) -> SignedAnswer {
+        var member = LeanJSONWriter(capacity: 40)
+        member.string(key)
+        member.raw(":")
+        if let value { member.string(value) } else { member.bool(flag ?? false) }
+        let body = LeanJSONWriter.subscriberResponse(
+            requestDate: info.requestDate, requestDateMs: info.requestDateMs, subscriber: info.subscriber.leanJSON(), leading: member.bytes
+        )
+        return SignedAnswer(status: status, body: Data(body), cacheable: false)
+    }
+
     /// Encodes a JSON answer with sorted keys, so equal content gives equal bytes and ETags.
     public static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok, cacheable: Bool) throws -> SignedAnswer {
         SignedAnswer(status: status, body: try WireJSON.encode(value), cacheable: cacheable)

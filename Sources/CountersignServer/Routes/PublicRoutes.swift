@@ -66,7 +66,9 @@ struct PublicRoutes: Sendable {
         }
     }
 
-    /// CustomerInfo plus one more top-level field (`purchase_status`, `created`).
+    /// CustomerInfo plus one more top-level field (`purchase_status`, `created`): the Codable form
+    /// that `SignedAnswer.customerInfo(_:status:member:string:bool:)` writes without an encoder
+    /// (tests hold the two byte-equal).
     struct CustomerInfoAnswer<Extra: Encodable>: Encodable {
         var customerInfo: SubscriberResponse
         var extraKey: String
@@ -164,7 +166,7 @@ struct PublicRoutes: Sendable {
                 throw APIError(.purchaseBoundToAnotherUser, "this purchase carries another user's app account token and stays with that user")
             }
             let info = try await store.customerInfo(app: app, user: user, now: now())
-            return try SignedAnswer.json(CustomerInfoAnswer(customerInfo: info, extraKey: "purchase_status", extra: status), cacheable: false)
+            return SignedAnswer.customerInfo(info, member: "purchase_status", string: status.rawValue)
         }
         post(router, "/v1/subscribers/identify", IdentifyRequest.self) { app, identify, _ in
             let current = try Self.appUserId(identify.appUserId, percentEncoded: false)
@@ -176,8 +178,7 @@ struct PublicRoutes: Sendable {
             let created = try await store.identify(app: app, currentUser: current, newUser: new, now: time)
             let info = try await store.customerInfo(app: app, user: new, now: time)
             // 201 when the user is new, as RevenueCat answers logIn.
-            return try SignedAnswer.json(CustomerInfoAnswer(customerInfo: info, extraKey: "created", extra: created),
-                                         status: created ? .created : .ok, cacheable: false)
+            return SignedAnswer.customerInfo(info, status: created ? .created : .ok, member: "created", bool: created)
         }
         post(router, "/v1/subscribers/:app_user_id/attributes", SubscriberAttributesBody.self) { app, body, context in
             let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
