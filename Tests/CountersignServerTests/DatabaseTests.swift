@@ -98,6 +98,50 @@ struct DatabaseTests {
         }
     }
 
+    @Test("concurrent transactions committed together: each failure rolls back its own writes only", arguments: TestDatabaseKind.available)
+    func failuresAmongConcurrentTransactions(_ kind: TestDatabaseKind) async throws {
+        struct Abort: Error {}
+        try await Self.withFreshDatabase(kind) { location in
+            let database = try await Database.open(location, logger: Self.logger)
+            try await database.transaction { try await Self.insertPurchase($0, id: "taken") }
+            // On SQLite the writer takes whatever queued while it was busy as one batch: 90
+            // at once make batches, with failures inside them.
+            let outcomes = await withTaskGroup(of: (Int, String).self) { group in
+                for index in 0..<90 {
+                    group.addTask {
+                        do {
+                            let id = try await database.transaction { sql in
+                                try await Self.insertPurchase(sql, id: "5\(index)")
+                                if index % 3 == 0 { throw Abort() }
+                                if index % 5 == 0 { try await Self.insertPurchase(sql, id: "taken") }
+                                return "5\(index)"
+                            }
+                            return (index, id)
+                        } catch is Abort {
+                            return (index, "aborted")
+                        } catch {
+                            return (index, Database.isUniqueViolation(error) ? "duplicate" : "other: \(error)")
+                        }
+                    }
+                }
+                return await group.reduce(into: [Int: String]()) { $0[$1.0] = $1.1 }
+            }
+            for index in 0..<90 {
+                let expected = index % 3 == 0 ? "aborted" : index % 5 == 0 ? "duplicate" : "5\(index)"
+                #expect(outcomes[index] == expected, "transaction \(index)")
+            }
+            let stored = try await database.withConnection { sql in
+                try await sql.raw("SELECT transaction_id FROM purchases").all().map { try $0.decode(column: "transaction_id", as: String.self) }
+            }
+            let committed = (0..<90).filter { $0 % 3 != 0 && $0 % 5 != 0 }.map { "5\($0)" }
+            #expect(Set(stored) == Set(committed + ["taken"]))
+            if kind == .sqlite {
+                #expect(database.largestSQLiteBatch.withLockedValue { $0 } > 1, "no two transactions were committed together")
+            }
+            try await database.close()
+        }
+    }
+
     @Test("--database arguments", arguments: [
         ("postgres://u:secret@db:5432/cs", DatabaseLocation.postgres(url: "postgres://u:secret@db:5432/cs")),
         ("sqlite:///var/lib/cs.sqlite", .sqlite(path: "/var/lib/cs.sqlite")),

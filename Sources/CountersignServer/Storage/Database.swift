@@ -2,6 +2,7 @@ import AsyncKit
 import CountersignCore
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PostgresKit
@@ -39,6 +40,10 @@ public final class Database: Sendable {
     private let backend: Backend
     /// Read-only connections for the CustomerInfo path (SQLite only; see ``SQLiteReader``).
     let sqliteReader: SQLiteReader?
+    /// SQLite transactions waiting for the writer (see ``commitTogether(_:on:)``).
+    private let sqliteQueue = NIOLockedValueBox<[WaitingTransaction]>([])
+    /// The most transactions committed together so far (for tests and benchmarks).
+    let largestSQLiteBatch = NIOLockedValueBox(0)
 
     private init(location: DatabaseLocation, backend: Backend, sqliteReader: SQLiteReader? = nil) {
         self.location = location
@@ -124,21 +129,32 @@ public final class Database: Sendable {
 
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
     /// Whatever the caller answers after this returns is backed by committed data.
-    public func transaction<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+    public func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         if case .sqlite(let connection, let lock, let logger) = backend {
-            return try await lock.withLock {
-                // IMMEDIATE takes SQLite's write lock at once, so two writers never deadlock upgrading.
-                try connection.query("BEGIN IMMEDIATE", []) { _ in }
-                do {
-                    let result = try await body(DirectSQLiteDatabase(connection: connection, logger: logger))
-                    // The commit waits for the disk (fsync): off the cooperative threads.
-                    try await NIOThreadPool.singleton.runIfActive { try connection.query("COMMIT", []) { _ in } }
-                    return result
-                } catch {
-                    try? connection.query("ROLLBACK", []) { _ in }
-                    throw error
+            let result = NIOLockedValueBox<T?>(nil)
+            let waiting = WaitingTransaction { sql in
+                let value = try await body(sql)
+                result.withLockedValue { $0 = value }
+            }
+            sqliteQueue.withLockedValue { $0.append(waiting) }
+            try await lock.withLock {
+                // Whoever holds the writer commits everything queued by then, its own included
+                // unless an earlier holder already did.
+                let batch = sqliteQueue.withLockedValue { queue in
+                    defer { queue.removeAll() }
+                    return queue
+                }
+                if !batch.isEmpty {
+                    largestSQLiteBatch.withLockedValue { $0 = max($0, batch.count) }
+                    await Self.commitTogether(batch, on: DirectSQLiteDatabase(connection: connection, logger: logger))
                 }
             }
+            switch waiting.outcome.withLockedValue({ $0 }) {
+            case .failure(let error): throw error
+            case .success: if let value = result.withLockedValue({ $0 }) { return value }
+            case nil: break
+            }
+            throw TransactionLost()
         }
         return try await withConnection { sql in
             try await sql.raw("BEGIN").run()
@@ -153,11 +169,64 @@ public final class Database: Sendable {
         }
     }
 
+    /// A queued transaction that ended without an outcome: a bug, never expected.
+    struct TransactionLost: Error, CustomStringConvertible {
+        var description: String { "a queued SQLite transaction ended without an outcome" }
+    }
+
+    /// An SQLite transaction queued for the writer: its body, and how it ended once its batch
+    /// is committed or rolled back.
+    private final class WaitingTransaction: Sendable {
+        let body: @Sendable (any SQLDatabase) async throws -> Void
+        let outcome = NIOLockedValueBox<Result<Void, any Error>?>(nil)
+
+        init(_ body: @escaping @Sendable (any SQLDatabase) async throws -> Void) {
+            self.body = body
+        }
+    }
+
+    /// Group commit. A commit waits for the disk (`fsync` of the WAL), which is most of what a
+    /// small write costs, so the transactions that queued while the writer was busy run in one
+    /// SQLite transaction, each inside a savepoint: one that throws is rolled back alone and
+    /// gets its error; the others are committed together, and none hears of success before that
+    /// commit is on disk. A failed commit fails them all (nothing of the batch was stored).
+    private static func commitTogether(_ batch: [WaitingTransaction], on sql: DirectSQLiteDatabase) async {
+        let connection = sql.connection
+        func run(_ statement: String) throws { try connection.query(statement, []) { _ in } }
+        var done: [WaitingTransaction] = []
+        do {
+            // IMMEDIATE takes SQLite's write lock at once, so two writers never deadlock upgrading.
+            try run("BEGIN IMMEDIATE")
+            for waiting in batch {
+                if batch.count > 1 { try run("SAVEPOINT waiting") }
+                do {
+                    try await waiting.body(sql)
+                    if batch.count > 1 { try run("RELEASE waiting") }
+                    done.append(waiting)
+                } catch {
+                    guard batch.count > 1 else { throw error }
+                    try run("ROLLBACK TO waiting")
+                    try run("RELEASE waiting")
+                    waiting.outcome.withLockedValue { $0 = .failure(error) }
+                }
+            }
+            // Off the cooperative threads: this is the call that waits for the disk.
+            try await NIOThreadPool.singleton.runIfActive { try connection.query("COMMIT", []) { _ in } }
+            for waiting in done { waiting.outcome.withLockedValue { $0 = .success(()) } }
+        } catch {
+            try? run("ROLLBACK")
+            // Those rolled back alone keep their own error; every other one fails with this.
+            for waiting in batch {
+                waiting.outcome.withLockedValue { outcome in if outcome == nil { outcome = .failure(error) } }
+            }
+        }
+    }
+
     /// Runs `body` in a transaction, again (up to `attempts` times) when it loses a race on a
     /// unique key: two servers recording one purchase at once both insert it; the loser's retry
     /// sees the winner's committed row and answers "already recorded".
     public func transactionRetryingUniqueViolations<T: Sendable>(
-        attempts: Int = 3, _ body: @Sendable (any SQLDatabase) async throws -> T
+        attempts: Int = 3, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
         var attempt = 1
         while true {
