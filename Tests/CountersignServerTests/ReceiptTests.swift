@@ -150,7 +150,6 @@ struct ReceiptTests {
     func badPurchases(_ kind: TestDatabaseKind) async throws {
         try await Self.withHarness(kind) { harness in
             let (good, _) = try harness.mint("lifetime", type: .nonConsumable)
-            let (unknown, unknownPayload) = try harness.mint("not_configured", type: .nonConsumable)
             let (otherBundle, otherPayload) = try harness.mint("lifetime", type: .nonConsumable, bundleId: "com.attacker.app")
             let forged = TestStoreCA.Purchase(productId: "lifetime", type: .nonConsumable, bundleId: harness.app.bundleId)
             let (foreignJWS, _) = try TestStoreCA.create(name: "attacker").mintTransaction(forged)
