@@ -47,8 +47,9 @@ start_postgres() {
         sleep 1
     done
     local psql=(runuser -u postgres -- env PGOPTIONS=--client-min-messages=warning psql -q)
-    "${psql[@]}" -tc "SELECT 1 FROM pg_roles WHERE rolname = 'countersign'" | grep -q 1 \
-        || "${psql[@]}" -c "CREATE ROLE countersign LOGIN PASSWORD 'countersign'" >/dev/null
+    if [ "$("${psql[@]}" -tAc "SELECT 1 FROM pg_roles WHERE rolname = 'countersign'")" != 1 ]; then
+        "${psql[@]}" -c "CREATE ROLE countersign LOGIN PASSWORD 'countersign'" >/dev/null
+    fi
     if [ -z "${CLUSTER_DATABASE:-}" ]; then
         "${psql[@]}" -c "DROP DATABASE IF EXISTS countersign_cluster" >/dev/null
         "${psql[@]}" -c "CREATE DATABASE countersign_cluster OWNER countersign" >/dev/null
