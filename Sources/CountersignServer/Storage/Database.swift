@@ -15,8 +15,10 @@ import SQLKit
 /// SQLite runs on one read-write connection in WAL mode with `synchronous=FULL`, so a committed
 /// purchase survives a crash; every use is serialized, which also keeps a transaction's
 /// statements together. Its statements run on the caller's thread, prepared once
-/// (``DirectSQLiteDatabase``); only a commit, which waits on the disk, goes to NIO's thread pool. PostgreSQL uses PostgresNIO's `PostgresClient` (its own pool, prepared statements
-/// kept per connection); a transaction holds one connection throughout.
+/// (``DirectSQLiteDatabase``); only a commit, which waits on the disk, goes to NIO's thread
+/// pool, and transactions queued meanwhile commit with it (group commit). PostgreSQL uses
+/// PostgresNIO's `PostgresClient` (its own pool, prepared statements kept per connection); a
+/// transaction holds one connection throughout.
 public final class Database: Sendable {
     public enum Dialect: String, Sendable {
         case sqlite
