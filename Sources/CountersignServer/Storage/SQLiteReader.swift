@@ -98,6 +98,7 @@ final class DirectSQLiteConnection: @unchecked Sendable {
 
     /// Runs one statement (prepared once and kept) with `binds`, calling `row` for each result row.
     func query(_ sql: String, _ binds: [StoredValue], row: (SQLiteRowView) throws -> Void) throws {
+        guard handle != nil else { throw SQLiteFailure(code: SQLITE_MISUSE, description: "the database connection is closed") }
         let statement: OpaquePointer
         let kept: Bool
         if let cached = statements[sql] {
