@@ -3,8 +3,9 @@
 
     scripts/cluster-test.py [--duration 300] [--workers 8] [--throughput]
 
-Starts the cluster with scripts/cluster.sh (PostgreSQL, two instances, nginx), then runs worker
-threads through nginx for --duration seconds, each request one of:
+Starts the cluster with scripts/cluster.sh (PostgreSQL, two instances, nginx), checks that a
+purchase posted to one instance is in the other's next answer, then runs worker threads through
+nginx for --duration seconds, each request one of:
   - a read (GET /v1/subscribers/{id}) of a customer with recorded purchases: it must answer 200,
     verify against the cluster's root key, and list every purchase recorded for that customer
     so far, on whichever instance recorded it;
@@ -253,6 +254,18 @@ def main():
     try:
         root = Ed25519PublicKey.from_public_bytes(base64.b64decode(open(os.path.join(directory, "root.pub")).read().strip()))
         public, secret = app_keys(os.path.join(directory, "data"))
+        # A purchase posted to one instance is in the very next answer of the other.
+        for poster, reader in [(1, 2), (2, 1)]:
+            stats = Stats()
+            user = "cross-instance-%d" % poster
+            client = Client(arguments.port + poster, root, stats)
+            minted = client.call("POST", "/v1/test_store/purchases", public, {"app_user_id": user, "product_id": "lifetime"})
+            if minted is not None:
+                client.call("POST", "/v1/receipts", public, {"app_user_id": user, "fetch_token": minted["signed_transaction"]})
+            info = Client(arguments.port + reader, root, stats).call("GET", "/v1/subscribers/" + user, public)
+            if stats.failures or info is None or "lifetime" not in listed(info):
+                sys.exit("error: a purchase posted to instance %d is not in instance %d's answer: %s" % (poster, reader, stats.failures or info))
+        print("a purchase posted to either instance is in the other's next answer (verified)")
         stats, customers, took = run_load(arguments.port, root, public, secret, arguments.duration, arguments.workers,
                                           [(0.5, 1), (0.8, 2)], environment)
         lost = lost_purchases(arguments.port, secret, customers)

@@ -101,9 +101,13 @@ http {
     fastcgi_temp_path $DIR/nginx/fastcgi;
     uwsgi_temp_path $DIR/nginx/uwsgi;
     scgi_temp_path $DIR/nginx/scgi;
+    # max_fails=0: nginx never takes an instance out of rotation for a failed attempt, it just
+    # retries on the other (below). Marking it down would outlast a restart: restart the other
+    # instance while nginx still holds the first one down and nothing is left to answer. On
+    # loopback a refused connection costs nothing; across machines, add active health checks.
     upstream countersign {
-        server 127.0.0.1:$((PORT + 1)) max_fails=1 fail_timeout=2s;
-        server 127.0.0.1:$((PORT + 2)) max_fails=1 fail_timeout=2s;
+        server 127.0.0.1:$((PORT + 1)) max_fails=0;
+        server 127.0.0.1:$((PORT + 2)) max_fails=0;
         keepalive 32;
     }
     server {
