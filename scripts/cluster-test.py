@@ -145,6 +145,7 @@ def listed(info):
 def run_load(port, root, public, secret, duration, workers, restarts, environment):
     stats, lock = Stats(), threading.Lock()
     customers = {}  # user -> {"products": set, "transactions": set (every recorded id)}
+    users = []  # the keys of customers, for a cheap random pick
     subscriptions = []  # (user, original transaction id)
     stop = threading.Event()
 
@@ -162,6 +163,7 @@ def run_load(port, root, public, secret, duration, workers, restarts, environmen
             stats.fail("the receipt answer for %s does not list %s" % (user, product))
         with lock:
             customers[user] = {"products": {product}, "transactions": {minted["transaction_id"]}}
+            users.append(user)
             if product == "pro_monthly":
                 subscriptions.append((user, minted.get("original_transaction_id", minted["transaction_id"])))
 
@@ -178,9 +180,9 @@ def run_load(port, root, public, secret, duration, workers, restarts, environmen
 
     def read(client, rng):
         with lock:
-            if not customers:
+            if not users:
                 return
-            user = rng.choice(list(customers))
+            user = rng.choice(users)
             products = set(customers[user]["products"])
         info = client.call("GET", "/v1/subscribers/" + user, public)
         if info is None:
