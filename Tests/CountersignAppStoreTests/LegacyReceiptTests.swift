@@ -54,4 +54,43 @@ struct LegacyReceiptTests {
             _ = try LegacyReceipt.transactionId(fromBase64: nested.base64EncodedString())
         }
     }
+
+    @Test("an empty transaction id is refused, in a PKCS#7 receipt and in a purchase-info receipt")
+    func emptyTransactionId() throws {
+        for id in ["", "2000000909538865"] {
+            let pkcs7 = Self.pkcs7Receipt(transactionId: id).base64EncodedString()
+            let plist = "{ \"transaction-id\" = \"\(id)\"; }"
+            let purchaseInfo = Data("{ \"purchase-info\" = \"\(Data(plist.utf8).base64EncodedString())\"; }".utf8).base64EncodedString()
+            for receipt in [pkcs7, purchaseInfo] {
+                if id.isEmpty {
+                    #expect {
+                        _ = try LegacyReceipt.transactionId(fromBase64: receipt)
+                    } throws: { error in
+                        (error as? LegacyReceipt.FormatError)?.description.contains("is empty") == true
+                    }
+                } else {
+                    #expect(try LegacyReceipt.transactionId(fromBase64: receipt) == id)
+                }
+            }
+        }
+    }
+
+    /// A minimal DER receipt: ContentInfo { type, [0] SignedData { version, digests,
+    /// { type, [0] OCTET STRING { SET { in-app record (17) { SET { field 1703: UTF8String } } } } } } }.
+    static func pkcs7Receipt(transactionId: String) -> Data {
+        func tlv(_ tag: UInt8, _ body: [UInt8]) -> [UInt8] {
+            precondition(body.count < 0x1_0000)
+            let length: [UInt8] = body.count < 0x80 ? [UInt8(body.count)] : [0x82, UInt8(body.count >> 8), UInt8(body.count & 0xFF)]
+            return [tag] + length + body
+        }
+        func attribute(_ type: Int, _ value: [UInt8]) -> [UInt8] {
+            tlv(0x30, tlv(0x02, [UInt8(type >> 8), UInt8(type & 0xFF)]) + tlv(0x02, [1]) + tlv(0x04, value))
+        }
+        let oid = tlv(0x06, [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x07, 0x01])
+        let inApp = tlv(0x31, attribute(1703, tlv(0x0C, Array(transactionId.utf8))))
+        let payload = tlv(0x31, attribute(17, inApp))
+        let encapsulated = tlv(0x30, oid + tlv(0xA0, tlv(0x04, payload)))
+        let signedData = tlv(0x30, tlv(0x02, [1]) + tlv(0x31, []) + encapsulated)
+        return Data(tlv(0x30, oid + tlv(0xA0, signedData)))
+    }
 }

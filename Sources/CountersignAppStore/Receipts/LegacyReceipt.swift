@@ -41,7 +41,10 @@ public enum LegacyReceipt {
         var ids: [String] = []
         for (type, value) in try attributes(in: octets(content)) where type == 17 {
             for (innerType, innerValue) in try attributes(in: value) where innerType == 1703 {
-                ids.append(String(decoding: octets(try parse(innerValue[...], "in-app transaction id")), as: UTF8.self))
+                let id = String(decoding: octets(try parse(innerValue[...], "in-app transaction id")), as: UTF8.self)
+                // An empty id would be a lookup for nothing at the App Store Server API.
+                guard !id.isEmpty else { throw FormatError("in-app transaction id is empty") }
+                ids.append(id)
             }
         }
         return ids
@@ -84,7 +87,9 @@ public enum LegacyReceipt {
         guard let encoded = quotedValue(of: "purchase-info", in: text),
               let decoded = Data(base64Encoded: encoded).flatMap({ String(data: $0, encoding: .utf8) })
         else { throw FormatError("purchase-info is missing or not base64") }
-        return quotedValue(of: "transaction-id", in: decoded)
+        guard let id = quotedValue(of: "transaction-id", in: decoded) else { return nil }
+        guard !id.isEmpty else { throw FormatError("transaction-id is empty") }
+        return id
     }
 
     /// The value of `"key" = "value";` in NeXTSTEP property-list text.
