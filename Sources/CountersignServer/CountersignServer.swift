@@ -132,11 +132,10 @@ public struct CountersignServer: Sendable {
         let router = ServerRouter()
         router.add(middleware: RequestObservation(metrics: metrics))
         let now = configuration.now
-        let signing = ResponseSigning(keys: keys, metrics: metrics, now: now)
         let authentication = APIKeyAuthentication(deployment: deployment)
-        router.addHealthRoutes(signing: signing)
+        router.addHealthRoutes(signing: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: false), metrics: metrics, now: now))
         PublicRoutes(
-            signing: signing, authentication: authentication, store: store, verifiers: verifiers, testStore: testStore,
+            signing: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true), metrics: metrics, now: now), authentication: authentication, store: store, verifiers: verifiers, testStore: testStore,
             offerSigners: offerSigners, metrics: metrics, now: now
         ).add(to: router)
         NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, now: now).add(to: router)
@@ -147,7 +146,7 @@ public struct CountersignServer: Sendable {
         router.get("/metrics") { request, _ in
             if let metricsToken {
                 guard let presented = try? APIKeyAuthentication.bearer(request), APIKeyAuthentication.constantTimeEqual(presented, metricsToken) else {
-                    return ErrorAnswer.response(APIError(.invalidAPIKey, "GET /metrics needs 'Authorization: Bearer <metrics token>'"))
+                    throw APIError(.invalidAPIKey, "GET /metrics needs 'Authorization: Bearer <metrics token>'")
                 }
             }
             let text = metrics.exposition(keyExpiresIn: keys.daysUntilExpiry * 86_400)

@@ -58,13 +58,10 @@ struct RealWorldCorrectnessTests {
         var logger = Logger(label: "test")
         logger.logLevel = .error
         let keys = try SigningKeyRing(mode: .managed(dataDirectory: directory), logger: logger)
-        let signing = ResponseSigning(keys: keys)
         let router = Router(context: ServerRequestContext.self)
-        router.get("/v1/subscribers/:id") { request, context in
-            try await signing.respond(to: request, context: context, endpoint: SignedEndpoint(authenticated: true), apiKey: "cs_pub_test") {
-                let info = SubscriberResponse(appUserId: "victim", firstSeen: Date(), lastSeen: Date(), entitlements: CustomerEntitlements(), requestDate: Date())
-                return SignedAnswer.customerInfo(info)
-            }
+        router.group().add(middleware: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true))).get("/v1/subscribers/:id") { _, _ in
+            let info = SubscriberResponse(appUserId: "victim", firstSeen: Date(), lastSeen: Date(), entitlements: CustomerEntitlements(), requestDate: Date())
+            return SignedAnswer.customerInfo(info)
         }
         try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: logger).test(.live) { client in
             for mode in [EntitlementVerificationMode.informational, .enforced] {

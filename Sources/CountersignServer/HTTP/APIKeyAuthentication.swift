@@ -63,3 +63,39 @@ public struct APIKeyAuthentication: Sendable {
         throw APIError(.invalidAPIKey, "unknown API key")
     }
 }
+
+/// The middleware of the routes an API key opens: finds the app the key belongs to and puts it,
+/// or the refusal of a missing, unknown or wrong-kind key, in the context. The refusal is raised
+/// when the route asks for the app (``ServerRequestContext/authenticatedApp()``), first thing on
+/// most routes, and on a signed POST once the body and its `X-Post-Params-Hash` are checked: a
+/// signed refusal never covers a claim the server did not check. Behind ``ResponseSigning`` the
+/// refusal is signed; elsewhere it is a plain error answer.
+struct AppAuthentication: RouterMiddleware {
+    typealias Context = ServerRequestContext
+
+    enum Kind {
+        /// Public keys, shipped in apps: the public endpoints.
+        case publicKey
+        /// Secret keys, kept on the app's backend: the admin API.
+        case secretKey
+    }
+
+    let authentication: APIKeyAuthentication
+    let kind: Kind
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var context = context
+        // On a signed route the signing middleware already read the key it binds into the signature.
+        let presented = context.signedExchange?.apiKey
+        context.authentication = Result { () throws(APIError) in
+            switch kind {
+            case .publicKey:
+                let key = if let presented { presented } else { try APIKeyAuthentication.bearer(request) }
+                return try authentication.publicApp(key: key)
+            case .secretKey:
+                return try authentication.secretApp(request)
+            }
+        }
+        return try await next(request, context)
+    }
+}

@@ -6,8 +6,8 @@ import Logging
 
 /// Runs around every route: gives the request an id (the caller's `X-Request-Id` when it is a
 /// sane token, else a fresh one), puts it in every log line of the request and in the answer,
-/// turns routing errors into the JSON error shape, logs one line per request and counts it in
-/// the metrics.
+/// turns the errors routes throw (``APIError``, Hummingbird's own) into the JSON error shape,
+/// logs one line per request and counts it in the metrics.
 struct RequestObservation: RouterMiddleware {
     typealias Context = ServerRequestContext
     static let requestIdHeader = SignatureHeader.requestId
@@ -24,6 +24,8 @@ struct RequestObservation: RouterMiddleware {
             response = try await next(request, context)
         } catch let error as HTTPError {
             response = ErrorAnswer.response(Self.apiError(for: error))
+        } catch let error as any HTTPResponseError {
+            response = try error.response(from: request, context: context)
         } catch {
             context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
             response = ErrorAnswer.response(APIError(.internalError, "internal error; the server log has the details"))

@@ -2,45 +2,37 @@ import CountersignCore
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Synchronization
 
-/// Wraps the handlers of signature-required endpoints: checks what the request asks the server
-/// to vouch for, runs the handler, and signs its answer.
+/// The middleware of the signed routes: checks what the request asks the server to vouch for,
+/// runs the route, and signs its answer, refusals included.
 ///
-/// The server never signs a claim it did not check: a malformed `X-Nonce` or an
-/// `X-Post-Params-Hash` / `X-Headers-Hash` that does not match what arrived is a 400.
-public struct ResponseSigning: Sendable {
+/// The server never signs a claim it did not check: a missing API key (authenticated routes),
+/// a malformed `X-Nonce` or `X-ETag`, or an `X-Headers-Hash` that does not match what arrived is
+/// an unsigned refusal before the route runs. `X-Post-Params-Hash` is checked against the decoded
+/// body by ``JSONBody/signedBody(_:of:context:)`` before the route acts on it; on a request
+/// without a body it is refused here. After those checks every answer is signed: the route's
+/// ``SignedAnswer`` and any ``APIError`` it throws (an unknown API key, a bad field, a store
+/// refusal), so a client can tell the server's refusal from a forged one.
+public struct ResponseSigning: RouterMiddleware {
+    public typealias Context = ServerRequestContext
+
     public let keys: SigningKeyRing
+    public let endpoint: SignedEndpoint
     public let metrics: ServerMetrics?
     public let now: @Sendable () -> Date
 
-    public init(keys: SigningKeyRing, metrics: ServerMetrics? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(keys: SigningKeyRing, endpoint: SignedEndpoint, metrics: ServerMetrics? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
         self.keys = keys
+        self.endpoint = endpoint
         self.metrics = metrics
         self.now = now
     }
 
-    /// Answers a signature-required request. The request parts are checked first (a malformed
-    /// nonce or a hash header that does not match is an unsigned 400: the server never signs a
-    /// claim it did not check); after that every answer is signed, error answers included, so a
-    /// client can tell the server's refusal from a forged one.
-    ///
-    /// - Parameters:
-    ///   - postParams: the decoded body fields `X-Post-Params-Hash` covers, exactly the values the
-    ///     handler acts on; nil for endpoints without a body.
-    ///   - apiKey: the bearer value as presented (bound into the signature even if it is refused).
-    public func respond(
-        to request: Request,
-        context: ServerRequestContext,
-        endpoint: SignedEndpoint,
-        postParams: [(String, String?)]? = nil,
-        apiKey: String? = nil,
-        handler: () async throws -> SignedAnswer
-    ) async throws -> Response {
-        let parts: SignedRequestParts
-        switch Result(catching: { () throws(APIError) in try requestParts(request, endpoint: endpoint, postParams: postParams, apiKey: apiKey) }) {
-        case .success(let checked): parts = checked
-        case .failure(let error): return ErrorAnswer.response(error)
-        }
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        // Thrown from here: unsigned (RequestObservation writes the error answer).
+        let apiKey = endpoint.authenticated ? try APIKeyAuthentication.bearer(request) : nil
+        let parts = try requestParts(request, endpoint: endpoint, apiKey: apiKey)
         let date = now()
         let signer: ResponseSigner
         do {
@@ -48,23 +40,87 @@ public struct ResponseSigning: Sendable {
         } catch {
             metrics?.recordSigningRefused()
             context.logger.critical("no unexpired intermediate key: refusing to answer", metadata: ["error": "\(error)"])
-            return ErrorAnswer.response(error)
+            throw error
         }
-        var answer: SignedAnswer
+        var context = context
+        let exchange = SignedExchange(parts: parts, apiKey: apiKey, signer: signer, date: date, metrics: metrics,
+                                      postParamsCheck: parts.postParamsHash == nil ? nil : PostParamsCheck())
+        context.signedExchange = exchange
         do {
-            answer = try await handler()
+            return try await next(request, context)
+        } catch let refusal as UnsignedRefusal {
+            throw refusal
         } catch let error as APIError {
+            // A refusal before the route checked the body's claim is not signed either.
+            guard exchange.claimsChecked else { throw error }
             if let storeStatus = error.storeStatus {
                 context.logger.notice("store data refused", metadata: [
                     "store_status": "\(storeStatus)", "store_reason": "\(error.storeReason ?? "")", "code": "\(error.code)",
                 ])
             }
-            answer = SignedAnswer.error(error)
+            return try exchange.response(to: request, answer: SignedAnswer.error(error))
         } catch {
             // Never echo internals to the client; the log has them, with the request id.
             context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
-            answer = SignedAnswer.error(APIError(.internalError, "internal error; the server log has the details"))
+            return try exchange.response(to: request, answer: SignedAnswer.error(APIError(.internalError, "internal error; the server log has the details")))
         }
+    }
+
+    /// The signed request parts, from what the server itself received.
+    func requestParts(_ request: Request, endpoint: SignedEndpoint, apiKey: String?) throws(APIError) -> SignedRequestParts {
+        var nonce: Data?
+        if let value = request.headers[SignatureHeader.nonce] {
+            guard let raw = Data(base64Encoded: value), raw.count == SignedRequestParts.nonceCount else {
+                throw APIError(.malformedNonce, "X-Nonce must be base64 of 12 random bytes")
+            }
+            nonce = raw
+        }
+        if let etag = request.headers[SignatureHeader.etag], !WireHeader.isWellFormedETag(etag) {
+            throw APIError(.malformedRequest, "X-ETag must be 16 lowercase hex characters (an ETag this server sent)")
+        }
+        let postParamsHash = request.headers[SignatureHeader.postParamsHash]
+        if postParamsHash != nil, request.method != .post {
+            throw APIError(.postParamsHashMismatch, "X-Post-Params-Hash was sent on a request without a body")
+        }
+        let headersHash = request.headers[SignatureHeader.headersHash]
+        if let claimed = headersHash {
+            let expected = FieldsHash.headerValue([(WireHeader.isSandbox, request.headers[SignatureHeader.isSandbox])])
+            guard claimed == expected else {
+                throw APIError(.headersHashMismatch, "X-Headers-Hash does not match the X-Is-Sandbox header")
+            }
+        }
+        return SignedRequestParts(
+            authValue: endpoint.authenticated ? (apiKey ?? "") : "",
+            nonce: nonce,
+            path: request.uri.path,
+            postParamsHash: postParamsHash,
+            headersHash: headersHash
+        )
+    }
+}
+
+/// What the signing middleware hands the route in its context: the checked request parts and
+/// the signer, so the route's answer is signed over exactly what was checked.
+public struct SignedExchange: Sendable {
+    let parts: SignedRequestParts
+    /// The bearer key as presented (nil on unauthenticated routes).
+    let apiKey: String?
+    let signer: ResponseSigner
+    let date: Date
+    let metrics: ServerMetrics?
+    /// Present when the request claims an `X-Post-Params-Hash`: whether the route checked it.
+    let postParamsCheck: PostParamsCheck?
+
+    /// Whether every claim of the request has been checked, so an answer may be signed over it.
+    var claimsChecked: Bool { postParamsCheck?.passed.load(ordering: .relaxed) ?? true }
+
+    /// The signed response: `X-Signature`, `X-Request-Time`, and for a cacheable answer `X-ETag`
+    /// (a signed, empty 304 when the client's ETag is current).
+    func response(to request: Request, answer: SignedAnswer) throws -> Response {
+        guard claimsChecked else {
+            throw UnsignedRefusal(APIError(.internalError, "the route did not check X-Post-Params-Hash; nothing is signed over it"))
+        }
+        var answer = answer
         var etag: String?
         if answer.cacheable && answer.status == .ok {
             let current = SignedAnswer.etag(of: answer.etagSource ?? answer.body)
@@ -88,38 +144,29 @@ public struct ResponseSigning: Sendable {
         return Response(status: answer.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
     }
 
-    /// The signed request parts, from what the server itself received.
-    func requestParts(_ request: Request, endpoint: SignedEndpoint, postParams: [(String, String?)]?, apiKey: String?) throws(APIError) -> SignedRequestParts {
-        var nonce: Data?
-        if let value = request.headers[SignatureHeader.nonce] {
-            guard let raw = Data(base64Encoded: value), raw.count == SignedRequestParts.nonceCount else {
-                throw APIError(.malformedNonce, "X-Nonce must be base64 of 12 random bytes")
-            }
-            nonce = raw
+    /// Checks `X-Post-Params-Hash`, when sent, against the fields of the decoded body: the very
+    /// values the route then acts on. A mismatch is an unsigned refusal.
+    func checkPostParams(_ fields: [(String, String?)]) throws(UnsignedRefusal) {
+        guard let claimed = parts.postParamsHash else { return }
+        guard FieldsHash.headerValue(fields) == claimed else {
+            throw UnsignedRefusal(APIError(.postParamsHashMismatch, "X-Post-Params-Hash does not match the request body"))
         }
-        if let etag = request.headers[SignatureHeader.etag], !WireHeader.isWellFormedETag(etag) {
-            throw APIError(.malformedRequest, "X-ETag must be 16 lowercase hex characters (an ETag this server sent)")
-        }
-        let postParamsHash = request.headers[SignatureHeader.postParamsHash]
-        if let claimed = postParamsHash {
-            guard let postParams, FieldsHash.headerValue(postParams) == claimed else {
-                throw APIError(.postParamsHashMismatch, "X-Post-Params-Hash does not match the request body")
-            }
-        }
-        let headersHash = request.headers[SignatureHeader.headersHash]
-        if let claimed = headersHash {
-            let expected = FieldsHash.headerValue([(WireHeader.isSandbox, request.headers[SignatureHeader.isSandbox])])
-            guard claimed == expected else {
-                throw APIError(.headersHashMismatch, "X-Headers-Hash does not match the X-Is-Sandbox header")
-            }
-        }
-        return SignedRequestParts(
-            authValue: endpoint.authenticated ? (apiKey ?? "") : "",
-            nonce: nonce,
-            path: request.uri.path,
-            postParamsHash: postParamsHash,
-            headersHash: headersHash
-        )
+        postParamsCheck?.passed.store(true, ordering: .relaxed)
+    }
+}
+
+/// The one mutable bit of an exchange: set by the route when the body matched its hash.
+final class PostParamsCheck: Sendable {
+    let passed = Atomic<Bool>(false)
+}
+
+/// A refusal on a signed route that must not be signed: the request could not be read or does
+/// not match its own claims, so there is nothing the server could vouch for.
+public struct UnsignedRefusal: Error, Sendable {
+    public let error: APIError
+
+    public init(_ error: APIError) {
+        self.error = error
     }
 }
 
@@ -144,5 +191,25 @@ public enum ErrorAnswer {
             headers: [.contentType: "application/json"],
             body: .init(byteBuffer: ByteBuffer(bytes: body))
         )
+    }
+}
+
+/// An `APIError` thrown by a route outside the signed group (or before signing starts) is
+/// answered unsigned, with its code's status and the JSON error body.
+extension APIError: HTTPResponseError {
+    public var status: HTTPResponse.Status {
+        HTTPResponse.Status(code: (APIErrorCode(rawValue: code) ?? .internalError).httpStatus)
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        ErrorAnswer.response(self)
+    }
+}
+
+extension UnsignedRefusal: HTTPResponseError {
+    public var status: HTTPResponse.Status { error.status }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        ErrorAnswer.response(error)
     }
 }

@@ -7,6 +7,10 @@ import Logging
 /// The per-request context of Countersign's routes.
 public struct ServerRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
+    /// Set by ``ResponseSigning`` on the signed routes: the checked request parts and the signer.
+    public var signedExchange: SignedExchange?
+    /// Set by ``AppAuthentication``: the app whose API key the request carries, or why not.
+    public var authentication: Result<AppConfiguration, APIError>?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
@@ -16,13 +20,25 @@ public struct ServerRequestContext: RequestContext {
     public var maxUploadSize: Int { 64 * 1024 }
 }
 
+extension ServerRequestContext {
+    /// The authenticated app, or the refusal of the request's API key; only routes behind
+    /// ``AppAuthentication`` ask.
+    func authenticatedApp() throws(APIError) -> AppConfiguration {
+        switch authentication {
+        case .success(let app)?: return app
+        case .failure(let refusal)?: throw refusal
+        case nil: throw APIError(.internalError, "a route without authentication asked for the app")
+        }
+    }
+}
+
 extension Request {
     /// The whole request body, refused with 413 (code 4013) beyond the context's upload limit.
-    mutating func collectBody(context: ServerRequestContext) async -> Result<Data, APIError> {
+    mutating func collectBody(context: ServerRequestContext) async throws(APIError) -> Data {
         do {
-            return .success(Data(try await collectBody(upTo: context.maxUploadSize).readableBytesView))
+            return Data(try await collectBody(upTo: context.maxUploadSize).readableBytesView)
         } catch {
-            return .failure(APIError(.bodyTooLarge, "request body is larger than \(context.maxUploadSize) bytes"))
+            throw APIError(.bodyTooLarge, "request body is larger than \(context.maxUploadSize) bytes")
         }
     }
 }

@@ -59,7 +59,7 @@ extension AdminRoutes {
         var transactions: [Transaction]
     }
 
-    func addTestStoreRoutes(to router: ServerRouter) {
+    func addTestStoreRoutes(to router: RouterGroup<ServerRequestContext>) {
         testStoreRoute(router, "renew") { app, ca, request in
             let chain = try request.required(request.originalTransactionId, "original_transaction_id")
             let latest = try await storedTransaction(app: app) { try await store.latestSignedTransaction(app: app.id, originalTransactionId: chain) }
@@ -120,13 +120,13 @@ extension AdminRoutes {
 
     /// A test-store admin route: the app must list TestStore; the body is one JSON object.
     private func testStoreRoute(
-        _ router: ServerRouter, _ action: String,
+        _ router: RouterGroup<ServerRequestContext>, _ action: String,
         handler: @escaping @Sendable (AppConfiguration, TestStoreCA, TestStoreRequest) async throws -> [TestStoreChange.Transaction]
     ) {
         route(router, .post, RouterPath("/v1/admin/test_store/" + action)) { app, request, context in
             let testStore = try PublicRoutes.testStore(testStore, for: app)
             var request = request
-            let body = try JSONBody.decode(TestStoreRequest.self, from: try await request.collectBody(context: context).get())
+            let body = try await JSONBody.body(TestStoreRequest.self, of: &request, context: context)
             let made = try await handler(app, testStore, body)
             context.logger.info("test store \(action)", metadata: ["app": "\(app.id)", "transactions": "\(made.count)"])
             return try await Self.json(TestStoreChange(transactions: made))

@@ -93,6 +93,7 @@ struct AdminRoutes: Sendable {
     }
 
     func add(to router: ServerRouter) {
+        let router = router.group().add(middleware: AppAuthentication(authentication: authentication, kind: .secretKey))
         let customer = "/v1/admin/customers/:app_user_id"
         func path(_ suffix: String = "") -> RouterPath { RouterPath(customer + suffix) }
         route(router, .get, path()) { app, _, context in
@@ -108,8 +109,7 @@ struct AdminRoutes: Sendable {
             var request = request
             let user = try Self.user(context)
             let entitlement = try Self.entitlement(context, app: app)
-            let data = try await request.collectBody(context: context).get()
-            let grant = try JSONBody.decode(GrantRequest.self, from: data)
+            let grant = try await JSONBody.body(GrantRequest.self, of: &request, context: context)
             let start = now()
             let expires: Date?
             switch (grant.duration, grant.endTimeMs) {
@@ -193,18 +193,13 @@ struct AdminRoutes: Sendable {
         Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: try WireJSON.encode(value))))
     }
 
-    /// An admin route: the secret key picks the app; API errors become JSON error answers.
+    /// An admin route, given the app the group's middleware found for the secret key.
     func route(
-        _ router: ServerRouter, _ method: HTTPRequest.Method, _ path: RouterPath,
+        _ group: RouterGroup<ServerRequestContext>, _ method: HTTPRequest.Method, _ path: RouterPath,
         handler: @escaping @Sendable (AppConfiguration, Request, ServerRequestContext) async throws -> Response
     ) {
-        router.on(path, method: method) { request, context in
-            do {
-                let app = try authentication.secretApp(request)
-                return try await handler(app, request, context)
-            } catch let error as APIError {
-                return ErrorAnswer.response(error)
-            }
+        group.on(path, method: method) { request, context in
+            try await handler(try context.authenticatedApp(), request, context)
         }
     }
 }
@@ -230,25 +225,21 @@ struct DiagnosticsRoutes: Sendable {
     typealias Report = VerificationFailureReport
 
     func add(to router: ServerRouter) {
-        router.post("/v1/diagnostics/verification_failures") { request, context in
+        let group = router.group().add(middleware: AppAuthentication(authentication: authentication, kind: .publicKey))
+        group.post("/v1/diagnostics/verification_failures") { request, context in
             var request = request
-            do {
-                let (app, _) = try authentication.publicApp(request)
-                guard limiter.allow(app.id) else {
-                    metrics.recordTelemetryRateLimited(app: app.id)
-                    throw APIError(.rateLimited, "too many verification failure reports from this app; try again later")
-                }
-                let report = try JSONBody.decode(Report.self, from: try await request.collectBody(context: context).get())
-                let counts = try Self.validated(report)
-                try await store.addVerificationFailures(app: app.id, counts: counts, at: now())
-                for entry in counts {
-                    metrics.recordReportedFailures(app: app.id, reason: entry.reason, mode: entry.mode, count: entry.count)
-                }
-                return Response(status: .accepted, headers: [.contentType: "application/json"],
-                                body: .init(byteBuffer: ByteBuffer(bytes: try WireJSON.encode(["accepted": counts.count]))))
-            } catch let error as APIError {
-                return ErrorAnswer.response(error)
+            let app = try context.authenticatedApp()
+            guard limiter.allow(app.id) else {
+                metrics.recordTelemetryRateLimited(app: app.id)
+                throw APIError(.rateLimited, "too many verification failure reports from this app; try again later")
             }
+            let counts = try Self.validated(try await JSONBody.body(Report.self, of: &request, context: context))
+            try await store.addVerificationFailures(app: app.id, counts: counts, at: now())
+            for entry in counts {
+                metrics.recordReportedFailures(app: app.id, reason: entry.reason, mode: entry.mode, count: entry.count)
+            }
+            return Response(status: .accepted, headers: [.contentType: "application/json"],
+                            body: .init(byteBuffer: ByteBuffer(bytes: try WireJSON.encode(["accepted": counts.count]))))
         }
     }
 

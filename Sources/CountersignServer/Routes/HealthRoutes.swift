@@ -42,22 +42,20 @@ extension HealthAnswer {
 
 extension ServerRouter {
     func addHealthRoutes(signing: ResponseSigning) {
-        get("/v1/health") { request, context in
-            try await signing.respond(to: request, context: context, endpoint: SignedEndpoint(authenticated: false)) {
-                let certificate = signing.keys.currentSigner.key.certificate
-                let daysLeft = signing.keys.daysUntilExpiry
-                var warnings: [String] = []
-                if daysLeft * 86_400 <= SigningKeyRing.renewalWindow {
-                    warnings.append("intermediate key expires in \(Int(daysLeft.rounded(.down))) days")
-                }
-                let answer = HealthAnswer(
-                    status: warnings.isEmpty ? "ok" : "degraded",
-                    intermediateExpires: WireDate.format(certificate.expirationDate),
-                    intermediateDaysLeft: Int(daysLeft.rounded(.down)),
-                    warnings: warnings
-                )
-                return SignedAnswer(body: Data(answer.leanJSON()), cacheable: false)
+        group().add(middleware: signing).get("/v1/health") { _, _ -> SignedAnswer in
+            let certificate = signing.keys.currentSigner.key.certificate
+            let daysLeft = signing.keys.daysUntilExpiry
+            var warnings: [String] = []
+            if daysLeft * 86_400 <= SigningKeyRing.renewalWindow {
+                warnings.append("intermediate key expires in \(Int(daysLeft.rounded(.down))) days")
             }
+            let answer = HealthAnswer(
+                status: warnings.isEmpty ? "ok" : "degraded",
+                intermediateExpires: WireDate.format(certificate.expirationDate),
+                intermediateDaysLeft: Int(daysLeft.rounded(.down)),
+                warnings: warnings
+            )
+            return SignedAnswer(body: Data(answer.leanJSON()), cacheable: false)
         }
     }
 }

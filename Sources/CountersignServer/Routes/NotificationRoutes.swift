@@ -19,40 +19,28 @@ struct NotificationRoutes: Sendable {
 
     func add(to router: ServerRouter) {
         router.post("/v1/notifications/apple") { request, context in
+            // Anything but a 200 (a refusal, or an error RequestObservation logs) makes Apple retry.
             var request = request
-            let data: Data
-            switch await request.collectBody(context: context) {
-            case .success(let collected): data = collected
-            case .failure(let error): return ErrorAnswer.response(error)
+            let body = try await JSONBody.body(Body.self, of: &request, context: context)
+            guard let bundleId = SignedDataVerifier.claimedBundleId(ofNotification: body.signedPayload),
+                  let app = deployment.apps.first(where: { $0.bundleId == bundleId }), let verifier = verifiers[app.id]
+            else {
+                throw APIError(.wrongApp, "the notification is not for an app this server serves")
             }
-            do {
-                let body = try JSONBody.decode(Body.self, from: data)
-                guard let bundleId = SignedDataVerifier.claimedBundleId(ofNotification: body.signedPayload),
-                      let app = deployment.apps.first(where: { $0.bundleId == bundleId }), let verifier = verifiers[app.id]
-                else {
-                    throw APIError(.wrongApp, "the notification is not for an app this server serves")
-                }
-                let notification: SignedDataVerifier.VerifiedNotification
-                do throws(SignedDataError) {
-                    notification = try await verifier.verifyNotification(body.signedPayload)
-                } catch {
-                    context.logger.notice("notification refused", metadata: [
-                        "store_status": "\(error.status.rawValue)", "store_reason": "\(error.reason.rawValue)",
-                    ])
-                    throw APIError(storeRefusal: error, of: "signedPayload")
-                }
-                let outcome = try await store.apply(notification, app: app, now: now())
-                context.logger.info("notification stored", metadata: [
-                    "type": "\(notification.notification.notificationType)", "outcome": "\(outcome.rawValue)",
-                ])
-                return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: "{}\n")))
-            } catch let error as APIError {
-                return ErrorAnswer.response(error)
+            let notification: SignedDataVerifier.VerifiedNotification
+            do throws(SignedDataError) {
+                notification = try await verifier.verifyNotification(body.signedPayload)
             } catch {
-                // Not stored: Apple retries on a non-200.
-                context.logger.error("notification not stored", metadata: ["error": "\(String(reflecting: error))"])
-                return ErrorAnswer.response(APIError(.internalError, "internal error; the server log has the details"))
+                context.logger.notice("notification refused", metadata: [
+                    "store_status": "\(error.status.rawValue)", "store_reason": "\(error.reason.rawValue)",
+                ])
+                throw APIError(storeRefusal: error, of: "signedPayload")
             }
+            let outcome = try await store.apply(notification, app: app, now: now())
+            context.logger.info("notification stored", metadata: [
+                "type": "\(notification.notification.notificationType)", "outcome": "\(outcome.rawValue)",
+            ])
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: "{}\n")))
         }
     }
 }

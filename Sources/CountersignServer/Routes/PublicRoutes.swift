@@ -132,11 +132,14 @@ struct PublicRoutes: Sendable {
     }
 
     func add(to router: ServerRouter) {
-        get(router, "/v1/subscribers/:app_user_id") { app, _, context in
+        let signed = router.group()
+            .add(middleware: signing)
+            .add(middleware: AppAuthentication(authentication: authentication, kind: .publicKey))
+        get(signed, "/v1/subscribers/:app_user_id") { app, _, context in
             let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
             return SignedAnswer.customerInfo(try await store.customerInfo(app: app, user: user, now: now()))
         }
-        get(router, "/v1/subscribers/:app_user_id/offerings") { app, _, context in
+        get(signed, "/v1/subscribers/:app_user_id/offerings") { app, _, context in
             _ = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
             let answer = OfferingsAnswer(
                 currentOfferingId: app.offerings.first(where: \.isCurrent)?.id,
@@ -147,11 +150,11 @@ struct PublicRoutes: Sendable {
             )
             return try SignedAnswer.json(answer, cacheable: true)
         }
-        get(router, "/v1/product_entitlement_mapping") { app, _, _ in
+        get(signed, "/v1/product_entitlement_mapping") { app, _, _ in
             let mapping = Dictionary(uniqueKeysWithValues: app.products.map { ($0.id, MappingAnswer.Product(productIdentifier: $0.id, entitlements: $0.entitlements)) })
             return try SignedAnswer.json(MappingAnswer(productEntitlementMapping: mapping), cacheable: true)
         }
-        post(router, "/v1/receipts", ReceiptRequest.self) { app, receipt, _ in
+        post(signed, "/v1/receipts", ReceiptRequest.self) { app, receipt, _ in
             let user = try Self.appUserId(receipt.appUserId, percentEncoded: false)
             let status: PurchaseStatus
             do {
@@ -168,7 +171,7 @@ struct PublicRoutes: Sendable {
             let info = try await store.customerInfo(app: app, user: user, now: now())
             return SignedAnswer.customerInfo(info, member: "purchase_status", string: status.rawValue)
         }
-        post(router, "/v1/subscribers/identify", IdentifyRequest.self) { app, identify, _ in
+        post(signed, "/v1/subscribers/identify", IdentifyRequest.self) { app, identify, _ in
             let current = try Self.appUserId(identify.appUserId, percentEncoded: false)
             let new = try Self.appUserId(identify.newAppUserId, percentEncoded: false)
             if CustomerDatabase.isAnonymous(new) {
@@ -180,7 +183,7 @@ struct PublicRoutes: Sendable {
             // 201 when the user is new, as RevenueCat answers logIn.
             return SignedAnswer.customerInfo(info, status: created ? .created : .ok, member: "created", bool: created)
         }
-        post(router, "/v1/subscribers/:app_user_id/attributes", SubscriberAttributesBody.self) { app, body, context in
+        post(signed, "/v1/subscribers/:app_user_id/attributes", SubscriberAttributesBody.self) { app, body, context in
             let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
             guard body.attributes.count <= SubscriberAttributeRules.maximumBatch else {
                 throw APIError(.invalidSubscriberAttributes, "at most \(SubscriberAttributeRules.maximumBatch) attributes per request")
@@ -196,7 +199,7 @@ struct PublicRoutes: Sendable {
             }, now: now())
             return try SignedAnswer.json(["updated_attributes": changed], cacheable: false)
         }
-        post(router, "/v1/subscribers/:app_user_id/intro_eligibility", IntroEligibilityRequest.self) { app, body, context in
+        post(signed, "/v1/subscribers/:app_user_id/intro_eligibility", IntroEligibilityRequest.self) { app, body, context in
             let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
             guard (1...100).contains(body.productIdentifiers.count) else {
                 throw APIError(.invalidField, "product_identifiers must list 1 to 100 products")
@@ -206,7 +209,7 @@ struct PublicRoutes: Sendable {
             for id in body.productIdentifiers where answer[id] == nil { answer[id] = .unknown }
             return try SignedAnswer.json(IntroEligibilityAnswer(eligibility: answer), cacheable: false)
         }
-        post(router, "/v1/subscribers/:app_user_id/promotional_offer", PromotionalOfferRequest.self) { app, body, context in
+        post(signed, "/v1/subscribers/:app_user_id/promotional_offer", PromotionalOfferRequest.self) { app, body, context in
             let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
             guard let signer = offerSigners[app.id] else {
                 throw APIError(.promotionalOfferUnavailable, "app '\(app.id)' has no In-App Purchase key (inAppPurchaseKey in countersign.json)")
@@ -229,7 +232,7 @@ struct PublicRoutes: Sendable {
             )
             return try SignedAnswer.json(answer, cacheable: false)
         }
-        post(router, "/v1/test_store/purchases", TestPurchaseRequest.self) { app, request, _ in
+        post(signed, "/v1/test_store/purchases", TestPurchaseRequest.self) { app, request, _ in
             let testStore = try testStore(for: app)
             let user = try Self.appUserId(request.appUserId, percentEncoded: false)
             let token = try Self.appAccountToken(request.appAccountToken)
@@ -248,7 +251,7 @@ struct PublicRoutes: Sendable {
             }
             return try SignedAnswer.json(TestPurchaseAnswer(signedTransaction: jws, transactionId: transactionId, productId: product.id), cacheable: false)
         }
-        post(router, "/v1/test_store/purchase_requests", TestPurchaseRequest.self) { app, request, _ in
+        post(signed, "/v1/test_store/purchase_requests", TestPurchaseRequest.self) { app, request, _ in
             _ = try testStore(for: app)
             _ = try Self.appUserId(request.appUserId, percentEncoded: false)
             let token = try Self.appAccountToken(request.appAccountToken)
@@ -261,7 +264,7 @@ struct PublicRoutes: Sendable {
             return try SignedAnswer.json(TestStorePendingAnswer(pendingId: pending.pendingId, productId: pending.productId),
                                          status: .accepted, cacheable: false)
         }
-        get(router, "/v1/test_store/accounts/:store_account/transactions") { app, request, context in
+        get(signed, "/v1/test_store/accounts/:store_account/transactions") { app, request, context in
             _ = try testStore(for: app)
             let account = try Self.storeAccount(context.parameters.get("store_account")?.removingPercentEncoding ?? "")
             var after: Int64 = 0
@@ -273,7 +276,7 @@ struct PublicRoutes: Sendable {
             return try SignedAnswer.json(TestStoreFeed(transactions: entries.map { .init(sequence: $0.sequence, signedTransaction: $0.signedTransaction) }),
                                          cacheable: false)
         }
-        get(router, "/v1/test_store/products") { app, _, _ in
+        get(signed, "/v1/test_store/products") { app, _, _ in
             _ = try testStore(for: app)
             return try SignedAnswer.json(TestStoreProducts(products: app.products.map { product in
                 TestStoreProducts.Product(
@@ -317,63 +320,27 @@ struct PublicRoutes: Sendable {
         return text
     }
 
-    /// A signed GET: authenticated by the public key, the key bound into the signature.
+    /// A signed GET (the group's middleware checked the request, found the app, and signs).
     private func get(
-        _ router: ServerRouter, _ path: RouterPath,
+        _ group: RouterGroup<ServerRequestContext>, _ path: RouterPath,
         handler: @escaping @Sendable (AppConfiguration, Request, ServerRequestContext) async throws -> SignedAnswer
     ) {
-        router.get(path) { request, context in
-            let key: String
-            switch Self.presentedKey(request) {
-            case .success(let presented): key = presented
-            case .failure(let refusal): return ErrorAnswer.response(refusal)
-            }
-            return try await authenticated(request, context, key: key, postParams: nil) { app in
-                try await handler(app, request, context)
-            }
+        group.get(path) { request, context -> SignedAnswer in
+            try await handler(try context.authenticatedApp(), request, context)
         }
     }
 
-    /// A signed POST of a JSON body. The body is collected (413 beyond the limit) and decoded
-    /// once (400 for bad JSON, a repeated key or a bad field); `X-Post-Params-Hash` is checked
-    /// against the decoded fields, the very values the handler then acts on.
+    /// A signed POST of a JSON body, collected and decoded once, its `X-Post-Params-Hash` checked
+    /// against the decoded fields (``JSONBody/signedBody(_:of:context:)``); then the API key's
+    /// refusal, if any (signed), and the handler.
     private func post<Body: PostBody>(
-        _ router: ServerRouter, _ path: RouterPath, _ type: Body.Type,
+        _ group: RouterGroup<ServerRequestContext>, _ path: RouterPath, _ type: Body.Type,
         handler: @escaping @Sendable (AppConfiguration, Body, ServerRequestContext) async throws -> SignedAnswer
     ) {
-        router.post(path) { request, context in
-            let key: String
-            switch Self.presentedKey(request) {
-            case .success(let presented): key = presented
-            case .failure(let refusal): return ErrorAnswer.response(refusal)
-            }
+        group.post(path) { request, context -> SignedAnswer in
             var request = request
-            let body: Body
-            switch await request.collectBody(context: context).flatMap({ data in Result { () throws(APIError) in try JSONBody.decode(Body.self, from: data) } }) {
-            case .success(let decoded): body = decoded
-            case .failure(let error): return ErrorAnswer.response(error)
-            }
-            return try await authenticated(request, context, key: key, postParams: body.postParams) { app in
-                try await handler(app, body, context)
-            }
-        }
-    }
-
-    /// The bearer key, read once per request. A request without one is refused (401, unsigned)
-    /// before anything else is read: there is no key to bind into a signature.
-    private static func presentedKey(_ request: Request) -> Result<String, APIError> {
-        Result { () throws(APIError) in try APIKeyAuthentication.bearer(request) }
-    }
-
-    /// Signs whatever the handler answers, refusals of the presented API key included (the key as
-    /// presented is bound into the signature).
-    private func authenticated(
-        _ request: Request, _ context: ServerRequestContext, key: String, postParams: [(String, String?)]?,
-        handler: @escaping (AppConfiguration) async throws -> SignedAnswer
-    ) async throws -> Response {
-        try await signing.respond(to: request, context: context, endpoint: SignedEndpoint(authenticated: true),
-                                  postParams: postParams, apiKey: key) {
-            try await handler(try authentication.publicApp(key: key))
+            let body = try await JSONBody.signedBody(Body.self, of: &request, context: context)
+            return try await handler(try context.authenticatedApp(), body, context)
         }
     }
 
@@ -447,6 +414,28 @@ extension PublicRoutes.TestPurchaseRequest: PostBody {
 /// Every body is checked by ``JSONSyntax`` first: a repeated key (after unescaping), invalid
 /// UTF-8 or a lone surrogate escape is refused, so no two readers of a body can disagree.
 enum JSONBody {
+    /// The request's body, collected (413 beyond the limit) and decoded.
+    static func body<T: Decodable>(_ type: T.Type, of request: inout Request, context: ServerRequestContext) async throws(APIError) -> T {
+        try decode(T.self, from: try await request.collectBody(context: context))
+    }
+
+    /// The body of a signed route, with its `X-Post-Params-Hash` checked against the decoded
+    /// fields. Every refusal here is unsigned: the server cannot vouch for a request it could
+    /// not read or whose claims do not match it.
+    static func signedBody<T: PostBody>(_ type: T.Type, of request: inout Request, context: ServerRequestContext) async throws(UnsignedRefusal) -> T {
+        guard let exchange = context.signedExchange else {
+            throw UnsignedRefusal(APIError(.internalError, "a signed body read outside the signed group"))
+        }
+        let decoded: T
+        do throws(APIError) {
+            decoded = try await body(T.self, of: &request, context: context)
+        } catch {
+            throw UnsignedRefusal(error)
+        }
+        try exchange.checkPostParams(decoded.postParams)
+        return decoded
+    }
+
     static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(APIError) -> T {
         switch JSONSyntax.check(data, topLevel: .object) {
         case nil: break
