@@ -155,7 +155,9 @@ public struct CountersignServer: Sendable {
         return router.finish()
     }
 
-    /// Closes the database; call after the application stopped.
+    /// Closes the database. The application of ``makeApplication(onServerRunning:)`` does so
+    /// itself when it stops; call this when the server's application never ran, or to be sure
+    /// (closing twice is harmless).
     public func shutdown() async throws {
         try await database.close()
     }
@@ -164,7 +166,11 @@ public struct CountersignServer: Sendable {
         Application(
             router: makeRouter(),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Countersign"),
-            services: [KeyRotationService(keys: keys, interval: configuration.keyCheckInterval, logger: logger)],
+            // Stopped in reverse order after the HTTP server: key rotation outlives the database.
+            services: [
+                KeyRotationService(keys: keys, interval: configuration.keyCheckInterval, logger: logger),
+                DatabaseService(database: database),
+            ],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger
         )

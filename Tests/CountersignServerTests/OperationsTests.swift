@@ -121,4 +121,26 @@ struct OperationsTests {
             try await second.shutdown()
         }
     }
+
+    @Test("the database is a service of the application: open while it serves, closed once it stops", arguments: TestDatabaseKind.available)
+    func databaseService(_ kind: TestDatabaseKind) async throws {
+        try await FreshDatabase.with(kind) { location, directory in
+            var configuration = ServerConfiguration(dataDirectory: directory)
+            configuration.port = 0
+            configuration.database = location
+            var logger = Logger(label: "test")
+            logger.logLevel = .error
+            // Not LiveServer.run: it closes the database itself after the application.
+            let server = try await CountersignServer(configuration: configuration, logger: logger)
+            try await server.makeApplication().test(.live) { client in
+                let health = try await client.execute(uri: "/v1/health", method: .get) { $0.status }
+                #expect(health == .ok)
+                #expect(try await server.store.existingCustomerInfo(app: server.deployment.apps[0], user: "nobody", now: Date()) == nil)
+            }
+            await #expect(throws: (any Error).self, "the database is closed") {
+                _ = try await server.store.existingCustomerInfo(app: server.deployment.apps[0], user: "nobody", now: Date())
+            }
+            try await server.shutdown()
+        }
+    }
 }

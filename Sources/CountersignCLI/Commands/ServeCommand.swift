@@ -73,9 +73,10 @@ struct ServeCommand: AsyncParsableCommand {
         let application = server.makeApplication { port in
             say("listening on http://\(host):\(port)")
         }
-        // Key rotation runs inside the application, as one of its services.
+        // Key rotation and the database run inside the application, as services of its group:
+        // on SIGTERM or SIGINT the server stops taking requests, finishes those in flight, and
+        // then the database is closed.
         try await application.runService()
-        try await server.shutdown()
     }
 }
 

@@ -8,6 +8,7 @@ import NIOPosix
 import PostgresKit
 import SQLiteKit
 import SQLKit
+import ServiceLifecycle
 
 /// The server's database, over sql-kit: one implementation for SQLite and PostgreSQL, with the
 /// few dialect differences kept in this file and in ``Migrations``.
@@ -256,5 +257,18 @@ public final class Database: Sendable {
             running.cancel()
             await running.value
         }
+    }
+}
+
+/// The database as a service of the server's `ServiceGroup`: open while the group runs, closed
+/// once it shuts down. Hummingbird stops the HTTP server first (services stop in reverse order
+/// and the server is the last one added), so no request is left using the database it closes.
+struct DatabaseService: Service {
+    let database: Database
+
+    func run() async throws {
+        // Graceful shutdown or cancellation: either way the database is closed.
+        try? await gracefulShutdown()
+        try await database.close()
     }
 }
