@@ -53,6 +53,8 @@ struct OperationsTests {
         let ids = (0..<1000).map { _ in RequestObservation.newId() }
         #expect(ids.allSatisfy { $0.utf8.count == 16 && $0.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) } })
         #expect(Set(ids).count == ids.count)
+        // The counter underneath is scrambled: neighbouring ids share no long prefix.
+        #expect(zip(ids, ids.dropFirst()).filter { $0.prefix(8) == $1.prefix(8) }.count < 5)
         #expect(RequestObservation.milliseconds(.microseconds(1_234)) == "1.23")
         #expect(RequestObservation.milliseconds(.microseconds(1_235)) == "1.24")
         #expect(RequestObservation.milliseconds(.microseconds(50)) == "0.05")
@@ -142,5 +144,14 @@ struct OperationsTests {
             }
             try await server.shutdown()
         }
+    }
+
+    @Test("the allocator is tuned by serve unless the operator tunes malloc")
+    func allocatorTuning() {
+        #expect(!AllocatorTuning.apply(environment: ["GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1048576"]))
+        #expect(!AllocatorTuning.apply(environment: ["MALLOC_ARENA_MAX": "2"]))
+        #if canImport(Glibc)
+        #expect(AllocatorTuning.apply(environment: ["GLIBC_TUNABLES": "glibc.pthread.rseq=0"]))
+        #endif
     }
 }
