@@ -1,5 +1,6 @@
 import ArgumentParser
 import Countersign
+import CountersignServer
 import Foundation
 
 @main
@@ -17,6 +18,10 @@ struct CountersignCommand: AsyncParsableCommand {
         Purchases.logLevel = .warn
         do {
             var command = try parseAsRoot()
+            if command is ServeCommand || command is DemoCommand {
+                // Still on the main thread: nothing has been awaited yet.
+                ServerProcess.prepare()
+            }
             if var command = command as? AsyncParsableCommand {
                 try await command.run()
             } else {

@@ -150,6 +150,8 @@ struct OperationsTests {
     func allocatorTuning() {
         #expect(!AllocatorTuning.apply(environment: ["GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1048576"]))
         #expect(!AllocatorTuning.apply(environment: ["MALLOC_ARENA_MAX": "2"]))
+        // Opted out of NIO's executor: nothing installed (this test process keeps its pool).
+        #expect(!ServerProcess.prepare(environment: ["COUNTERSIGN_NIO_EXECUTOR": "0", "MALLOC_ARENA_MAX": "2"]))
         #if canImport(Glibc)
         #expect(AllocatorTuning.apply(environment: ["GLIBC_TUNABLES": "glibc.pthread.rseq=0"]))
         #endif

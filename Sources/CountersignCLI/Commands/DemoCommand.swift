@@ -25,7 +25,6 @@ struct DemoCommand: AsyncParsableCommand {
         logger.logLevel = .critical
         var serverConfiguration = ServerConfiguration(dataDirectory: directory.appendingPathComponent("server"))
         serverConfiguration.port = 0
-        AllocatorTuning.apply()
         let server = try await CountersignServer(configuration: serverConfiguration, logger: logger)
         let app = server.deployment.apps[0]
         let rootKey = server.keys.managedRootPublicKey!.rawRepresentation.base64EncodedString()

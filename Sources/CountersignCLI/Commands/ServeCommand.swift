@@ -60,7 +60,6 @@ struct ServeCommand: AsyncParsableCommand {
         if let database = database ?? ProcessInfo.processInfo.environment["COUNTERSIGN_DATABASE_URL"] {
             configuration.database = try CLIError.wrapping("--database") { try DatabaseLocation(argument: database) }
         }
-        AllocatorTuning.apply()
         let server: CountersignServer
         do {
             server = try await CountersignServer(configuration: configuration, logger: logger)
