@@ -99,15 +99,20 @@ struct OperationsTests {
         }
     }
 
+    /// A server on `location` that is not started: the test runs it, or its storage, itself.
+    static func server(_ location: DatabaseLocation, _ directory: URL) async throws -> CountersignServer {
+        var configuration = ServerConfiguration(dataDirectory: directory)
+        configuration.port = 0
+        configuration.database = location
+        var logger = Logger(label: "test")
+        logger.logLevel = .error
+        return try await CountersignServer(configuration: configuration, logger: logger)
+    }
+
     @Test("purchases and grants survive a server restart", arguments: TestDatabaseKind.available)
     func restart(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, directory in
-            var configuration = ServerConfiguration(dataDirectory: directory)
-            configuration.port = 0
-            configuration.database = location
-            var logger = Logger(label: "test")
-            logger.logLevel = .error
-            let first = try await CountersignServer(configuration: configuration, logger: logger)
+            let first = try await Self.server(location, directory)
             let app = first.deployment.apps[0]
             let (jws, payload) = try first.testStore!.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: app.bundleId))
             let transaction = try VerifiedTransaction(jws: jws, payload: payload, app: app)
@@ -115,7 +120,7 @@ struct OperationsTests {
             try await first.store.grantPromotional(app: app, user: "u2", entitlement: "pro", expires: nil, now: Date())
             try await first.shutdown()
 
-            let second = try await CountersignServer(configuration: configuration, logger: logger)
+            let second = try await Self.server(location, directory)
             #expect(second.deployment == first.deployment)
             #expect(try await second.store.customerInfo(app: app, user: "u1", now: Date()).subscriber.entitlements["pro"] != nil)
             #expect(try await second.store.customerInfo(app: app, user: "u2", now: Date()).subscriber.entitlements["pro"] != nil)
@@ -127,13 +132,8 @@ struct OperationsTests {
     @Test("the database is a service of the application: open while it serves, closed once it stops", arguments: TestDatabaseKind.available)
     func databaseService(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, directory in
-            var configuration = ServerConfiguration(dataDirectory: directory)
-            configuration.port = 0
-            configuration.database = location
-            var logger = Logger(label: "test")
-            logger.logLevel = .error
             // Not LiveServer.run: it closes the database itself after the application.
-            let server = try await CountersignServer(configuration: configuration, logger: logger)
+            let server = try await Self.server(location, directory)
             try await server.makeApplication().test(.live) { client in
                 let health = try await client.execute(uri: "/v1/health", method: .get) { $0.status }
                 #expect(health == .ok)
