@@ -135,7 +135,8 @@ public struct CountersignServer: Sendable {
         let authentication = APIKeyAuthentication(deployment: deployment)
         router.addHealthRoutes(signing: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: false), metrics: metrics, now: now))
         PublicRoutes(
-            signing: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true), metrics: metrics, now: now), authentication: authentication, store: store, verifiers: verifiers, testStore: testStore,
+            signing: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true), metrics: metrics, now: now),
+            authentication: authentication, store: store, verifiers: verifiers, testStore: testStore,
             offerSigners: offerSigners, metrics: metrics, now: now
         ).add(to: router)
         NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, now: now).add(to: router)

@@ -38,12 +38,6 @@ public struct APIKeyAuthentication: Sendable {
         keys.reduce(false) { found, candidate in constantTimeEqual(candidate, key) || found }
     }
 
-    /// The app whose public key the request carries, with the key.
-    public func publicApp(_ request: Request) throws(APIError) -> (app: AppConfiguration, key: String) {
-        let key = try Self.bearer(request)
-        return (try publicApp(key: key), key)
-    }
-
     /// The app whose public key `key` is.
     public func publicApp(key: String) throws(APIError) -> AppConfiguration {
         if let app = deployment.apps.first(where: { Self.holds($0.publicApiKeys, key) }) { return app }

@@ -184,10 +184,9 @@ enum ThreadCPUTime {
 /// parts could not be checked.
 public enum ErrorAnswer {
     public static func response(_ error: APIError) -> Response {
-        let code = APIErrorCode(rawValue: error.code) ?? .internalError
         let body = (try? WireJSON.encode(error)) ?? Data()
         return Response(
-            status: HTTPResponse.Status(code: code.httpStatus),
+            status: error.status,
             headers: [.contentType: "application/json"],
             body: .init(byteBuffer: ByteBuffer(bytes: body))
         )

@@ -52,8 +52,7 @@ public struct SignedAnswer: Sendable {
 
     /// An error answer (`{"code", "message"}` with the code's HTTP status), signed like any other.
     public static func error(_ error: APIError) -> SignedAnswer {
-        let code = APIErrorCode(rawValue: error.code) ?? .internalError
-        return SignedAnswer(status: HTTPResponse.Status(code: code.httpStatus), body: (try? WireJSON.encode(error)) ?? Data(), cacheable: false)
+        SignedAnswer(status: error.status, body: (try? WireJSON.encode(error)) ?? Data(), cacheable: false)
     }
 
     /// The ETag of a body: 16 lowercase hex characters (the first 8 bytes of its SHA-256), the
@@ -63,7 +62,6 @@ public struct SignedAnswer: Sendable {
     }
 }
 
-/// How a signature-required endpoint binds the request into its signature.
 /// A route of the signed group returns its answer; the signing middleware's exchange, handed
 /// down in the context, signs it.
 extension SignedAnswer: ResponseGenerator {
@@ -75,6 +73,7 @@ extension SignedAnswer: ResponseGenerator {
     }
 }
 
+/// How a signature-required endpoint binds the request into its signature.
 public struct SignedEndpoint: Sendable {
     /// Whether the bearer API key is part of the signed message (false only for `/v1/health`).
     public var authenticated: Bool
