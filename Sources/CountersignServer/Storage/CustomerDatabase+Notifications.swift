@@ -50,7 +50,7 @@ extension CustomerDatabase {
             .where("app_id", .equal, app.id).where("original_transaction_id", .equal, transaction.originalTransactionId).first()
         if owner == nil, let token = transaction.payload.appAccountToken?.lowercased(),
            let user = try await customer(sql, app: app.id, token: token) {
-            try await insertOwner(sql, app: app.id, chain: transaction.originalTransactionId, user: user, now: now)
+            try await sql.raw(insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: user, now: now)).run()
         }
     }
 
@@ -62,16 +62,11 @@ extension CustomerDatabase {
         let stored = try await sql.raw("SELECT signed_date_ms FROM purchases WHERE transaction_id = \(bind: transaction.transactionId)")
             .first().map { try $0.decode(column: "signed_date_ms", as: Int64.self) }
         guard let stored else {
-            try await insertPurchase(sql, transaction, app: app, now: now)
+            try await sql.raw(insertPurchaseStatement(transaction, app: app, now: now)).run()
             return true
         }
-        let signed = milliseconds(transaction.payload.signedDate ?? now)
-        if signed > stored {
-            try await sql.update("purchases")
-                .set("revocation_date_ms", to: SQLBind(transaction.payload.revocationDate.map(milliseconds)))
-                .set("is_upgraded", to: SQLBind((transaction.payload.isUpgraded ?? false) ? 1 : 0))
-                .set("signed_date_ms", to: SQLBind(signed))
-                .where("transaction_id", .equal, transaction.transactionId).run()
+        if milliseconds(transaction.payload.signedDate ?? now) > stored {
+            try await sql.raw(refreshPurchaseStatement(transaction, now: now)).run()
         }
         return false
     }

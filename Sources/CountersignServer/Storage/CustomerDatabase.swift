@@ -32,67 +32,6 @@ public struct CustomerDatabase: Sendable {
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000) }
 
-    /// Records a verified transaction for `poster`, or for the user its app account token names
-    /// (``PurchaseStatus/boundToAnotherUser``: committed for that user), applying the app's
-    /// transfer behaviour. Throws an ``APIError`` and changes nothing when the purchase belongs to
-    /// someone else and may not move.
-    ///
-    /// Who owns a purchase chain:
-    /// - a token naming a known customer who logged in (not an anonymous id) pins the chain to
-    ///   that customer, whoever posts it: a purchase made while signed in can never be replayed
-    ///   to unlock another account;
-    /// - a token naming an anonymous id pins nothing: the anonymous id is gone after a reinstall
-    ///   or was merged into a real user by logIn, so the transfer behaviour decides as for a
-    ///   purchase without a token;
-    /// - a chain whose owner was deleted is owned by nobody: `transfer` and `transferIfNoActive`
-    ///   give it to the poster, `keepWithOriginal` refuses.
-    public func record(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws -> PurchaseStatus {
-        try await database.transactionRetryingUniqueViolations { sql in
-            try await Self.touchCustomer(sql, app: app.id, user: poster, now: now)
-            var owner = poster
-            if let token = transaction.payload.appAccountToken?.lowercased(),
-               token != AppAccountToken.forAppUserID(poster).uuidString.lowercased(),
-               let bound = try await Self.customer(sql, app: app.id, token: token), !Self.isAnonymous(bound) {
-                owner = bound
-            }
-            let isNew = try await Self.storeTransaction(sql, transaction, app: app, now: now)
-            let chain = transaction.originalTransactionId
-            let ownerRow = try await sql.raw("""
-                SELECT app_user_id FROM purchase_owners WHERE app_id = \(bind: app.id) AND original_transaction_id = \(bind: chain)
-                """).first()
-            guard let ownerRow else {
-                try await Self.insertOwner(sql, app: app.id, chain: chain, user: owner, now: now)
-                return owner != poster ? .boundToAnotherUser : .new
-            }
-            // NULL: the owner was deleted.
-            let currentOwner = try ownerRow.decode(column: "app_user_id", as: String?.self)
-            if currentOwner == owner {
-                if owner != poster { return .boundToAnotherUser }
-                return isNew ? .new : .alreadyRecorded
-            }
-            if owner != poster {
-                // The token's user wins over whoever holds the chain now.
-                try await Self.updateOwner(sql, app: app.id, chain: chain, user: owner, now: now)
-                return .boundToAnotherUser
-            }
-            switch app.transferBehavior {
-            case .transfer:
-                break
-            case .keepWithOriginal:
-                throw APIError(.purchaseOwnedByAnotherUser, "this purchase belongs to another user and the app keeps purchases with their first owner")
-            case .transferIfNoActive:
-                if let other = currentOwner {
-                    let entitlements = try await Self.entitlements(sql, app: app, user: other, now: now, onlyChain: chain)
-                    if !entitlements.activeEntitlementIds.isEmpty {
-                        throw APIError(.purchaseOwnedByAnotherUser, "this purchase still gives another user an active entitlement")
-                    }
-                }
-            }
-            try await Self.updateOwner(sql, app: app.id, chain: chain, user: poster, now: now)
-            return .transferred
-        }
-    }
-
     /// The customer's entitlements at `now`, creating the customer on first sight.
     ///
     /// A known customer seen within the hour is answered with reads only, outside a transaction:
@@ -140,18 +79,25 @@ public struct CustomerDatabase: Sendable {
             guard milliseconds(now) - lastSeen >= lastSeenResolution else {
                 return (date(try row.decode(column: "first_seen_ms", as: Int64.self)), date(lastSeen))
             }
-            try await sql.raw("""
-                UPDATE customers SET last_seen_ms = \(bind: milliseconds(now)) WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)
-                """).run()
+            try await sql.raw(touchCustomerStatement(app: app, user: user, now: now)).run()
             return (date(try row.decode(column: "first_seen_ms", as: Int64.self)), now)
         }
+        try await sql.raw(insertCustomerStatement(app: app, user: user, now: now)).run()
+        return (now, now)
+    }
+
+    static func touchCustomerStatement(app: String, user: String, now: Date) -> SQLQueryString {
+        "UPDATE customers SET last_seen_ms = \(bind: milliseconds(now)) WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)"
+    }
+
+    /// A customer seen for the first time (nothing when another request just added them).
+    static func insertCustomerStatement(app: String, user: String, now: Date) -> SQLQueryString {
         let token = AppAccountToken.forAppUserID(user).uuidString.lowercased()
-        try await sql.raw("""
+        return """
             INSERT INTO customers (app_id, app_user_id, app_account_token, first_seen_ms, last_seen_ms)
             VALUES (\(bind: app), \(bind: user), \(bind: token), \(bind: milliseconds(now)), \(bind: milliseconds(now)))
             ON CONFLICT (app_id, app_user_id) DO NOTHING
-            """).run()
-        return (now, now)
+            """
     }
 
     static func customer(_ sql: any SQLDatabase, app: String, token: String) async throws -> String? {
@@ -160,10 +106,10 @@ public struct CustomerDatabase: Sendable {
             """).first().map { try $0.decode(column: "app_user_id", as: String.self) }
     }
 
-    static func insertPurchase(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws {
+    static func insertPurchaseStatement(_ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) -> SQLQueryString {
         let payload = transaction.payload
         let ownership = payload.inAppOwnershipType == .familyShared ? "FAMILY_SHARED" : "PURCHASED"
-        try await sql.raw("""
+        return """
             INSERT INTO purchases (transaction_id, app_id, original_transaction_id, product_id, product_type, environment,
                 purchase_date_ms, expires_date_ms, revocation_date_ms, signed_date_ms, app_account_token,
                 signed_transaction, recorded_at_ms, is_upgraded, period_type, ownership_type)
@@ -173,21 +119,33 @@ public struct CustomerDatabase: Sendable {
                 \(bind: payload.revocationDate.map(milliseconds)), \(bind: milliseconds(payload.signedDate ?? now)),
                 \(bind: payload.appAccountToken), \(bind: transaction.jws), \(bind: milliseconds(now)),
                 \(bind: (payload.isUpgraded ?? false) ? 1 : 0), \(bind: payload.periodType), \(bind: ownership))
-            """).run()
+            """
     }
 
-    static func insertOwner(_ sql: any SQLDatabase, app: String, chain: String, user: String, now: Date) async throws {
-        try await sql.raw("""
-            INSERT INTO purchase_owners (app_id, original_transaction_id, app_user_id, updated_at_ms)
-            VALUES (\(bind: app), \(bind: chain), \(bind: user), \(bind: milliseconds(now)))
-            """).run()
+    /// A copy of a stored transaction signed later than the stored one: its revocation and
+    /// upgrade state win (the condition keeps an older copy from undoing a newer one).
+    static func refreshPurchaseStatement(_ transaction: VerifiedTransaction, now: Date) -> SQLQueryString {
+        let payload = transaction.payload
+        let signed = milliseconds(payload.signedDate ?? now)
+        return """
+            UPDATE purchases SET revocation_date_ms = \(bind: payload.revocationDate.map(milliseconds)),
+                is_upgraded = \(bind: (payload.isUpgraded ?? false) ? 1 : 0), signed_date_ms = \(bind: signed)
+            WHERE transaction_id = \(bind: transaction.transactionId) AND signed_date_ms < \(bind: signed)
+            """
     }
 
-    static func updateOwner(_ sql: any SQLDatabase, app: String, chain: String, user: String, now: Date) async throws {
-        try await sql.raw("""
-            UPDATE purchase_owners SET app_user_id = \(bind: user), updated_at_ms = \(bind: milliseconds(now))
-            WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: chain)
-            """).run()
+    static func insertOwnerStatement(app: String, chain: String, user: String, now: Date) -> SQLQueryString {
+        """
+        INSERT INTO purchase_owners (app_id, original_transaction_id, app_user_id, updated_at_ms)
+        VALUES (\(bind: app), \(bind: chain), \(bind: user), \(bind: milliseconds(now)))
+        """
+    }
+
+    static func updateOwnerStatement(app: String, chain: String, user: String, now: Date) -> SQLQueryString {
+        """
+        UPDATE purchase_owners SET app_user_id = \(bind: user), updated_at_ms = \(bind: milliseconds(now))
+        WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: chain)
+        """
     }
 
     /// Evaluates the entitlement rules over what the user owns (optionally one chain only): one

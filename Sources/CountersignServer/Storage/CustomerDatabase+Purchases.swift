@@ -1,0 +1,225 @@
+import CountersignCore
+import Foundation
+import SQLKit
+
+/// Recording a posted purchase in three steps: read what the database holds about it (one
+/// statement), decide in Swift who owns it and what to write (``plan(_:_:app:poster:now:ownerHasActiveEntitlement:)``,
+/// the ownership rules in one place), then write (one statement on PostgreSQL).
+extension CustomerDatabase {
+    /// Records a verified transaction for `poster`, or for the user its app account token names
+    /// (``PurchaseStatus/boundToAnotherUser``: committed for that user), applying the app's
+    /// transfer behaviour. Throws an ``APIError`` and changes nothing when the purchase belongs to
+    /// someone else and may not move.
+    ///
+    /// Who owns a purchase chain:
+    /// - a token naming a known customer who logged in (not an anonymous id) pins the chain to
+    ///   that customer, whoever posts it: a purchase made while signed in can never be replayed
+    ///   to unlock another account;
+    /// - a token naming an anonymous id pins nothing: the anonymous id is gone after a reinstall
+    ///   or was merged into a real user by logIn, so the transfer behaviour decides as for a
+    ///   purchase without a token;
+    /// - a chain whose owner was deleted is owned by nobody: `transfer` and `transferIfNoActive`
+    ///   give it to the poster, `keepWithOriginal` refuses.
+    ///
+    /// On PostgreSQL a purchase that moves no chain (a new one, one already recorded) takes one
+    /// read and one write statement, without `BEGIN … COMMIT`: a single statement is atomic and
+    /// committed on its own, and every write it holds is safe against a concurrent one (a
+    /// purchase or an owner inserted meanwhile by another server is a unique violation, after
+    /// which the purchase is decided again in a transaction). A purchase that moves a chain from
+    /// one owner to another is always decided and written in one transaction.
+    public func record(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws -> PurchaseStatus {
+        if database.dialect == .postgres {
+            do {
+                let status = try await database.withConnection { sql in
+                    try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: false)
+                }
+                if let status { return status }
+            } catch where Database.isUniqueViolation(error) {
+                // Another server recorded this purchase or its chain meanwhile: decide again below.
+            }
+        }
+        return try await database.transactionRetryingUniqueViolations { sql in
+            // Never nil when chains may move.
+            try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: true)!
+        }
+    }
+
+    /// Reads, decides and writes on `sql`; nil, with nothing written, when the purchase would
+    /// move a chain and `movesChains` is false.
+    static func record(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, poster: String,
+                               now: Date, movesChains: Bool) async throws -> PurchaseStatus? {
+        let facts = try await purchaseFacts(sql, transaction, app: app.id, poster: poster)
+        let chain = transaction.originalTransactionId
+        let plan = try await Self.plan(facts, transaction, app: app, poster: poster, now: now) { other in
+            try await !entitlements(sql, app: app, user: other, now: now, onlyChain: chain).activeEntitlementIds.isEmpty
+        }
+        if case .update = plan.owner, !movesChains { return nil }
+        try await write(plan, on: sql, transaction, app: app, poster: poster, now: now)
+        return plan.status
+    }
+
+    /// What the database holds about a posted purchase.
+    struct PurchaseFacts: Sendable {
+        enum ChainOwner: Sendable, Equatable {
+            /// The chain has no owner row.
+            case none
+            /// Its owner was deleted.
+            case deleted
+            case user(String)
+        }
+
+        /// The poster's first and last visit (milliseconds); nil for a new customer.
+        var posterSeen: (first: Int64, last: Int64)?
+        /// The customer whose app account token the transaction carries, if any.
+        var tokenUser: String?
+        /// When the stored copy of the transaction was signed; nil when it is new.
+        var storedSignedDate: Int64?
+        var chainOwner: ChainOwner
+    }
+
+    /// What recording a purchase writes, and what the poster hears.
+    struct PurchasePlan: Sendable, Equatable {
+        enum CustomerWrite: Sendable, Equatable {
+            case none
+            case insert
+            /// `last_seen` is over an hour old.
+            case touch
+        }
+
+        enum PurchaseWrite: Sendable, Equatable {
+            case none
+            case insert
+            /// The posted copy was signed after the stored one: its revocation and upgrade state win.
+            case refresh
+        }
+
+        enum OwnerWrite: Sendable, Equatable {
+            case none
+            case insert(String)
+            case update(String)
+        }
+
+        var status: PurchaseStatus
+        var customer: CustomerWrite
+        var purchase: PurchaseWrite
+        var owner: OwnerWrite
+    }
+
+    /// The facts of a purchase in one statement (one row of scalar subqueries, each on an index).
+    static func purchaseFacts(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: String, poster: String) async throws -> PurchaseFacts {
+        let token = transaction.payload.appAccountToken?.lowercased()
+        let chain = transaction.originalTransactionId
+        guard let row = try await sql.raw("""
+            SELECT (SELECT first_seen_ms FROM customers WHERE app_id = \(bind: app) AND app_user_id = \(bind: poster)) AS first_seen_ms, \
+            (SELECT last_seen_ms FROM customers WHERE app_id = \(bind: app) AND app_user_id = \(bind: poster)) AS last_seen_ms, \
+            (SELECT app_user_id FROM customers WHERE app_id = \(bind: app) AND app_account_token = \(bind: token) \
+            ORDER BY app_user_id LIMIT 1) AS token_user, \
+            (SELECT signed_date_ms FROM purchases WHERE transaction_id = \(bind: transaction.transactionId)) AS stored_signed_ms, \
+            (SELECT COUNT(*) FROM purchase_owners WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: chain)) AS owner_rows, \
+            (SELECT app_user_id FROM purchase_owners WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: chain)) AS owner
+            """).first() else {
+            throw StoredRowError(description: "the purchase facts statement returned no row")
+        }
+        let first = try row.decode(column: "first_seen_ms", as: Int64?.self)
+        let last = try row.decode(column: "last_seen_ms", as: Int64?.self)
+        let owner: PurchaseFacts.ChainOwner
+        if try row.decode(column: "owner_rows", as: Int64.self) == 0 {
+            owner = .none
+        } else if let user = try row.decode(column: "owner", as: String?.self) {
+            owner = .user(user)
+        } else {
+            owner = .deleted
+        }
+        return PurchaseFacts(
+            posterSeen: first.flatMap { first in last.map { (first, $0) } },
+            tokenUser: try row.decode(column: "token_user", as: String?.self),
+            storedSignedDate: try row.decode(column: "stored_signed_ms", as: Int64?.self),
+            chainOwner: owner
+        )
+    }
+
+    /// The ownership rules of ``record(_:app:poster:now:)``: who owns the purchase's chain after
+    /// it is posted, and what that writes. `ownerHasActiveEntitlement` answers, for
+    /// `transferIfNoActive`, whether the chain still gives its current owner an entitlement.
+    static func plan(_ facts: PurchaseFacts, _ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date,
+                     ownerHasActiveEntitlement: (String) async throws -> Bool) async throws -> PurchasePlan {
+        let customer: PurchasePlan.CustomerWrite
+        if let seen = facts.posterSeen {
+            // At most one write an hour per customer.
+            customer = milliseconds(now) - seen.last >= lastSeenResolution ? .touch : .none
+        } else {
+            customer = .insert
+        }
+        let purchase: PurchasePlan.PurchaseWrite
+        if let stored = facts.storedSignedDate {
+            purchase = milliseconds(transaction.payload.signedDate ?? now) > stored ? .refresh : .none
+        } else {
+            purchase = .insert
+        }
+        func plan(_ status: PurchaseStatus, _ owner: PurchasePlan.OwnerWrite) -> PurchasePlan {
+            PurchasePlan(status: status, customer: customer, purchase: purchase, owner: owner)
+        }
+
+        var owner = poster
+        if let token = transaction.payload.appAccountToken?.lowercased(),
+           token != AppAccountToken.forAppUserID(poster).uuidString.lowercased(),
+           let bound = facts.tokenUser, !isAnonymous(bound) {
+            owner = bound
+        }
+        let current: String?
+        switch facts.chainOwner {
+        case .none:
+            return plan(owner != poster ? .boundToAnotherUser : .new, .insert(owner))
+        case .user(let user) where user == owner:
+            if owner != poster { return plan(.boundToAnotherUser, .none) }
+            return plan(purchase == .insert ? .new : .alreadyRecorded, .none)
+        case .user(let user):
+            current = user
+        case .deleted:
+            current = nil
+        }
+        if owner != poster {
+            // The token's user wins over whoever holds the chain now.
+            return plan(.boundToAnotherUser, .update(owner))
+        }
+        switch app.transferBehavior {
+        case .transfer:
+            break
+        case .keepWithOriginal:
+            throw APIError(.purchaseOwnedByAnotherUser, "this purchase belongs to another user and the app keeps purchases with their first owner")
+        case .transferIfNoActive:
+            if let current, try await ownerHasActiveEntitlement(current) {
+                throw APIError(.purchaseOwnedByAnotherUser, "this purchase still gives another user an active entitlement")
+            }
+        }
+        return plan(.transferred, .update(poster))
+    }
+
+    /// Writes what `plan` says: on SQLite statement by statement (inside the caller's
+    /// transaction), on PostgreSQL as one statement (each write a data-modifying `WITH` clause).
+    static func write(_ plan: PurchasePlan, on sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration,
+                              poster: String, now: Date) async throws {
+        var statements: [SQLQueryString] = []
+        switch plan.customer {
+        case .none: break
+        case .insert: statements.append(insertCustomerStatement(app: app.id, user: poster, now: now))
+        case .touch: statements.append(touchCustomerStatement(app: app.id, user: poster, now: now))
+        }
+        switch plan.purchase {
+        case .none: break
+        case .insert: statements.append(insertPurchaseStatement(transaction, app: app, now: now))
+        case .refresh: statements.append(refreshPurchaseStatement(transaction, now: now))
+        }
+        switch plan.owner {
+        case .none: break
+        case .insert(let user): statements.append(insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: user, now: now))
+        case .update(let user): statements.append(updateOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: user, now: now))
+        }
+        guard statements.count > 1, sql.dialect.name == "postgresql" else {
+            for statement in statements { try await sql.raw(statement).run() }
+            return
+        }
+        let clauses = statements.enumerated().map { index, statement in "w\(unsafeRaw: String(index)) AS (\(statement))" as SQLQueryString }
+        try await sql.raw("WITH \(clauses.joined(separator: ", ")) SELECT 1").run()
+    }
+}
