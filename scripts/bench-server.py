@@ -20,7 +20,8 @@ median of each reported), so the machine's drift hits all targets alike:
 then once: purchase intake, POST /v1/receipts of distinct pre-minted transactions.
 For each: requests/s and p50/p99 latency from wrk, and the server process's CPU time per
 request (user + system from /proc/PID/stat around the run, divided by the requests done) with
-its ratio to the floor's. Prints a Markdown table; --update FILE replaces the table between
+its ratio to the floor's; with --database also the CPU time of all PostgreSQL processes per request
+(the database runs on the same two cores, unpinned). Prints a Markdown table; --update FILE replaces the table between
 `<!-- bench-server:sqlite -->` (or `:postgres`, `:sqlite-1m`, ... with --label) and
 `<!-- /bench-server:... -->` in FILE.
 """
@@ -50,6 +51,31 @@ def cpu_seconds(pid):
     fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
 
+
+
+def postgres_cpu_seconds():
+    """User + system CPU seconds of every running PostgreSQL process (its backends, WAL writer, ...)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if open("/proc/%s/comm" % entry).read().strip() != "postgres":
+                continue
+            total += cpu_seconds(int(entry))
+        except OSError:
+            continue  # gone meanwhile
+    return total
+
+
+def purchase_outcomes(port):
+    """{outcome: count} of the server's purchases counter."""
+    connection = connect(port)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    connection.close()
+    return {match.group(1): int(float(match.group(2)))
+            for match in re.finditer(r'^countersign_purchases_total\{[^}]*outcome="([^"]+)"[^}]*\} (\S+)$', text, re.M)}
 
 
 def signing_totals(port):
@@ -83,16 +109,22 @@ def run_wrk(pid, url, duration, connections, headers=(), script=None):
     if script:
         command += ["-s", script]
     command.append(url)
-    before = cpu_seconds(pid)
+    before, database_before = cpu_seconds(pid), postgres_cpu_seconds()
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    used = cpu_seconds(pid) - before
+    used, database_used = cpu_seconds(pid) - before, postgres_cpu_seconds() - database_before
     result = parse_wrk(output)
     result["cpu_us"] = used / max(result["requests"], 1) * 1e6
+    result["database_cpu_us"] = database_used / max(result["requests"], 1) * 1e6
     return result
 
 
+def pid_is_server(name):
+    """Whether a row measures Countersign (the floor never touches the database)."""
+    return not name.startswith("floor")
+
+
 def median_run(runs):
-    keys = ("rate", "p50", "p99", "cpu_us", "non2xx", "requests")
+    keys = ("rate", "p50", "p99", "cpu_us", "database_cpu_us", "non2xx", "requests")
     return {key: sorted(run[key] for run in runs)[len(runs) // 2] for key in keys} | {"socket_errors": ""}
 
 
@@ -175,25 +207,32 @@ def main():
                 runs[name].append(run_wrk(pid, url, arguments.duration, arguments.connections, headers))
         signing_after = signing_totals(port)
         signing_us = (signing_after[0] - signing_before[0]) / max(signing_after[1] - signing_before[1], 1) * 1e6
+        outcomes_before = purchase_outcomes(port)
         intake = run_wrk(process.pid, base + "/v1/receipts", arguments.duration, arguments.connections, script=lua)
+        outcomes = {outcome: count - outcomes_before.get(outcome, 0) for outcome, count in purchase_outcomes(port).items()}
+        outcomes = {outcome: count for outcome, count in outcomes.items() if count}
 
         results = [(name, size, median_run(runs[name])) for name, size, *_ in targets]
         results.append(("POST /v1/receipts (distinct transactions)", None, intake))
         floor_cpu = results[0][2]["cpu_us"]
         backend = "PostgreSQL" if arguments.database else "SQLite"
         out = []
-        out.append("| %s, %d connections | body bytes | requests/s | p50 ms | p99 ms | server CPU µs/request | ratio to floor | non-2xx |"
-                   % (backend, arguments.connections))
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        postgres = bool(arguments.database)
+        out.append("| %s, %d connections | body bytes | requests/s | p50 ms | p99 ms | server CPU µs/request | ratio to floor |%s non-2xx |"
+                   % (backend, arguments.connections, " PostgreSQL CPU µs/request |" if postgres else ""))
+        out.append("|---|---:|---:|---:|---:|---:|---:|%s---:|" % ("---:|" if postgres else ""))
         for name, size, result in results:
-            out.append("| %s | %s | %.0f | %.2f | %.2f | %.0f | %.2f× | %d |" % (
+            database = (" %.0f |" % result["database_cpu_us"] if pid_is_server(name) else " – |") if postgres else ""
+            out.append("| %s | %s | %.0f | %.2f | %.2f | %.0f | %.2f× |%s %d |" % (
                 name, size if size is not None else "–", result["rate"], result["p50"], result["p99"], result["cpu_us"],
-                result["cpu_us"] / floor_cpu, result["non2xx"]))
+                result["cpu_us"] / floor_cpu, database, result["non2xx"]))
             if result["socket_errors"]:
                 print("  socket errors:", name, result["socket_errors"], file=sys.stderr)
         out.append("")
         out.append("Medians of %d rounds of %d s (intake: one run); signing inside the server (its /metrics histogram, "
                    "thread CPU time): %.1f µs per signed answer." % (arguments.repeat, arguments.duration, signing_us))
+        out.append("Intake outcomes (the server's purchases counter): %s." % (
+            ", ".join("%s %d" % item for item in sorted(outcomes.items())) or "none"))
         if intake["requests"] > arguments.mint:
             out.append("Note: the intake run posted %d requests but only %d distinct transactions were minted; the rest were "
                        "repeats (raise --mint)." % (intake["requests"], arguments.mint))
@@ -214,8 +253,9 @@ INTAKE_LUA = r"""
 local bodies = {}
 for line in io.lines("BODIES") do bodies[#bodies + 1] = line end
 local counter = 0
-local thread_index = 0
-local threads = 0
+-- A global, not a local: thread:set writes the thread's global (a local of the same name would
+-- hide it, and every thread would post the same bodies).
+threads = 0
 setup = function(thread)
   thread:set("thread_index", threads)
   threads = threads + 1

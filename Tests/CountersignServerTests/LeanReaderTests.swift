@@ -104,4 +104,39 @@ struct LeanReaderTests {
             try await database.close()
         }
     }
+
+    /// The plan PostgreSQL keeps for the lean statement once it stops planning each run (a
+    /// generic plan), made on an empty database as on a new deployment's first requests.
+    static func genericPlan(_ database: Database) async throws -> [String] {
+        try await database.withPostgresConnection { connection in
+            // The simple query protocol: PREPARE's own $1 and $2 are not this query's parameters.
+            _ = try await connection.simpleQuery("SET plan_cache_mode = force_generic_plan").get()
+            _ = try await connection.simpleQuery("PREPARE lean_plan (text, text) AS " + CustomerDatabase.LeanPostgresStatement.sql).get()
+            let rows = try await connection.simpleQuery("EXPLAIN EXECUTE lean_plan('demo', 'someone')").get()
+            _ = try await connection.simpleQuery("DEALLOCATE lean_plan").get()
+            _ = try await connection.simpleQuery("RESET plan_cache_mode").get()
+            return try rows.map { try $0.decode(String.self) }
+        } ?? []
+    }
+
+    @Test("PostgreSQL: the lean read's generic plan, made on an empty database, reads purchases and renewal states by chain",
+          arguments: TestDatabaseKind.available.filter { $0 == .postgres })
+    func genericPlanReadsByChain(_ kind: TestDatabaseKind) async throws {
+        try await FreshDatabase.with(kind) { location, _ in
+            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let plan = try await Self.genericPlan(database)
+            let text = plan.joined(separator: "\n")
+            for table in ["purchases", "subscription_states"] {
+                // Each scan of the table, and the index condition under it.
+                let scans = plan.indices.filter { plan[$0].contains(" on \(table) ") || plan[$0].hasSuffix(" on \(table)") }
+                #expect(!scans.isEmpty, "no scan of \(table) in:\n\(text)")
+                for index in scans {
+                    #expect(!plan[index].contains("Seq Scan"), "\(table) read whole:\n\(text)")
+                    let condition = plan[(index + 1)...].first { $0.contains("Index Cond") } ?? ""
+                    #expect(condition.contains("original_transaction_id"), "\(table) read by app only:\n\(text)")
+                }
+            }
+            try await database.close()
+        }
+    }
 }

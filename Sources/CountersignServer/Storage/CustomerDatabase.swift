@@ -200,30 +200,54 @@ public struct CustomerDatabase: Sendable {
     ///
     /// `app` and `user` are SQL text: on SQLite the app id as a quoted literal (app ids come
     /// from the operator's configuration, and are quoted all the same; one statement per app)
-    /// and `?1` for the user; on PostgreSQL `$1` and `$2` (a named prepared statement). The
-    /// user's chains are found with `IN (SELECT …)` rather than a join: SQLite marks a join's
-    /// statement for re-preparing on each new bind of a parameter its planner compared with
-    /// other terms, which would prepare it anew on every request (a test holds the count of
-    /// re-preparations at zero).
-    static func leanStatement(app: String, user: String) -> String {
-        let chains = "(SELECT original_transaction_id FROM purchase_owners WHERE app_id = \(app) AND app_user_id = \(user))"
+    /// and `?1` for the user; on PostgreSQL `$1` and `$2` (a named prepared statement).
+    ///
+    /// The user's chains are joined in each database's own way, both chosen so that the plan
+    /// cannot read all of an app's purchases:
+    /// - SQLite: `IN (SELECT …)` rather than a join. SQLite marks a join's statement for
+    ///   re-preparing on each new bind of a parameter its planner compared with other terms,
+    ///   which would prepare it anew on every request (a test holds the count at zero).
+    /// - PostgreSQL: from the user's owner rows, a `LATERAL` subquery per chain (`OFFSET 0`
+    ///   keeps it a subquery). A prepared statement gets a generic plan after five runs and keeps
+    ///   it; made while the tables were nearly empty (a new deployment), the `IN` form's plan read
+    ///   every purchase of the app by `app_id` and filtered, a cost that grew with the table
+    ///   until the next `ANALYZE` (0.6 ms a read after a few thousand purchases). A test holds
+    ///   the generic plan on an empty database to reading purchases and states by chain.
+    static func leanStatement(app: String, user: String, dialect: Database.Dialect) -> String {
+        /// `kind` and `columns` (names or NULL) of `table`'s rows in the user's chains.
+        func chainRows(_ kind: Int, _ table: String, _ columns: [String]) -> String {
+            switch dialect {
+            case .sqlite:
+                return "SELECT \(kind), \(columns.joined(separator: ", ")) FROM \(table) WHERE app_id = \(app) AND original_transaction_id IN "
+                    + "(SELECT original_transaction_id FROM purchase_owners WHERE app_id = \(app) AND app_user_id = \(user))"
+            case .postgres:
+                let read = columns.filter { $0 != "NULL" }
+                return "SELECT \(kind), \(columns.map { $0 == "NULL" ? $0 : "c." + $0 }.joined(separator: ", ")) FROM purchase_owners o "
+                    + "CROSS JOIN LATERAL (SELECT \(read.joined(separator: ", ")) FROM \(table) WHERE app_id = \(app) "
+                    + "AND original_transaction_id = o.original_transaction_id OFFSET 0) c WHERE o.app_id = \(app) AND o.app_user_id = \(user)"
+            }
+        }
+        let purchases = chainRows(1, "purchases", [
+            "transaction_id", "original_transaction_id", "product_id", "product_type", "environment", "period_type", "ownership_type",
+            "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms", "is_upgraded",
+        ])
+        let states = chainRows(2, "subscription_states", [
+            "original_transaction_id", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL",
+            "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "NULL", "NULL",
+        ])
         return """
             SELECT 0 AS kind, CAST(NULL AS TEXT) AS t1, CAST(NULL AS TEXT) AS t2, CAST(NULL AS TEXT) AS t3, CAST(NULL AS TEXT) AS t4, \
             CAST(NULL AS TEXT) AS t5, CAST(NULL AS TEXT) AS t6, CAST(NULL AS TEXT) AS t7, first_seen_ms AS i1, last_seen_ms AS i2, \
             CAST(NULL AS BIGINT) AS i3, CAST(NULL AS BIGINT) AS i4, CAST(NULL AS BIGINT) AS i5 \
             FROM customers WHERE app_id = \(app) AND app_user_id = \(user) \
-            UNION ALL SELECT 1, transaction_id, original_transaction_id, product_id, product_type, environment, period_type, ownership_type, \
-            purchase_date_ms, expires_date_ms, revocation_date_ms, recorded_at_ms, is_upgraded \
-            FROM purchases WHERE app_id = \(app) AND original_transaction_id IN \(chains) \
-            UNION ALL SELECT 2, original_transaction_id, NULL, NULL, NULL, NULL, NULL, NULL, \
-            auto_renew_status, in_billing_retry, grace_period_expires_ms, NULL, NULL \
-            FROM subscription_states WHERE app_id = \(app) AND original_transaction_id IN \(chains) \
+            UNION ALL \(purchases) \
+            UNION ALL \(states) \
             UNION ALL SELECT 3, grant_id, entitlement, NULL, NULL, NULL, NULL, NULL, starts_ms, expires_ms, revoked_ms, NULL, NULL \
             FROM promotional_grants WHERE app_id = \(app) AND app_user_id = \(user)
             """
     }
 
-    /// A row of ``leanStatement(app:user:)`` read as the row of the query its kind stands
+    /// A row of ``leanStatement(app:user:dialect:)`` read as the row of the query its kind stands
     /// for: position `p` of that row is at `map[p]`.
     struct UnionRow<Row: StoredRow>: StoredRow {
         let row: Row
@@ -312,7 +336,7 @@ public struct CustomerDatabase: Sendable {
     func leanSQLiteStatement(for app: AppConfiguration) -> String {
         leanStatements.withLockedValue { cache in
             if let known = cache[app.id] { return known }
-            let made = Self.leanStatement(app: "'" + app.id.replacingOccurrences(of: "'", with: "''") + "'", user: "?1")
+            let made = Self.leanStatement(app: "'" + app.id.replacingOccurrences(of: "'", with: "''") + "'", user: "?1", dialect: .sqlite)
             cache[app.id] = made
             return made
         }
@@ -321,7 +345,7 @@ public struct CustomerDatabase: Sendable {
     /// The lean statement on PostgreSQL: prepared once per connection by PostgresNIO, then only
     /// bound and executed.
     struct LeanPostgresStatement: PostgresPreparedStatement {
-        static let sql = CustomerDatabase.leanStatement(app: "$1", user: "$2")
+        static let sql = CustomerDatabase.leanStatement(app: "$1", user: "$2", dialect: .postgres)
         typealias Row = PostgresRow
 
         let app: String
