@@ -105,36 +105,52 @@ struct LeanReaderTests {
         }
     }
 
-    /// The plan PostgreSQL keeps for the lean statement once it stops planning each run (a
-    /// generic plan), made on an empty database as on a new deployment's first requests.
-    static func genericPlan(_ database: Database) async throws -> [String] {
+    /// The plan PostgreSQL keeps for `sql` once it stops planning each run (a generic plan),
+    /// made on an empty database as on a new deployment's first requests.
+    static func genericPlan(_ database: Database, _ sql: String, types: String, arguments: String) async throws -> [String] {
         try await database.withPostgresConnection { connection in
-            // The simple query protocol: PREPARE's own $1 and $2 are not this query's parameters.
+            // The simple query protocol: PREPARE's own $1, $2, … are not this query's parameters.
             _ = try await connection.simpleQuery("SET plan_cache_mode = force_generic_plan").get()
-            _ = try await connection.simpleQuery("PREPARE lean_plan (text, text) AS " + CustomerDatabase.LeanPostgresStatement.sql).get()
-            let rows = try await connection.simpleQuery("EXPLAIN EXECUTE lean_plan('demo', 'someone')").get()
-            _ = try await connection.simpleQuery("DEALLOCATE lean_plan").get()
+            _ = try await connection.simpleQuery("PREPARE plan_check (\(types)) AS " + sql).get()
+            let rows = try await connection.simpleQuery("EXPLAIN EXECUTE plan_check(\(arguments))").get()
+            _ = try await connection.simpleQuery("DEALLOCATE plan_check").get()
             _ = try await connection.simpleQuery("RESET plan_cache_mode").get()
             return try rows.map { try $0.decode(String.self) }
         } ?? []
     }
 
-    @Test("PostgreSQL: the lean read's generic plan, made on an empty database, reads purchases and renewal states by chain",
+    /// Checks that every scan of a table in `plan` is an index scan whose condition names the
+    /// table's key column (`keys[table]`), not `app_id` alone.
+    static func expectKeyedScans(_ plan: [String], _ keys: [String: String]) {
+        let text = plan.joined(separator: "\n")
+        for (table, key) in keys {
+            let scans = plan.indices.filter { plan[$0].contains(" on \(table) ") || plan[$0].hasSuffix(" on \(table)") }
+            #expect(!scans.isEmpty, "no scan of \(table) in:\n\(text)")
+            for index in scans {
+                #expect(!plan[index].contains("Seq Scan"), "\(table) read whole:\n\(text)")
+                let condition = plan[(index + 1)...].first { $0.contains("Index Cond") } ?? ""
+                #expect(condition.contains(key), "\(table) not read by \(key):\n\(text)")
+            }
+        }
+    }
+
+    @Test("PostgreSQL: the generic plans of the lean read and of a purchase's facts, made on an empty database, read by key",
           arguments: TestDatabaseKind.available.filter { $0 == .postgres })
-    func genericPlanReadsByChain(_ kind: TestDatabaseKind) async throws {
+    func genericPlansReadByKey(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, _ in
             let database = try await Database.open(location, logger: FreshDatabase.logger)
-            let plan = try await Self.genericPlan(database)
-            let text = plan.joined(separator: "\n")
-            for table in ["purchases", "subscription_states"] {
-                // Each scan of the table, and the index condition under it.
-                let scans = plan.indices.filter { plan[$0].contains(" on \(table) ") || plan[$0].hasSuffix(" on \(table)") }
-                #expect(!scans.isEmpty, "no scan of \(table) in:\n\(text)")
-                for index in scans {
-                    #expect(!plan[index].contains("Seq Scan"), "\(table) read whole:\n\(text)")
-                    let condition = plan[(index + 1)...].first { $0.contains("Index Cond") } ?? ""
-                    #expect(condition.contains("original_transaction_id"), "\(table) read by app only:\n\(text)")
-                }
+            let lean = try await Self.genericPlan(database, CustomerDatabase.LeanPostgresStatement.sql, types: "text, text", arguments: "'demo', 'someone'")
+            Self.expectKeyedScans(lean, [
+                "customers": "app_user_id", "purchase_owners": "app_user_id", "purchases": "original_transaction_id",
+                "subscription_states": "original_transaction_id", "promotional_grants": "app_user_id",
+            ])
+            let facts = try await Self.genericPlan(database, CustomerDatabase.purchaseFactsSQL, types: "text, text, text, text, text",
+                                                   arguments: "'demo', 'someone', 'token', '2000', '1000'")
+            Self.expectKeyedScans(facts, ["purchases": "transaction_id", "purchase_owners": "original_transaction_id"])
+            // The customer by id and by token: each scan names the one or the other.
+            for line in facts.indices where facts[line].contains(" on customers") {
+                let condition = facts[(line + 1)...].first { $0.contains("Index Cond") } ?? ""
+                #expect(condition.contains("app_user_id") || condition.contains("app_account_token"), "customers read by app only:\n\(facts.joined(separator: "\n"))")
             }
             try await database.close()
         }

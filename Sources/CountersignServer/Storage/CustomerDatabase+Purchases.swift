@@ -1,5 +1,6 @@
 import CountersignCore
 import Foundation
+import PostgresKit
 import SQLKit
 
 /// Recording a posted purchase in three steps: read what the database holds about it (one
@@ -30,10 +31,10 @@ extension CustomerDatabase {
     public func record(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws -> PurchaseStatus {
         if database.dialect == .postgres {
             do {
-                let status = try await database.withConnection { sql in
-                    try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: false)
+                let status = try await database.withPostgresConnection { connection in
+                    try await Self.record(connection.sql(), postgres: connection, transaction, app: app, poster: poster, now: now, movesChains: false)
                 }
-                if let status { return status }
+                if let status, let status { return status }
             } catch where Database.isUniqueViolation(error) {
                 // Another server recorded this purchase or its chain meanwhile: decide again below.
             }
@@ -44,11 +45,12 @@ extension CustomerDatabase {
         }
     }
 
-    /// Reads, decides and writes on `sql`; nil, with nothing written, when the purchase would
-    /// move a chain and `movesChains` is false.
-    static func record(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, poster: String,
-                               now: Date, movesChains: Bool) async throws -> PurchaseStatus? {
-        let facts = try await purchaseFacts(sql, transaction, app: app.id, poster: poster)
+    /// Reads, decides and writes on `sql` (reading with the prepared statement when `postgres`
+    /// is its connection); nil, with nothing written, when the purchase would move a chain and
+    /// `movesChains` is false.
+    static func record(_ sql: any SQLDatabase, postgres: PostgresConnection? = nil, _ transaction: VerifiedTransaction, app: AppConfiguration,
+                       poster: String, now: Date, movesChains: Bool) async throws -> PurchaseStatus? {
+        let facts = try await purchaseFacts(sql, postgres: postgres, transaction, app: app.id, poster: poster)
         let chain = transaction.originalTransactionId
         let plan = try await Self.plan(facts, transaction, app: app, poster: poster, now: now) { other in
             try await !entitlements(sql, app: app, user: other, now: now, onlyChain: chain).activeEntitlementIds.isEmpty
@@ -105,35 +107,76 @@ extension CustomerDatabase {
         var owner: OwnerWrite
     }
 
-    /// The facts of a purchase in one statement (one row of scalar subqueries, each on an index).
-    static func purchaseFacts(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: String, poster: String) async throws -> PurchaseFacts {
+    /// The facts of a purchase in one statement: one row of scalar subqueries, each on a key.
+    /// Parameters: $1 app, $2 poster, $3 app account token (lowercased; NULL: none), $4
+    /// transaction id, $5 original transaction id. (`LIMIT 1` without `ORDER BY` on the token: a
+    /// token is made from its user id, so two customers never share one; an `ORDER BY` would
+    /// invite a plan that walks the app's customers in key order.)
+    static let purchaseFactsSQL = """
+        SELECT (SELECT first_seen_ms FROM customers WHERE app_id = $1 AND app_user_id = $2) AS first_seen_ms, \
+        (SELECT last_seen_ms FROM customers WHERE app_id = $1 AND app_user_id = $2) AS last_seen_ms, \
+        (SELECT app_user_id FROM customers WHERE app_id = $1 AND app_account_token = $3 LIMIT 1) AS token_user, \
+        (SELECT signed_date_ms FROM purchases WHERE transaction_id = $4) AS stored_signed_ms, \
+        (SELECT COUNT(*) FROM purchase_owners WHERE app_id = $1 AND original_transaction_id = $5) AS owner_rows, \
+        (SELECT app_user_id FROM purchase_owners WHERE app_id = $1 AND original_transaction_id = $5) AS owner
+        """
+
+    /// ``purchaseFactsSQL`` prepared once per PostgreSQL connection.
+    struct PurchaseFactsStatement: PostgresPreparedStatement {
+        static let sql = CustomerDatabase.purchaseFactsSQL
+        typealias Row = PostgresRow
+
+        let app: String
+        let poster: String
+        let token: String?
+        let transactionId: String
+        let chain: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 5)
+            bindings.append(app)
+            bindings.append(poster)
+            bindings.append(token)
+            bindings.append(transactionId)
+            bindings.append(chain)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+    }
+
+    /// The facts of a purchase: on a PostgreSQL connection given as `postgres`, the prepared
+    /// statement; otherwise through sql-kit.
+    static func purchaseFacts(_ sql: any SQLDatabase, postgres: PostgresConnection?, _ transaction: VerifiedTransaction,
+                              app: String, poster: String) async throws -> PurchaseFacts {
         let token = transaction.payload.appAccountToken?.lowercased()
         let chain = transaction.originalTransactionId
-        guard let row = try await sql.raw("""
-            SELECT (SELECT first_seen_ms FROM customers WHERE app_id = \(bind: app) AND app_user_id = \(bind: poster)) AS first_seen_ms, \
-            (SELECT last_seen_ms FROM customers WHERE app_id = \(bind: app) AND app_user_id = \(bind: poster)) AS last_seen_ms, \
-            (SELECT app_user_id FROM customers WHERE app_id = \(bind: app) AND app_account_token = \(bind: token) \
-            ORDER BY app_user_id LIMIT 1) AS token_user, \
-            (SELECT signed_date_ms FROM purchases WHERE transaction_id = \(bind: transaction.transactionId)) AS stored_signed_ms, \
-            (SELECT COUNT(*) FROM purchase_owners WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: chain)) AS owner_rows, \
-            (SELECT app_user_id FROM purchase_owners WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: chain)) AS owner
-            """).first() else {
-            throw StoredRowError(description: "the purchase facts statement returned no row")
+        let row: any StoredRow
+        if let postgres {
+            let statement = PurchaseFactsStatement(app: app, poster: poster, token: token, transactionId: transaction.transactionId, chain: chain)
+            var rows: [PostgresRow] = []
+            for try await found in try await postgres.execute(statement, logger: postgres.logger) { rows.append(found) }
+            guard let found = rows.first else { throw StoredRowError(description: "the purchase facts statement returned no row") }
+            row = PostgresStoredRow(row: found.makeRandomAccess())
+        } else {
+            let query = SQLQueryString(numbered: purchaseFactsSQL, [app, poster, token, transaction.transactionId, chain])
+            guard let found = try await sql.raw(query).first() else { throw StoredRowError(description: "the purchase facts statement returned no row") }
+            row = NamedRow(row: found)
         }
-        let first = try row.decode(column: "first_seen_ms", as: Int64?.self)
-        let last = try row.decode(column: "last_seen_ms", as: Int64?.self)
+        let first = try row.integer(0, "first_seen_ms")
+        let last = try row.integer(1, "last_seen_ms")
         let owner: PurchaseFacts.ChainOwner
-        if try row.decode(column: "owner_rows", as: Int64.self) == 0 {
+        if try row.integer(4, "owner_rows") == 0 {
             owner = .none
-        } else if let user = try row.decode(column: "owner", as: String?.self) {
+        } else if let user = try row.text(5, "owner") {
             owner = .user(user)
         } else {
             owner = .deleted
         }
         return PurchaseFacts(
             posterSeen: first.flatMap { first in last.map { (first, $0) } },
-            tokenUser: try row.decode(column: "token_user", as: String?.self),
-            storedSignedDate: try row.decode(column: "stored_signed_ms", as: Int64?.self),
+            tokenUser: try row.text(2, "token_user"),
+            storedSignedDate: try row.integer(3, "stored_signed_ms"),
             chainOwner: owner
         )
     }
@@ -221,5 +264,32 @@ extension CustomerDatabase {
         }
         let clauses = statements.enumerated().map { index, statement in "w\(unsafeRaw: String(index)) AS (\(statement))" as SQLQueryString }
         try await sql.raw("WITH \(clauses.joined(separator: ", ")) SELECT 1").run()
+    }
+}
+
+extension SQLQueryString {
+    /// `text` written with PostgreSQL's numbered parameters (`$1`, `$2`, … each as often as
+    /// needed), as sql-kit query text: every `$n` becomes a bind of `values[n - 1]`, so one text
+    /// serves a PostgreSQL prepared statement and sql-kit on either database. The text must hold
+    /// no other `$` followed by a digit (no string literals).
+    init(numbered text: String, _ values: [any Encodable & Sendable]) {
+        self.init("")
+        var literal = Substring()
+        var rest = Substring(text)
+        while let dollar = rest.firstIndex(of: "$") {
+            literal += rest[..<dollar]
+            let digits = rest[rest.index(after: dollar)...].prefix { $0.isASCII && $0.isNumber }
+            guard let number = Int(digits) else {
+                literal += "$"
+                rest = rest[rest.index(after: dollar)...]
+                continue
+            }
+            precondition((1...values.count).contains(number), "$\(number) has no value")
+            appendLiteral(String(literal))
+            literal = ""
+            appendInterpolation(bind: values[number - 1])
+            rest = rest[digits.endIndex...]
+        }
+        appendLiteral(String(literal + rest))
     }
 }
