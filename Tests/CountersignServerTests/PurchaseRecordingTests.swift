@@ -121,6 +121,17 @@ struct PurchaseRecordingTests {
         await #expect(throws: APIError.self) { try await Self.plan(facts, Self.transaction(), behavior: .keepWithOriginal) }
     }
 
+    @Test("statements run together: parameters numbered on, each but the last a WITH clause, a $ without digits left alone")
+    func together() {
+        let first = NumberedStatement("INSERT INTO a VALUES ($1, $2, $1, '$x')", [.text("one"), .integer(2)])
+        let second = NumberedStatement("UPDATE b SET c = $2 WHERE d = $1", [.text("three"), .integer(nil)])
+        let both = NumberedStatement.together([first, second])
+        #expect(both.text == "WITH w0 AS (INSERT INTO a VALUES ($1, $2, $1, '$x')) UPDATE b SET c = $4 WHERE d = $3")
+        #expect(both.values.map { "\($0)" } == (first.values + second.values).map { "\($0)" })
+        #expect(NumberedStatement.together([second]).text == second.text)
+        #expect(NumberedStatement.pieces("a $12b$").map { "\($0.literal)|\($0.parameter.map(String.init) ?? "-")" } == ["a |12", "b$|-"])
+    }
+
     // MARK: Against the databases
 
     static func purchase(_ server: CountersignServer) throws -> VerifiedTransaction {
@@ -208,7 +219,7 @@ struct PurchaseRecordingTests {
             let app = server.deployment.apps[0]
             let transaction = try Self.purchase(server)
             try await server.store.database.withConnection { sql in
-                try await sql.raw(CustomerDatabase.insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: "holder", now: Date())).run()
+                try await sql.raw(CustomerDatabase.insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: "holder", now: Date()).query).run()
             }
             // What the rules would write had the owner row not been there (it arrived meanwhile).
             let plan = Plan(status: .new, customer: .insert, purchase: .insert, owner: .insert("poster"))
@@ -219,8 +230,9 @@ struct PurchaseRecordingTests {
                         try await CustomerDatabase.write(plan, on: sql, transaction, app: app, poster: "poster", now: Date())
                     }
                 } else {
-                    try await server.store.database.withConnection { sql in
-                        try await CustomerDatabase.write(plan, on: sql, transaction, app: app, poster: "poster", now: Date())
+                    // The prepared statement of a new purchase (the path `record` takes).
+                    _ = try await server.store.database.withPostgresConnection { connection in
+                        try await CustomerDatabase.write(plan, on: connection.sql(), postgres: connection, transaction, app: app, poster: "poster", now: Date())
                     }
                 }
             }

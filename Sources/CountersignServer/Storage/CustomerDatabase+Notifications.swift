@@ -50,7 +50,7 @@ extension CustomerDatabase {
             .where("app_id", .equal, app.id).where("original_transaction_id", .equal, transaction.originalTransactionId).first()
         if owner == nil, let token = transaction.payload.appAccountToken?.lowercased(),
            let user = try await customer(sql, app: app.id, token: token) {
-            try await sql.raw(insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: user, now: now)).run()
+            try await sql.raw(insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: user, now: now).query).run()
         }
     }
 
@@ -62,11 +62,11 @@ extension CustomerDatabase {
         let stored = try await sql.raw("SELECT signed_date_ms FROM purchases WHERE transaction_id = \(bind: transaction.transactionId)")
             .first().map { try $0.decode(column: "signed_date_ms", as: Int64.self) }
         guard let stored else {
-            try await sql.raw(insertPurchaseStatement(transaction, app: app, now: now)).run()
+            try await sql.raw(insertPurchaseStatement(transaction, app: app, now: now).query).run()
             return true
         }
         if milliseconds(transaction.payload.signedDate ?? now) > stored {
-            try await sql.raw(refreshPurchaseStatement(transaction, now: now)).run()
+            try await sql.raw(refreshPurchaseStatement(transaction, now: now).query).run()
         }
         return false
     }

@@ -56,7 +56,7 @@ extension CustomerDatabase {
             try await !entitlements(sql, app: app, user: other, now: now, onlyChain: chain).activeEntitlementIds.isEmpty
         }
         if case .update = plan.owner, !movesChains { return nil }
-        try await write(plan, on: sql, transaction, app: app, poster: poster, now: now)
+        try await write(plan, on: sql, postgres: postgres, transaction, app: app, poster: poster, now: now)
         return plan.status
     }
 
@@ -159,8 +159,8 @@ extension CustomerDatabase {
             guard let found = rows.first else { throw StoredRowError(description: "the purchase facts statement returned no row") }
             row = PostgresStoredRow(row: found.makeRandomAccess())
         } else {
-            let query = SQLQueryString(numbered: purchaseFactsSQL, [app, poster, token, transaction.transactionId, chain])
-            guard let found = try await sql.raw(query).first() else { throw StoredRowError(description: "the purchase facts statement returned no row") }
+            let statement = NumberedStatement(purchaseFactsSQL, [.text(app), .text(poster), .text(token), .text(transaction.transactionId), .text(chain)])
+            guard let found = try await sql.raw(statement.query).first() else { throw StoredRowError(description: "the purchase facts statement returned no row") }
             row = NamedRow(row: found)
         }
         let first = try row.integer(0, "first_seen_ms")
@@ -238,11 +238,41 @@ extension CustomerDatabase {
         return plan(.transferred, .update(poster))
     }
 
+    /// The writes of a new purchase (the customer added unless known, the purchase, its chain's
+    /// owner) as one statement prepared once per PostgreSQL connection: the commonest write.
+    struct NewPurchaseStatement: PostgresPreparedStatement {
+        static let sql = NumberedStatement.together([
+            NumberedStatement(CustomerDatabase.insertCustomerSQL, []), NumberedStatement(CustomerDatabase.insertPurchaseSQL, []),
+            NumberedStatement(CustomerDatabase.insertOwnerSQL, []),
+        ]).text
+        typealias Row = ()
+
+        let values: [StatementValue]
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: values.count)
+            for value in values { value.append(to: &bindings) }
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws {}
+    }
+
     /// Writes what `plan` says: on SQLite statement by statement (inside the caller's
-    /// transaction), on PostgreSQL as one statement (each write a data-modifying `WITH` clause).
-    static func write(_ plan: PurchasePlan, on sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration,
-                              poster: String, now: Date) async throws {
-        var statements: [SQLQueryString] = []
+    /// transaction), on PostgreSQL as one statement (each write a data-modifying `WITH` clause;
+    /// a new purchase's the prepared ``NewPurchaseStatement`` when `postgres` is the connection).
+    static func write(_ plan: PurchasePlan, on sql: any SQLDatabase, postgres: PostgresConnection? = nil, _ transaction: VerifiedTransaction,
+                      app: AppConfiguration, poster: String, now: Date) async throws {
+        let chain = transaction.originalTransactionId
+        if let postgres, plan.customer != .touch, plan.purchase == .insert, case .insert(let owner) = plan.owner {
+            // A known customer's insert does nothing (ON CONFLICT DO NOTHING), as the plan says.
+            let values = insertCustomerStatement(app: app.id, user: poster, now: now).values
+                + insertPurchaseStatement(transaction, app: app, now: now).values
+                + insertOwnerStatement(app: app.id, chain: chain, user: owner, now: now).values
+            _ = try await postgres.execute(NewPurchaseStatement(values: values), logger: postgres.logger)
+            return
+        }
+        var statements: [NumberedStatement] = []
         switch plan.customer {
         case .none: break
         case .insert: statements.append(insertCustomerStatement(app: app.id, user: poster, now: now))
@@ -255,41 +285,103 @@ extension CustomerDatabase {
         }
         switch plan.owner {
         case .none: break
-        case .insert(let user): statements.append(insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: user, now: now))
-        case .update(let user): statements.append(updateOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: user, now: now))
+        case .insert(let user): statements.append(insertOwnerStatement(app: app.id, chain: chain, user: user, now: now))
+        case .update(let user): statements.append(updateOwnerStatement(app: app.id, chain: chain, user: user, now: now))
         }
-        guard statements.count > 1, sql.dialect.name == "postgresql" else {
-            for statement in statements { try await sql.raw(statement).run() }
-            return
+        if statements.count > 1, sql.dialect.name == "postgresql" {
+            try await sql.raw(NumberedStatement.together(statements).query).run()
+        } else {
+            for statement in statements { try await sql.raw(statement.query).run() }
         }
-        let clauses = statements.enumerated().map { index, statement in "w\(unsafeRaw: String(index)) AS (\(statement))" as SQLQueryString }
-        try await sql.raw("WITH \(clauses.joined(separator: ", ")) SELECT 1").run()
     }
 }
 
-extension SQLQueryString {
-    /// `text` written with PostgreSQL's numbered parameters (`$1`, `$2`, … each as often as
-    /// needed), as sql-kit query text: every `$n` becomes a bind of `values[n - 1]`, so one text
-    /// serves a PostgreSQL prepared statement and sql-kit on either database. The text must hold
-    /// no other `$` followed by a digit (no string literals).
-    init(numbered text: String, _ values: [any Encodable & Sendable]) {
-        self.init("")
-        var literal = Substring()
-        var rest = Substring(text)
-        while let dollar = rest.firstIndex(of: "$") {
-            literal += rest[..<dollar]
-            let digits = rest[rest.index(after: dollar)...].prefix { $0.isASCII && $0.isNumber }
-            guard let number = Int(digits) else {
-                literal += "$"
-                rest = rest[rest.index(after: dollar)...]
-                continue
-            }
-            precondition((1...values.count).contains(number), "$\(number) has no value")
-            appendLiteral(String(literal))
-            literal = ""
-            appendInterpolation(bind: values[number - 1])
-            rest = rest[digits.endIndex...]
+/// A value of a ``NumberedStatement``: text or an integer, either of them possibly NULL.
+enum StatementValue: Sendable {
+    case text(String?)
+    case integer(Int64?)
+
+    var bind: any Encodable & Sendable {
+        switch self {
+        case .text(let value): value
+        case .integer(let value): value
         }
-        appendLiteral(String(literal + rest))
+    }
+
+    func append(to bindings: inout PostgresBindings) {
+        switch self {
+        case .text(let value): bindings.append(value)
+        case .integer(let value): bindings.append(value)
+        }
+    }
+}
+
+/// SQL text written with PostgreSQL's numbered parameters (`$1`, `$2`, … each as often as
+/// needed) and their values: one text for sql-kit on either database (``query``) and for
+/// PostgreSQL's prepared statements. The text holds no other `$` followed by a digit.
+struct NumberedStatement: Sendable {
+    let text: String
+    let values: [StatementValue]
+
+    init(_ text: String, _ values: [StatementValue]) {
+        self.text = text
+        self.values = values
+    }
+
+    /// The text cut at its parameters: each piece of literal text and the parameter after it.
+    static func pieces(_ text: String) -> [(literal: Substring, parameter: Int?)] {
+        var pieces: [(Substring, Int?)] = []
+        var start = text.startIndex
+        var cursor = text.startIndex
+        while let dollar = text[cursor...].firstIndex(of: "$") {
+            let digits = text[text.index(after: dollar)...].prefix { $0.isASCII && $0.isNumber }
+            cursor = digits.endIndex
+            guard let number = Int(digits) else { continue }
+            pieces.append((text[start..<dollar], number))
+            start = digits.endIndex
+        }
+        pieces.append((text[start...], nil))
+        return pieces
+    }
+
+    /// The text as sql-kit query text: every `$n` a bind of `values[n - 1]` (sql-kit writes each
+    /// database's placeholder).
+    var query: SQLQueryString {
+        var query = SQLQueryString("")
+        for piece in Self.pieces(text) {
+            query.appendLiteral(String(piece.literal))
+            if let number = piece.parameter {
+                precondition((1...values.count).contains(number), "$\(number) has no value")
+                query.appendInterpolation(bind: values[number - 1].bind)
+            }
+        }
+        return query
+    }
+
+    /// PostgreSQL: `statements` as one, each but the last a data-modifying `WITH` clause, their
+    /// parameters numbered on (a statement's values are its `$1…$n`, each number used). One
+    /// statement is atomic and one round trip.
+    static func together(_ statements: [NumberedStatement]) -> NumberedStatement {
+        var clauses: [String] = []
+        var values: [StatementValue] = []
+        var offset = 0
+        for statement in statements {
+            var shifted = ""
+            var highest = 0
+            for piece in pieces(statement.text) {
+                shifted += piece.literal
+                if let number = piece.parameter {
+                    shifted += "$\(number + offset)"
+                    highest = max(highest, number)
+                }
+            }
+            clauses.append(shifted)
+            values += statement.values
+            offset += highest
+        }
+        guard let last = clauses.popLast() else { return NumberedStatement("", []) }
+        guard !clauses.isEmpty else { return NumberedStatement(last, values) }
+        let with = clauses.enumerated().map { "w\($0.offset) AS (\($0.element))" }.joined(separator: ", ")
+        return NumberedStatement("WITH \(with) \(last)", values)
     }
 }

@@ -64,10 +64,10 @@ public struct CustomerDatabase: Sendable {
 
     // MARK: Statements
     //
-    // The statements of a purchase's path are SQL text with binds rather than sql-kit builders:
-    // a builder tree is serialized again on every call (identifier quoting and all), which cost
-    // more than running the statement. The text is the same on SQLite and PostgreSQL; only the
-    // placeholders differ, and sql-kit writes those.
+    // The statements of a purchase's path are SQL text with numbered parameters rather than
+    // sql-kit builders: a builder tree is serialized again on every call (identifier quoting and
+    // all), which cost more than running the statement. One text serves both databases through
+    // sql-kit (``NumberedStatement/query``) and PostgreSQL's prepared statements.
 
     @discardableResult
     static func touchCustomer(_ sql: any SQLDatabase, app: String, user: String, now: Date) async throws -> (first: Date, last: Date) {
@@ -79,26 +79,29 @@ public struct CustomerDatabase: Sendable {
             guard milliseconds(now) - lastSeen >= lastSeenResolution else {
                 return (date(try row.decode(column: "first_seen_ms", as: Int64.self)), date(lastSeen))
             }
-            try await sql.raw(touchCustomerStatement(app: app, user: user, now: now)).run()
+            try await sql.raw(touchCustomerStatement(app: app, user: user, now: now).query).run()
             return (date(try row.decode(column: "first_seen_ms", as: Int64.self)), now)
         }
-        try await sql.raw(insertCustomerStatement(app: app, user: user, now: now)).run()
+        try await sql.raw(insertCustomerStatement(app: app, user: user, now: now).query).run()
         return (now, now)
     }
 
-    static func touchCustomerStatement(app: String, user: String, now: Date) -> SQLQueryString {
-        "UPDATE customers SET last_seen_ms = \(bind: milliseconds(now)) WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)"
+    static func touchCustomerStatement(app: String, user: String, now: Date) -> NumberedStatement {
+        NumberedStatement("UPDATE customers SET last_seen_ms = $3 WHERE app_id = $1 AND app_user_id = $2",
+                          [.text(app), .text(user), .integer(milliseconds(now))])
     }
 
     /// A customer seen for the first time (nothing when another request just added them).
-    static func insertCustomerStatement(app: String, user: String, now: Date) -> SQLQueryString {
-        let token = AppAccountToken.forAppUserID(user).uuidString.lowercased()
-        return """
-            INSERT INTO customers (app_id, app_user_id, app_account_token, first_seen_ms, last_seen_ms)
-            VALUES (\(bind: app), \(bind: user), \(bind: token), \(bind: milliseconds(now)), \(bind: milliseconds(now)))
-            ON CONFLICT (app_id, app_user_id) DO NOTHING
-            """
+    static func insertCustomerStatement(app: String, user: String, now: Date) -> NumberedStatement {
+        NumberedStatement(insertCustomerSQL, [
+            .text(app), .text(user), .text(AppAccountToken.forAppUserID(user).uuidString.lowercased()), .integer(milliseconds(now)),
+        ])
     }
+
+    static let insertCustomerSQL = """
+        INSERT INTO customers (app_id, app_user_id, app_account_token, first_seen_ms, last_seen_ms)
+        VALUES ($1, $2, $3, $4, $4) ON CONFLICT (app_id, app_user_id) DO NOTHING
+        """
 
     static func customer(_ sql: any SQLDatabase, app: String, token: String) async throws -> String? {
         try await sql.raw("""
@@ -106,46 +109,49 @@ public struct CustomerDatabase: Sendable {
             """).first().map { try $0.decode(column: "app_user_id", as: String.self) }
     }
 
-    static func insertPurchaseStatement(_ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) -> SQLQueryString {
+    static func insertPurchaseStatement(_ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) -> NumberedStatement {
         let payload = transaction.payload
-        let ownership = payload.inAppOwnershipType == .familyShared ? "FAMILY_SHARED" : "PURCHASED"
-        return """
-            INSERT INTO purchases (transaction_id, app_id, original_transaction_id, product_id, product_type, environment,
-                purchase_date_ms, expires_date_ms, revocation_date_ms, signed_date_ms, app_account_token,
-                signed_transaction, recorded_at_ms, is_upgraded, period_type, ownership_type)
-            VALUES (\(bind: transaction.transactionId), \(bind: app.id), \(bind: transaction.originalTransactionId),
-                \(bind: transaction.productId), \(bind: transaction.kind.rawValue), \(bind: payload.environment?.rawValue ?? ""),
-                \(bind: payload.purchaseDate.map(milliseconds)), \(bind: payload.expiresDate.map(milliseconds)),
-                \(bind: payload.revocationDate.map(milliseconds)), \(bind: milliseconds(payload.signedDate ?? now)),
-                \(bind: payload.appAccountToken), \(bind: transaction.jws), \(bind: milliseconds(now)),
-                \(bind: (payload.isUpgraded ?? false) ? 1 : 0), \(bind: payload.periodType), \(bind: ownership))
-            """
+        return NumberedStatement(insertPurchaseSQL, [
+            .text(transaction.transactionId), .text(app.id), .text(transaction.originalTransactionId), .text(transaction.productId),
+            .text(transaction.kind.rawValue), .text(payload.environment?.rawValue ?? ""), .integer(payload.purchaseDate.map(milliseconds)),
+            .integer(payload.expiresDate.map(milliseconds)), .integer(payload.revocationDate.map(milliseconds)),
+            .integer(milliseconds(payload.signedDate ?? now)), .text(payload.appAccountToken), .text(transaction.jws), .integer(milliseconds(now)),
+            .integer((payload.isUpgraded ?? false) ? 1 : 0), .text(payload.periodType),
+            .text(payload.inAppOwnershipType == .familyShared ? "FAMILY_SHARED" : "PURCHASED"),
+        ])
     }
+
+    static let insertPurchaseSQL = """
+        INSERT INTO purchases (transaction_id, app_id, original_transaction_id, product_id, product_type, environment,
+            purchase_date_ms, expires_date_ms, revocation_date_ms, signed_date_ms, app_account_token,
+            signed_transaction, recorded_at_ms, is_upgraded, period_type, ownership_type)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+        """
 
     /// A copy of a stored transaction signed later than the stored one: its revocation and
     /// upgrade state win (the condition keeps an older copy from undoing a newer one).
-    static func refreshPurchaseStatement(_ transaction: VerifiedTransaction, now: Date) -> SQLQueryString {
+    static func refreshPurchaseStatement(_ transaction: VerifiedTransaction, now: Date) -> NumberedStatement {
         let payload = transaction.payload
-        let signed = milliseconds(payload.signedDate ?? now)
-        return """
-            UPDATE purchases SET revocation_date_ms = \(bind: payload.revocationDate.map(milliseconds)),
-                is_upgraded = \(bind: (payload.isUpgraded ?? false) ? 1 : 0), signed_date_ms = \(bind: signed)
-            WHERE transaction_id = \(bind: transaction.transactionId) AND signed_date_ms < \(bind: signed)
-            """
+        return NumberedStatement("""
+            UPDATE purchases SET revocation_date_ms = $2, is_upgraded = $3, signed_date_ms = $4
+            WHERE transaction_id = $1 AND signed_date_ms < $4
+            """, [
+            .text(transaction.transactionId), .integer(payload.revocationDate.map(milliseconds)),
+            .integer((payload.isUpgraded ?? false) ? 1 : 0), .integer(milliseconds(payload.signedDate ?? now)),
+        ])
     }
 
-    static func insertOwnerStatement(app: String, chain: String, user: String, now: Date) -> SQLQueryString {
-        """
-        INSERT INTO purchase_owners (app_id, original_transaction_id, app_user_id, updated_at_ms)
-        VALUES (\(bind: app), \(bind: chain), \(bind: user), \(bind: milliseconds(now)))
-        """
+    static func insertOwnerStatement(app: String, chain: String, user: String, now: Date) -> NumberedStatement {
+        NumberedStatement(insertOwnerSQL, [.text(app), .text(chain), .text(user), .integer(milliseconds(now))])
     }
 
-    static func updateOwnerStatement(app: String, chain: String, user: String, now: Date) -> SQLQueryString {
+    static let insertOwnerSQL = """
+        INSERT INTO purchase_owners (app_id, original_transaction_id, app_user_id, updated_at_ms) VALUES ($1, $2, $3, $4)
         """
-        UPDATE purchase_owners SET app_user_id = \(bind: user), updated_at_ms = \(bind: milliseconds(now))
-        WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: chain)
-        """
+
+    static func updateOwnerStatement(app: String, chain: String, user: String, now: Date) -> NumberedStatement {
+        NumberedStatement("UPDATE purchase_owners SET app_user_id = $3, updated_at_ms = $4 WHERE app_id = $1 AND original_transaction_id = $2",
+                          [.text(app), .text(chain), .text(user), .integer(milliseconds(now))])
     }
 
     /// Evaluates the entitlement rules over what the user owns (optionally one chain only): one
