@@ -122,25 +122,11 @@ extension CustomerDatabase {
         """
 
     /// ``purchaseFactsSQL`` prepared once per PostgreSQL connection.
-    struct PurchaseFactsStatement: PostgresPreparedStatement {
+    struct PurchaseFactsStatement: NumberedPreparedStatement {
         static let sql = CustomerDatabase.purchaseFactsSQL
         typealias Row = PostgresRow
 
-        let app: String
-        let poster: String
-        let token: String?
-        let transactionId: String
-        let chain: String
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 5)
-            bindings.append(app)
-            bindings.append(poster)
-            bindings.append(token)
-            bindings.append(transactionId)
-            bindings.append(chain)
-            return bindings
-        }
+        let values: [StatementValue]
 
         func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
     }
@@ -149,17 +135,18 @@ extension CustomerDatabase {
     /// statement; otherwise through sql-kit.
     static func purchaseFacts(_ sql: any SQLDatabase, postgres: PostgresConnection?, _ transaction: VerifiedTransaction,
                               app: String, poster: String) async throws -> PurchaseFacts {
-        let token = transaction.payload.appAccountToken?.lowercased()
-        let chain = transaction.originalTransactionId
+        let values: [StatementValue] = [
+            .text(app), .text(poster), .text(transaction.payload.appAccountToken?.lowercased()), .text(transaction.transactionId),
+            .text(transaction.originalTransactionId),
+        ]
         let row: any StoredRow
         if let postgres {
-            let statement = PurchaseFactsStatement(app: app, poster: poster, token: token, transactionId: transaction.transactionId, chain: chain)
             var rows: [PostgresRow] = []
-            for try await found in try await postgres.execute(statement, logger: postgres.logger) { rows.append(found) }
+            for try await found in try await postgres.execute(PurchaseFactsStatement(values: values), logger: postgres.logger) { rows.append(found) }
             guard let found = rows.first else { throw StoredRowError(description: "the purchase facts statement returned no row") }
             row = PostgresStoredRow(row: found.makeRandomAccess())
         } else {
-            let statement = NumberedStatement(purchaseFactsSQL, [.text(app), .text(poster), .text(token), .text(transaction.transactionId), .text(chain)])
+            let statement = NumberedStatement(purchaseFactsSQL, values)
             guard let found = try await sql.raw(statement.query).first() else { throw StoredRowError(description: "the purchase facts statement returned no row") }
             row = NamedRow(row: found)
         }
@@ -240,7 +227,7 @@ extension CustomerDatabase {
 
     /// The writes of a new purchase (the customer added unless known, the purchase, its chain's
     /// owner) as one statement prepared once per PostgreSQL connection: the commonest write.
-    struct NewPurchaseStatement: PostgresPreparedStatement {
+    struct NewPurchaseStatement: NumberedPreparedStatement {
         static let sql = NumberedStatement.together([
             NumberedStatement(CustomerDatabase.insertCustomerSQL, []), NumberedStatement(CustomerDatabase.insertPurchaseSQL, []),
             NumberedStatement(CustomerDatabase.insertOwnerSQL, []),
@@ -248,12 +235,6 @@ extension CustomerDatabase {
         typealias Row = ()
 
         let values: [StatementValue]
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: values.count)
-            for value in values { value.append(to: &bindings) }
-            return bindings
-        }
 
         func decodeRow(_ row: PostgresRow) throws {}
     }
@@ -313,6 +294,19 @@ enum StatementValue: Sendable {
         case .text(let value): bindings.append(value)
         case .integer(let value): bindings.append(value)
         }
+    }
+}
+
+/// A PostgreSQL prepared statement whose parameters are ``StatementValue``s, `$1…$n` in order.
+protocol NumberedPreparedStatement: PostgresPreparedStatement {
+    var values: [StatementValue] { get }
+}
+
+extension NumberedPreparedStatement {
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: values.count)
+        for value in values { value.append(to: &bindings) }
+        return bindings
     }
 }
 
