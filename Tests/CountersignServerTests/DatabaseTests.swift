@@ -3,6 +3,8 @@ import CountersignCore
 import CountersignTesting
 import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 import SQLKit
 import Testing
 
@@ -144,12 +146,45 @@ struct DatabaseTests {
 
     @Test("--database arguments", arguments: [
         ("postgres://u:secret@db:5432/cs", DatabaseLocation.postgres(url: "postgres://u:secret@db:5432/cs")),
+        ("postgres+uds://u:secret@localhost/var/run/postgresql/.s.PGSQL.5432#cs",
+         .postgres(url: "postgres+uds://u:secret@localhost/var/run/postgresql/.s.PGSQL.5432#cs")),
         ("sqlite:///var/lib/cs.sqlite", .sqlite(path: "/var/lib/cs.sqlite")),
         ("data/cs.sqlite", .sqlite(path: "data/cs.sqlite")),
     ])
     func locations(_ argument: String, _ expected: DatabaseLocation) throws {
         #expect(try DatabaseLocation(argument: argument) == expected)
         #expect(!"\(expected)".contains("secret"))
+    }
+
+    @Test("a PostgreSQL URL names a TCP endpoint or a Unix domain socket")
+    func postgresEndpoints() throws {
+        let tcp = try Database.clientConfiguration(url: "postgres://u:secret@db:5433/cs?sslmode=disable")
+        #expect(tcp.host == "db" && tcp.port == 5433 && tcp.unixSocketPath == nil)
+        #expect(tcp.username == "u" && tcp.password == "secret" && tcp.database == "cs")
+        let socket = try Database.clientConfiguration(url: "postgres+uds://u:secret@localhost/var/run/postgresql/.s.PGSQL.5432#cs")
+        #expect(socket.unixSocketPath == "/var/run/postgresql/.s.PGSQL.5432" && socket.host == nil)
+        #expect(socket.username == "u" && socket.password == "secret" && socket.database == "cs")
+        #expect("\(DatabaseLocation.postgres(url: "postgres+uds://u:secret@localhost/var/run/postgresql/.s.PGSQL.5432#cs"))"
+            == "postgres+uds://u@localhost/var/run/postgresql/.s.PGSQL.5432#cs")
+    }
+
+    @Test("PostgreSQL pools: a request on an event loop gets that loop's pool; off the loops they are taken in turn")
+    func poolPerEventLoop() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let pools = PostgresPools(configuration: try Database.clientConfiguration(url: "postgres://u:p@db/cs"), group: group,
+                                  totalConnections: 8, logger: Self.logger)
+        let loops = Array(group.makeIterator())
+        var seen: [ObjectIdentifier] = []
+        for loop in loops {
+            let first = try await loop.submit { ObjectIdentifier(pools.client) }.get()
+            let again = try await loop.submit { ObjectIdentifier(pools.client) }.get()
+            #expect(first == again)
+            seen.append(first)
+        }
+        #expect(Set(seen).count == 2)
+        let offLoop = [ObjectIdentifier(pools.client), ObjectIdentifier(pools.client)]
+        #expect(Set(offLoop) == Set(seen))
+        try await group.shutdownGracefully()
     }
 
     @Test("unknown database schemes are refused")

@@ -36,8 +36,8 @@ public final class Database: Sendable {
 
     private enum Backend: Sendable {
         case sqlite(DirectSQLiteConnection, AsyncLock, Logger)
-        /// The client and the task running it (cancelled to close the pool).
-        case postgres(PostgresClient, Task<Void, Never>)
+        /// The pools and the task running them (cancelled to close them).
+        case postgres(PostgresPools, Task<Void, Never>)
     }
 
     private let backend: Backend
@@ -68,9 +68,11 @@ public final class Database: Sendable {
             let reader = try SQLiteReader(path: path, count: System.coreCount)
             database = Database(location: location, backend: .sqlite(connection, AsyncLock(), logger), sqliteReader: reader)
         case .postgres(let url):
-            let client = PostgresClient(configuration: try clientConfiguration(url: url), backgroundLogger: logger)
-            let running = Task { await client.run() }
-            database = Database(location: location, backend: .postgres(client, running))
+            // Two event loops on the machines we target: enough connections to keep PostgreSQL
+            // busy without one instance of a cluster taking the server's whole connection budget.
+            let pools = PostgresPools(configuration: try clientConfiguration(url: url), totalConnections: 8, logger: logger)
+            let running = Task { await pools.run() }
+            database = Database(location: location, backend: .postgres(pools, running))
         }
         do {
             try await Migrations.run(on: database)
@@ -81,19 +83,21 @@ public final class Database: Sendable {
         return database
     }
 
-    /// The pool's settings from a `postgres://` URL, read as postgres-kit reads it (user,
+    /// A pool's settings from a `postgres://` URL, read as postgres-kit reads it (user,
     /// password, host, port, database, `sslmode`/`tlsmode`: disable, prefer or require).
     static func clientConfiguration(url: String) throws -> PostgresClient.Configuration {
         let core = try SQLPostgresConfiguration(url: url).coreConfiguration
-        guard let host = core.host else { throw ConfigurationError("the PostgreSQL URL needs a host") }
-        let tls: PostgresClient.Configuration.TLS = !core.tls.isAllowed ? .disable
-            : core.tls.isEnforced ? .require(.makeClientConfiguration()) : .prefer(.makeClientConfiguration())
-        var configuration = PostgresClient.Configuration(
-            host: host, port: core.port ?? 5432, username: core.username, password: core.password, database: core.database, tls: tls
-        )
-        // Two event loops on the machines we target: enough connections to keep PostgreSQL busy
-        // without one instance of a cluster taking the server's whole connection budget.
-        configuration.options.maximumConnections = 8
+        let configuration: PostgresClient.Configuration
+        if let socket = core.unixSocketPath {
+            configuration = PostgresClient.Configuration(unixSocketPath: socket, username: core.username, password: core.password, database: core.database)
+        } else {
+            guard let host = core.host else { throw ConfigurationError("the PostgreSQL URL needs a host") }
+            let tls: PostgresClient.Configuration.TLS = !core.tls.isAllowed ? .disable
+                : core.tls.isEnforced ? .require(.makeClientConfiguration()) : .prefer(.makeClientConfiguration())
+            configuration = PostgresClient.Configuration(
+                host: host, port: core.port ?? 5432, username: core.username, password: core.password, database: core.database, tls: tls
+            )
+        }
         return configuration
     }
 
@@ -118,16 +122,16 @@ public final class Database: Sendable {
         switch backend {
         case .sqlite(let connection, let lock, let logger):
             return try await lock.withLock { try await body(DirectSQLiteDatabase(connection: connection, logger: logger)) }
-        case .postgres(let client, _):
-            return try await client.withConnection { connection in try await body(connection.sql()) }
+        case .postgres(let pools, _):
+            return try await pools.client.withConnection { connection in try await body(connection.sql()) }
         }
     }
 
     /// Runs `body` with one of the pool's PostgreSQL connections, for the lean reads that skip
     /// sql-kit; nil on SQLite.
     func withPostgresConnection<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T? {
-        guard case .postgres(let client, _) = backend else { return nil }
-        return try await client.withConnection { connection in try await body(connection) }
+        guard case .postgres(let pools, _) = backend else { return nil }
+        return try await pools.client.withConnection { connection in try await body(connection) }
     }
 
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.

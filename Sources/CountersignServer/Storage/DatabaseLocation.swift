@@ -12,10 +12,12 @@ public enum DatabaseLocation: Sendable, Hashable, CustomStringConvertible {
         .sqlite(path: DataDirectory(dataDirectory).database.path)
     }
 
-    /// Parses `--database`: `postgres://user:pass@host:5432/db`, `sqlite:///absolute/path` or a
-    /// plain file path (SQLite).
+    /// Parses `--database`: `postgres://user:pass@host:5432/db`,
+    /// `postgres+uds://user:pass@localhost/path/of/the/socket#db` (PostgreSQL on this machine
+    /// through its Unix domain socket, e.g. `/var/run/postgresql/.s.PGSQL.5432`; postgres-kit's
+    /// form), `sqlite:///absolute/path` or a plain file path (SQLite).
     public init(argument: String) throws(ConfigurationError) {
-        if argument.hasPrefix("postgres://") || argument.hasPrefix("postgresql://") {
+        if ["postgres://", "postgresql://", "postgres+uds://", "postgresql+uds://"].contains(where: argument.hasPrefix) {
             self = .postgres(url: argument)
         } else if argument.hasPrefix("sqlite://") {
             let path = String(argument.dropFirst("sqlite://".count))
@@ -34,7 +36,11 @@ public enum DatabaseLocation: Sendable, Hashable, CustomStringConvertible {
         case .sqlite(let path): "sqlite:\(path)"
         case .postgres(let url):
             if let components = URLComponents(string: url), components.password != nil {
-                "postgres://\(components.user ?? "")@\(components.host ?? ""):\(components.port ?? 5432)\(components.path)"
+                if components.scheme?.hasSuffix("+uds") == true {
+                    "postgres+uds://\(components.user ?? "")@\(components.host ?? "")\(components.path)#\(components.fragment ?? "")"
+                } else {
+                    "postgres://\(components.user ?? "")@\(components.host ?? ""):\(components.port ?? 5432)\(components.path)"
+                }
             } else {
                 "postgres (url given)"
             }
