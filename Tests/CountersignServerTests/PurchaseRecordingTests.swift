@@ -223,22 +223,26 @@ struct PurchaseRecordingTests {
             }
             // What the rules would write had the owner row not been there (it arrived meanwhile).
             let plan = Plan(status: .new, customer: .insert, purchase: .insert, owner: .insert("poster"))
+            let events = [WebhookEvent(.initialPurchase, subject: transaction.transactionId, app: app, user: "poster",
+                                       transaction: EventTransaction(transaction), now: Date())]
             await #expect(throws: (any Error).self) {
                 // PostgreSQL: one statement outside a transaction; SQLite: inside the caller's transaction.
                 if kind == .sqlite {
                     try await server.store.database.transaction { sql in
-                        try await CustomerDatabase.write(plan, on: sql, transaction, app: app, poster: "poster", now: Date())
+                        try await CustomerDatabase.write(plan, on: sql, transaction, app: app, poster: "poster", now: Date(), events: events)
                     }
                 } else {
                     // The prepared statement of a new purchase (the path `record` takes).
                     _ = try await server.store.database.withPostgresConnection { connection in
-                        try await CustomerDatabase.write(plan, on: connection.sql(), postgres: connection, transaction, app: app, poster: "poster", now: Date())
+                        try await CustomerDatabase.write(plan, on: connection.sql(), postgres: connection, transaction, app: app, poster: "poster", now: Date(),
+                                                         events: events)
                     }
                 }
             }
             let stored = try await Self.counts(server, transaction)
             #expect(stored.purchases == 0)
             #expect(stored.owners == ["holder"])
+            #expect(try await server.store.events(app: app.id, user: "poster").isEmpty)
             #expect(try await server.store.existingCustomerInfo(app: app, user: "poster", now: Date()) == nil)
             try await server.shutdown()
         }

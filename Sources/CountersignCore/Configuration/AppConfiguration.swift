@@ -24,6 +24,58 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
     /// The app's In-App Purchase key from App Store Connect: the server signs promotional
     /// offers with it (and, later, calls the App Store Server API).
     public var inAppPurchaseKey: InAppPurchaseKey?
+    /// Endpoints of the app's backend that hear about every purchase, renewal, refund, expiry
+    /// and transfer (docs/webhooks.md).
+    public var webhooks: [Webhook]?
+
+    /// One endpoint events are posted to.
+    public struct Webhook: Codable, Sendable, Hashable {
+        /// `https://…` (or `http://…`) where each event is posted.
+        public var url: String
+        /// Sent as the `Authorization` header's value when set (RevenueCat's only protection; the
+        /// signature is ours).
+        public var authorization: String?
+        /// The delays between attempts, in seconds: one more attempt than delays. Default
+        /// ``defaultRetrySchedule``.
+        public var retryScheduleSeconds: [Double]?
+
+        /// Five attempts over about two and a half hours: 1 minute, 5 minutes, 30 minutes and
+        /// 2 hours after the one before.
+        public static let defaultRetrySchedule: [Double] = [60, 300, 1_800, 7_200]
+
+        public init(url: String, authorization: String? = nil, retryScheduleSeconds: [Double]? = nil) {
+            self.url = url
+            self.authorization = authorization
+            self.retryScheduleSeconds = retryScheduleSeconds
+        }
+
+        public var retrySchedule: [Double] { retryScheduleSeconds ?? Self.defaultRetrySchedule }
+
+        /// The URL's path as it is posted (percent-escapes kept, no query): the signed path.
+        public var signedPath: String {
+            let path = URLComponents(string: url)?.percentEncodedPath ?? ""
+            return path.isEmpty ? "/" : path
+        }
+
+        /// Refuses what could not be delivered or would be read two ways: a URL that is not an
+        /// absolute http(s) URL with a host, a fragment or credentials in it, a header value with
+        /// a line break, a schedule with a negative, non-finite or day-long delay.
+        func validate(app: String) throws(ConfigurationError) {
+            let name = "app '\(app)' webhook '\(url)'"
+            guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+                  scheme == "https" || scheme == "http", let host = components.host, !host.isEmpty
+            else { throw ConfigurationError("\(name): url must be an absolute http:// or https:// URL") }
+            guard components.fragment == nil, components.user == nil, components.password == nil else {
+                throw ConfigurationError("\(name): url must not carry a fragment or credentials (use authorization)")
+            }
+            if let authorization, authorization.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) || authorization.isEmpty {
+                throw ConfigurationError("\(name): authorization must be a non-empty header value on one line")
+            }
+            if let schedule = retryScheduleSeconds, schedule.contains(where: { !$0.isFinite || $0 < 0 || $0 > 86_400 }) {
+                throw ConfigurationError("\(name): retryScheduleSeconds must be delays from 0 to 86400 seconds")
+            }
+        }
+    }
 
     public struct InAppPurchaseKey: Codable, Sendable, Hashable {
         public var keyId: String
@@ -250,8 +302,17 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
         } catch {
             throw ConfigurationError("\(source) is not a valid configuration: \(error)")
         }
-        do {
+        do throws(ConfigurationError) {
             try configuration.validateStoreMetadata()
+            for app in configuration.apps {
+                var urls = Set<String>()
+                for webhook in app.webhooks ?? [] {
+                    try webhook.validate(app: app.id)
+                    guard urls.insert(webhook.url).inserted else {
+                        throw ConfigurationError("app '\(app.id)' lists webhook '\(webhook.url)' twice")
+                    }
+                }
+            }
         } catch {
             throw ConfigurationError("\(source) is not a valid configuration: \(error.description)")
         }

@@ -27,56 +27,165 @@ extension CustomerDatabase {
                 .values(SQLBind(payload.notificationUUID), SQLBind(app.id), SQLBind(payload.notificationType.rawValue),
                         SQLBind(payload.subtype?.rawValue), SQLBind(Self.milliseconds(payload.signedDate ?? now)), SQLBind(Self.milliseconds(now)))
                 .run()
-            if let transactionPayload = notification.transaction, let jws = payload.data?.signedTransactionInfo,
-               let transaction = try? VerifiedTransaction(jws: jws, payload: transactionPayload, app: app) {
-                try await Self.upsertTransaction(sql, transaction, app: app, now: now)
+            var transaction: VerifiedTransaction?
+            if let transactionPayload = notification.transaction, let jws = payload.data?.signedTransactionInfo {
+                transaction = try? VerifiedTransaction(jws: jws, payload: transactionPayload, app: app)
             }
+            var owner: String?
+            if let transaction {
+                owner = try await Self.upsertTransaction(sql, transaction, app: app, now: now)
+            }
+            var events: [WebhookEvent] = []
             if let renewal = notification.renewalInfo, let chain = renewal.originalTransactionId {
-                try await Self.updateSubscriptionState(sql, app: app.id, chain: chain, renewal: renewal, now: now)
+                let change = try await Self.updateSubscriptionState(sql, app: app.id, chain: chain, renewal: renewal, now: now)
+                if let change, let transaction, let owner {
+                    events += Self.stateEvents(change, chain: chain, renewal: renewal, app: app, owner: owner, transaction: transaction, now: now)
+                }
             }
+            if let transaction, let owner {
+                events += Self.notificationEvents(payload, renewal: notification.renewalInfo, app: app, owner: owner, transaction: transaction, now: now)
+            }
+            try await Self.emit(events, on: sql, app: app, now: now)
             return .applied
         }
     }
 
+    /// Events a notification's type stands for by itself: `EXPIRED` (with Apple's reason),
+    /// `DID_CHANGE_RENEWAL_PREF` and `RENEWAL_EXTENDED`.
+    static func notificationEvents(_ payload: NotificationPayload, renewal: RenewalInfoPayload?, app: AppConfiguration, owner: String,
+                                   transaction: VerifiedTransaction, now: Date) -> [WebhookEvent] {
+        let subject = EventTransaction(transaction)
+        switch payload.notificationType {
+        case .expired:
+            var event = expirationEvent(app: app, owner: owner, transaction: subject, now: now)
+            event.expirationReason = switch payload.subtype {
+            case .voluntary?: "UNSUBSCRIBE"
+            case .billingRetry?: "BILLING_ERROR"
+            case NotificationSubtype(rawValue: "PRICE_INCREASE")?: "PRICE_INCREASE"
+            case NotificationSubtype(rawValue: "PRODUCT_NOT_FOR_SALE")?: "PRODUCT_NOT_AVAILABLE"
+            default: "UNKNOWN"
+            }
+            return [event]
+        case .didChangeRenewalPref:
+            var event = WebhookEvent(.productChange, subject: payload.notificationUUID, app: app, user: owner, transaction: subject, now: now)
+            event.newProductId = renewal?.autoRenewProductId
+            return [event]
+        case .renewalExtended:
+            return [WebhookEvent(.subscriptionExtended, subject: payload.notificationUUID, app: app, user: owner, transaction: subject, now: now)]
+        default:
+            return []
+        }
+    }
+
+    /// The `EXPIRATION` of a subscription period: one per chain and expiry, whether Apple's
+    /// `EXPIRED` notification or the server's own check reports it first.
+    static func expirationEvent(app: AppConfiguration, owner: String, transaction: EventTransaction, now: Date) -> WebhookEvent {
+        WebhookEvent(.expiration, subject: "\(transaction.originalTransactionId)\u{0}\(transaction.expiresAtMs ?? 0)",
+                     app: app, user: owner, transaction: transaction, now: now)
+    }
+
+    /// A chain's renewal state before and after a newer one was stored.
+    struct StateChange: Sendable {
+        var wasAutoRenewing: Bool
+        var autoRenewing: Bool
+        var wasInBillingRetry: Bool
+        var inBillingRetry: Bool
+        var signedMs: Int64
+    }
+
+    /// `CANCELLATION` (UNSUBSCRIBE) when auto-renew was turned off, `UNCANCELLATION` when back on,
+    /// `BILLING_ISSUE` when billing retry began.
+    static func stateEvents(_ change: StateChange, chain: String, renewal: RenewalInfoPayload, app: AppConfiguration, owner: String,
+                            transaction: VerifiedTransaction, now: Date) -> [WebhookEvent] {
+        let subject = EventTransaction(transaction)
+        func event(_ type: WebhookEventType) -> WebhookEvent {
+            WebhookEvent(type, subject: "\(chain)\u{0}\(change.signedMs)", app: app, user: owner, transaction: subject, now: now)
+        }
+        var events: [WebhookEvent] = []
+        if change.wasAutoRenewing != change.autoRenewing {
+            var changed = event(change.autoRenewing ? .uncancellation : .cancellation)
+            if !change.autoRenewing { changed.cancelReason = "UNSUBSCRIBE" }
+            events.append(changed)
+        }
+        if change.inBillingRetry, !change.wasInBillingRetry { events.append(event(.billingIssue)) }
+        return events
+    }
+
     /// Adds a transaction a notification carries (a renewal, say) or brings a stored one up to
-    /// date. A stored transaction takes the revocation and upgrade state of the copy signed
-    /// last, so a refund (`REFUND`) and its reversal (`REFUND_REVERSED`, the same transaction
-    /// without a revocation date) end in the right state in either order of arrival. The chain's
-    /// owner, if it has one, owns it; a purchase bound by app account token to a known customer
-    /// gets that owner.
-    static func upsertTransaction(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws {
-        try await storeTransaction(sql, transaction, app: app, now: now)
-        let owner = try await sql.select().column("app_user_id").from("purchase_owners")
+    /// date, and stores the events that makes for the chain's owner: the purchase event of a new
+    /// transaction, `CANCELLATION` (CUSTOMER_SUPPORT) for a refund, `UNCANCELLATION` for a
+    /// refund reversed. A stored transaction takes the revocation and upgrade state of the copy
+    /// signed last, so a refund (`REFUND`) and its reversal (`REFUND_REVERSED`, the same
+    /// transaction without a revocation date) end in the right state in either order of
+    /// arrival. The chain's owner, if it has one, owns it; a purchase bound by app account token
+    /// to a known customer gets that owner. Returns the chain's owner.
+    @discardableResult
+    static func upsertTransaction(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws -> String? {
+        let stored = try await storeTransaction(sql, transaction, app: app, now: now)
+        var owner = try await sql.select().column("app_user_id").from("purchase_owners")
             .where("app_id", .equal, app.id).where("original_transaction_id", .equal, transaction.originalTransactionId).first()
+            .map { try $0.decode(column: "app_user_id", as: String?.self) }
         if owner == nil, let token = transaction.payload.appAccountToken?.lowercased(),
            let user = try await customer(sql, app: app.id, token: token) {
             try await sql.raw(insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: user, now: now).query).run()
+            owner = .some(user)
         }
+        guard let user = owner ?? nil else { return nil }
+        let subject = EventTransaction(transaction)
+        var events: [WebhookEvent] = []
+        switch stored {
+        case .inserted:
+            events.append(WebhookEvent(EventTransaction.purchaseEventType(transaction), subject: transaction.transactionId,
+                                       app: app, user: user, transaction: subject, now: now))
+        case .refreshed(revoked: true):
+            var event = WebhookEvent(.cancellation, subject: transaction.transactionId, app: app, user: user, transaction: subject, now: now)
+            event.cancelReason = "CUSTOMER_SUPPORT"
+            events.append(event)
+        case .refreshed(revoked: false):
+            let signed = milliseconds(transaction.payload.signedDate ?? now)
+            events.append(WebhookEvent(.uncancellation, subject: "\(transaction.transactionId)\u{0}\(signed)", app: app, user: user,
+                                       transaction: subject, now: now))
+        case .refreshed(revoked: nil), .unchanged:
+            break
+        }
+        try await emit(events, on: sql, app: app, now: now)
+        return user
+    }
+
+    /// What storing a transaction did.
+    enum StoredTransaction: Equatable {
+        case inserted
+        /// A later copy replaced the stored one; `revoked` says whether it revoked the
+        /// transaction (true), took a revocation back (false) or left it as it was (nil).
+        case refreshed(revoked: Bool?)
+        case unchanged
     }
 
     /// Inserts a transaction, or refreshes a stored one from a copy signed later than the stored
-    /// one (revocation and upgrade state); an older copy changes nothing. Returns whether the
-    /// transaction was new.
+    /// one (revocation and upgrade state); an older copy changes nothing.
     @discardableResult
-    static func storeTransaction(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws -> Bool {
-        let stored = try await sql.raw("SELECT signed_date_ms FROM purchases WHERE transaction_id = \(bind: transaction.transactionId)")
-            .first().map { try $0.decode(column: "signed_date_ms", as: Int64.self) }
-        guard let stored else {
+    static func storeTransaction(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws -> StoredTransaction {
+        let row = try await sql.raw("SELECT signed_date_ms, revocation_date_ms FROM purchases WHERE transaction_id = \(bind: transaction.transactionId)")
+            .first()
+        guard let row else {
             try await sql.raw(insertPurchaseStatement(transaction, app: app, now: now).query).run()
-            return true
+            return .inserted
         }
-        if milliseconds(transaction.payload.signedDate ?? now) > stored {
-            try await sql.raw(refreshPurchaseStatement(transaction, now: now).query).run()
-        }
-        return false
+        guard milliseconds(transaction.payload.signedDate ?? now) > (try row.decode(column: "signed_date_ms", as: Int64.self)) else { return .unchanged }
+        try await sql.raw(refreshPurchaseStatement(transaction, now: now).query).run()
+        let wasRevoked = try row.decode(column: "revocation_date_ms", as: Int64?.self) != nil
+        let revoked = transaction.payload.revocationDate != nil
+        return .refreshed(revoked: wasRevoked == revoked ? nil : revoked)
     }
 
-    static func updateSubscriptionState(_ sql: any SQLDatabase, app: String, chain: String, renewal: RenewalInfoPayload, now: Date) async throws {
+    /// Stores a chain's renewal state unless the stored one was signed at the same time or later;
+    /// returns the change (nil when nothing was stored).
+    @discardableResult
+    static func updateSubscriptionState(_ sql: any SQLDatabase, app: String, chain: String, renewal: RenewalInfoPayload, now: Date) async throws -> StateChange? {
         let signed = milliseconds(renewal.signedDate ?? now)
-        let stored = try await sql.select().column("state_signed_date_ms").from("subscription_states")
+        let stored = try await sql.select().columns("state_signed_date_ms", "auto_renew_status", "in_billing_retry").from("subscription_states")
             .where("app_id", .equal, app).where("original_transaction_id", .equal, chain).first()
-            .map { try $0.decode(column: "state_signed_date_ms", as: Int64.self) }
-        if let stored, stored >= signed { return } // an older state arriving late changes nothing
+        if let stored, try stored.decode(column: "state_signed_date_ms", as: Int64.self) >= signed { return nil } // an older state arriving late changes nothing
         let values: [any SQLExpression] = [
             SQLBind(renewal.autoRenewStatus), SQLBind((renewal.isInBillingRetryPeriod ?? false) ? 1 : 0),
             SQLBind(renewal.gracePeriodExpiresDate.map(milliseconds)), SQLBind(signed),
@@ -92,5 +201,13 @@ extension CustomerDatabase {
                 .set("grace_period_expires_ms", to: values[2]).set("state_signed_date_ms", to: values[3])
                 .where("app_id", .equal, app).where("original_transaction_id", .equal, chain).run()
         }
+        // A chain without a stored state renews (the App Store's default) and is not in retry.
+        return StateChange(
+            wasAutoRenewing: (try stored?.decode(column: "auto_renew_status", as: Int?.self) ?? 1) == 1,
+            autoRenewing: (renewal.autoRenewStatus ?? 1) == 1,
+            wasInBillingRetry: (try stored?.decode(column: "in_billing_retry", as: Int?.self) ?? 0) != 0,
+            inBillingRetry: renewal.isInBillingRetryPeriod ?? false,
+            signedMs: signed
+        )
     }
 }

@@ -56,8 +56,36 @@ extension CustomerDatabase {
             try await !entitlements(sql, app: app, user: other, now: now, onlyChain: chain).activeEntitlementIds.isEmpty
         }
         if case .update = plan.owner, !movesChains { return nil }
-        try await write(plan, on: sql, postgres: postgres, transaction, app: app, poster: poster, now: now)
+        try await write(plan, on: sql, postgres: postgres, transaction, app: app, poster: poster, now: now,
+                        events: purchaseEvents(plan, facts, transaction, app: app, now: now))
         return plan.status
+    }
+
+    /// The events a planned purchase makes: a `TRANSFER` when its chain moves, and the purchase
+    /// event (``EventTransaction/purchaseEventType(_:)``) when the transaction is new.
+    static func purchaseEvents(_ plan: PurchasePlan, _ facts: PurchaseFacts, _ transaction: VerifiedTransaction, app: AppConfiguration,
+                               now: Date) -> [WebhookEvent] {
+        let subject = EventTransaction(transaction)
+        var events: [WebhookEvent] = []
+        var owner: String?
+        switch plan.owner {
+        case .insert(let user):
+            owner = user
+        case .update(let user):
+            owner = user
+            var transfer = WebhookEvent(.transfer, subject: "\(transaction.originalTransactionId)\u{0}\(user)\u{0}\(milliseconds(now))",
+                                        app: app, user: user, transaction: subject, now: now)
+            if case .user(let previous) = facts.chainOwner { transfer.transferredFrom = [previous] }
+            transfer.transferredTo = [user]
+            events.append(transfer)
+        case .none:
+            if case .user(let user) = facts.chainOwner { owner = user }
+        }
+        if plan.purchase == .insert, let owner {
+            events.append(WebhookEvent(EventTransaction.purchaseEventType(transaction), subject: transaction.transactionId,
+                                       app: app, user: owner, transaction: subject, now: now))
+        }
+        return events
     }
 
     /// What the database holds about a posted purchase.
@@ -226,11 +254,12 @@ extension CustomerDatabase {
     }
 
     /// The writes of a new purchase (the customer added unless known, the purchase, its chain's
-    /// owner) as one statement prepared once per PostgreSQL connection: the commonest write.
+    /// owner, its event) as one statement prepared once per PostgreSQL connection: the commonest
+    /// write of an app without webhooks.
     struct NewPurchaseStatement: NumberedPreparedStatement {
         static let sql = NumberedStatement.together([
             NumberedStatement(CustomerDatabase.insertCustomerSQL, []), NumberedStatement(CustomerDatabase.insertPurchaseSQL, []),
-            NumberedStatement(CustomerDatabase.insertOwnerSQL, []),
+            NumberedStatement(CustomerDatabase.insertOwnerSQL, []), NumberedStatement(CustomerDatabase.insertEventSQL, []),
         ]).text
         typealias Row = ()
 
@@ -243,13 +272,15 @@ extension CustomerDatabase {
     /// transaction), on PostgreSQL as one statement (each write a data-modifying `WITH` clause;
     /// a new purchase's the prepared ``NewPurchaseStatement`` when `postgres` is the connection).
     static func write(_ plan: PurchasePlan, on sql: any SQLDatabase, postgres: PostgresConnection? = nil, _ transaction: VerifiedTransaction,
-                      app: AppConfiguration, poster: String, now: Date) async throws {
+                      app: AppConfiguration, poster: String, now: Date, events: [WebhookEvent]) async throws {
         let chain = transaction.originalTransactionId
-        if let postgres, plan.customer != .touch, plan.purchase == .insert, case .insert(let owner) = plan.owner {
+        let eventWrites = events.flatMap { eventStatements($0, app: app, now: now) }
+        if let postgres, plan.customer != .touch, plan.purchase == .insert, case .insert(let owner) = plan.owner, eventWrites.count == 1 {
             // A known customer's insert does nothing (ON CONFLICT DO NOTHING), as the plan says.
             let values = insertCustomerStatement(app: app.id, user: poster, now: now).values
                 + insertPurchaseStatement(transaction, app: app, now: now).values
                 + insertOwnerStatement(app: app.id, chain: chain, user: owner, now: now).values
+                + eventWrites[0].values
             _ = try await postgres.execute(NewPurchaseStatement(values: values), logger: postgres.logger)
             return
         }
@@ -269,6 +300,7 @@ extension CustomerDatabase {
         case .insert(let user): statements.append(insertOwnerStatement(app: app.id, chain: chain, user: user, now: now))
         case .update(let user): statements.append(updateOwnerStatement(app: app.id, chain: chain, user: user, now: now))
         }
+        statements += eventWrites
         if statements.count > 1, sql.dialect.name == "postgresql" {
             try await sql.raw(NumberedStatement.together(statements).query).run()
         } else {

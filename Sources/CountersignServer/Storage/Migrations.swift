@@ -178,7 +178,51 @@ enum Migrations {
             )
             """,
         ]),
+        // Webhooks: every event stored in the transaction that made its change (the outbox), one
+        // delivery row per configured endpoint; the event's `seq` orders a customer's deliveries.
+        // Purchases are found by expiry for the server's own expiration check.
+        Migration(version: 6, name: "events and webhook deliveries", statements: eventTables(seq: "seq INTEGER PRIMARY KEY AUTOINCREMENT"),
+                  postgresStatements: eventTables(seq: "seq BIGSERIAL PRIMARY KEY")),
     ]
+
+    /// Version 6 with `seq`, the one column whose definition differs between the databases.
+    static func eventTables(seq: String) -> [String] {
+        [
+            """
+            CREATE TABLE events (
+                \(seq),
+                event_id TEXT NOT NULL UNIQUE,
+                app_id TEXT NOT NULL,
+                app_user_id TEXT,
+                event_type TEXT NOT NULL,
+                body TEXT NOT NULL,
+                created_at_ms BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX events_by_user ON events (app_id, app_user_id, seq)",
+            """
+            CREATE TABLE webhook_deliveries (
+                event_id TEXT NOT NULL,
+                endpoint TEXT NOT NULL,
+                app_id TEXT NOT NULL,
+                ordering_key TEXT NOT NULL,
+                status TEXT NOT NULL,
+                attempts INTEGER NOT NULL,
+                next_attempt_ms BIGINT NOT NULL,
+                lease_until_ms BIGINT,
+                last_error TEXT,
+                last_status INTEGER,
+                delivered_at_ms BIGINT,
+                created_at_ms BIGINT NOT NULL,
+                PRIMARY KEY (event_id, endpoint)
+            )
+            """,
+            "CREATE INDEX webhook_deliveries_due ON webhook_deliveries (status, next_attempt_ms)",
+            "CREATE INDEX webhook_deliveries_in_order ON webhook_deliveries (app_id, endpoint, ordering_key, status)",
+            "CREATE INDEX purchases_by_expiry ON purchases (expires_date_ms)",
+            "CREATE TABLE event_checks (name TEXT PRIMARY KEY, through_ms BIGINT NOT NULL)",
+        ]
+    }
 
     static func run(on database: Database, migrations: [Migration] = all) async throws {
         try await database.withConnection { sql in

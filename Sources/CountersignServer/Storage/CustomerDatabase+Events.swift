@@ -1,0 +1,180 @@
+import CountersignCore
+import Foundation
+import SQLKit
+
+/// Events and their webhook deliveries (the outbox): an event is written by the statement or
+/// transaction that makes its change, with one delivery row per endpoint of the app, so no
+/// committed change goes unreported and nothing is reported that was rolled back.
+extension CustomerDatabase {
+    /// A delivery's state.
+    public enum DeliveryStatus: String, Sendable, Codable, CaseIterable {
+        /// Waiting for its first or next attempt.
+        case pending
+        /// The endpoint answered 2xx.
+        case delivered
+        /// Every attempt of the schedule failed (redeliverable from the admin API).
+        case failed
+    }
+
+    /// The statements that store `event` and its deliveries to `app`'s endpoints. A stored event
+    /// with the same id (the same change reported again) makes them do nothing.
+    static func eventStatements(_ event: WebhookEvent, app: AppConfiguration, now: Date) -> [NumberedStatement] {
+        let time = milliseconds(now)
+        var statements = [NumberedStatement(insertEventSQL, [
+            .text(event.id), .text(app.id), .text(event.appUserId), .text(event.type.rawValue), .text(event.body), .integer(time),
+        ])]
+        for webhook in app.webhooks ?? [] {
+            statements.append(NumberedStatement("""
+                INSERT INTO webhook_deliveries (event_id, endpoint, app_id, ordering_key, status, attempts, next_attempt_ms, created_at_ms) \
+                VALUES ($1, $2, $3, $4, 'pending', 0, $5, $5) ON CONFLICT (event_id, endpoint) DO NOTHING
+                """, [.text(event.id), .text(webhook.url), .text(app.id), .text(event.appUserId ?? event.id), .integer(time)]))
+        }
+        return statements
+    }
+
+    static let insertEventSQL = """
+        INSERT INTO events (event_id, app_id, app_user_id, event_type, body, created_at_ms) VALUES ($1, $2, $3, $4, $5, $6) \
+        ON CONFLICT (event_id) DO NOTHING
+        """
+
+    /// Stores `events` on `sql` (inside the caller's transaction).
+    static func emit(_ events: [WebhookEvent], on sql: any SQLDatabase, app: AppConfiguration, now: Date) async throws {
+        for event in events {
+            for statement in eventStatements(event, app: app, now: now) { try await sql.raw(statement.query).run() }
+        }
+    }
+
+    /// Stores one event in its own transaction (a `TEST` event, say).
+    public func emit(_ event: WebhookEvent, app: AppConfiguration, now: Date) async throws {
+        try await database.transaction { sql in try await Self.emit([event], on: sql, app: app, now: now) }
+    }
+
+    /// A delivery as the admin API lists it.
+    public struct Delivery: Sendable, Codable, Hashable {
+        public var eventId: String
+        public var eventType: String
+        public var appUserId: String?
+        public var endpoint: String
+        public var status: DeliveryStatus
+        public var attempts: Int
+        public var nextAttemptMs: Int64?
+        public var lastError: String?
+        public var lastStatus: Int?
+        public var deliveredAtMs: Int64?
+        public var createdAtMs: Int64
+
+        enum CodingKeys: String, CodingKey {
+            case eventId = "event_id", eventType = "event_type", appUserId = "app_user_id", endpoint, status, attempts
+            case nextAttemptMs = "next_attempt_ms", lastError = "last_error", lastStatus = "last_status"
+            case deliveredAtMs = "delivered_at_ms", createdAtMs = "created_at_ms"
+        }
+    }
+
+    /// The app's deliveries, newest first, optionally of one status.
+    public func deliveries(app: String, status: DeliveryStatus?, limit: Int) async throws -> [Delivery] {
+        try await database.withConnection { sql in
+            var query = sql.select()
+                .columns(["event_id", "endpoint", "status", "attempts", "next_attempt_ms", "last_error", "last_status", "delivered_at_ms"]
+                    .map { SQLColumn($0, table: "d") })
+                .columns([SQLColumn("event_type", table: "e"), SQLColumn("app_user_id", table: "e"), SQLColumn("created_at_ms", table: "e")])
+                .from(SQLAlias(SQLIdentifier("webhook_deliveries"), as: SQLIdentifier("d")))
+                .join(SQLAlias(SQLIdentifier("events"), as: SQLIdentifier("e")), method: SQLJoinMethod.inner,
+                      on: SQLBinaryExpression(SQLColumn("event_id", table: "e"), .equal, SQLColumn("event_id", table: "d")))
+                .where(SQLColumn("app_id", table: "d"), .equal, SQLBind(app))
+            if let status { query = query.where(SQLColumn("status", table: "d"), .equal, SQLBind(status.rawValue)) }
+            return try await query.orderBy(SQLOrderBy(expression: SQLColumn("seq", table: "e"), direction: SQLDirection.descending)).limit(limit).all().map { row in
+                let status = try row.decode(column: "status", as: String.self)
+                return Delivery(
+                    eventId: try row.decode(column: "event_id", as: String.self), eventType: try row.decode(column: "event_type", as: String.self),
+                    appUserId: try row.decode(column: "app_user_id", as: String?.self), endpoint: try row.decode(column: "endpoint", as: String.self),
+                    status: DeliveryStatus(rawValue: status) ?? .pending, attempts: try row.decode(column: "attempts", as: Int.self),
+                    nextAttemptMs: status == DeliveryStatus.pending.rawValue ? try row.decode(column: "next_attempt_ms", as: Int64.self) : nil,
+                    lastError: try row.decode(column: "last_error", as: String?.self), lastStatus: try row.decode(column: "last_status", as: Int?.self),
+                    deliveredAtMs: try row.decode(column: "delivered_at_ms", as: Int64?.self), createdAtMs: try row.decode(column: "created_at_ms", as: Int64.self)
+                )
+            }
+        }
+    }
+
+    /// Puts every delivery of one of the app's events back in the queue, attempts counted
+    /// afresh; false when the app has no such event delivery.
+    public func redeliver(app: String, eventId: String, now: Date) async throws -> Bool {
+        try await database.transaction { sql in
+            let found = try await sql.raw("""
+                UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_ms = \(bind: Self.milliseconds(now)), \
+                lease_until_ms = NULL WHERE app_id = \(bind: app) AND event_id = \(bind: eventId) RETURNING event_id
+                """).all()
+            return !found.isEmpty
+        }
+    }
+
+    /// A delivery whose turn has come.
+    struct DueDelivery: Sendable {
+        var eventId: String
+        var endpoint: String
+        var appId: String
+        var attempts: Int
+        var body: String
+    }
+
+    /// Deliveries due at `now` and first in their customer's line (no earlier event of the same
+    /// customer still pending for that endpoint), oldest first, each leased to the caller until
+    /// `leaseUntil` so no other server sends it meanwhile. A server that dies holding a lease
+    /// leaves the delivery to whoever looks after the lease ends: sent again with the same id.
+    func takeDueDeliveries(now: Date, leaseUntil: Date, limit: Int) async throws -> [DueDelivery] {
+        let time = Self.milliseconds(now)
+        let candidates = try await database.withConnection { sql in
+            try await sql.raw("""
+                SELECT d.event_id, d.endpoint, d.app_id, d.attempts, e.body FROM webhook_deliveries d \
+                JOIN events e ON e.event_id = d.event_id \
+                WHERE d.status = 'pending' AND d.next_attempt_ms <= \(bind: time) AND (d.lease_until_ms IS NULL OR d.lease_until_ms < \(bind: time)) \
+                AND NOT EXISTS (SELECT 1 FROM webhook_deliveries p JOIN events pe ON pe.event_id = p.event_id \
+                WHERE p.app_id = d.app_id AND p.endpoint = d.endpoint AND p.ordering_key = d.ordering_key AND p.status = 'pending' \
+                AND pe.seq < e.seq) \
+                ORDER BY e.seq LIMIT \(bind: limit)
+                """).all().map { row in
+                DueDelivery(eventId: try row.decode(column: "event_id", as: String.self), endpoint: try row.decode(column: "endpoint", as: String.self),
+                            appId: try row.decode(column: "app_id", as: String.self), attempts: try row.decode(column: "attempts", as: Int.self),
+                            body: try row.decode(column: "body", as: String.self))
+            }
+        }
+        var taken: [DueDelivery] = []
+        for candidate in candidates {
+            let leased = try await database.withConnection { sql in
+                try await sql.raw("""
+                    UPDATE webhook_deliveries SET lease_until_ms = \(bind: Self.milliseconds(leaseUntil)) \
+                    WHERE event_id = \(bind: candidate.eventId) AND endpoint = \(bind: candidate.endpoint) AND status = 'pending' \
+                    AND attempts = \(bind: candidate.attempts) AND (lease_until_ms IS NULL OR lease_until_ms < \(bind: time)) RETURNING event_id
+                    """).all()
+            }
+            if !leased.isEmpty { taken.append(candidate) }
+        }
+        return taken
+    }
+
+    /// Records an attempt: delivered, or failed with the next attempt at `retryAt` (nil: the
+    /// schedule is used up and the delivery has failed).
+    func finishAttempt(_ delivery: DueDelivery, delivered: Bool, status: Int?, error: String?, retryAt: Date?, now: Date) async throws {
+        let time = Self.milliseconds(now)
+        let newStatus: DeliveryStatus = delivered ? .delivered : retryAt == nil ? .failed : .pending
+        try await database.withConnection { sql in
+            try await sql.raw("""
+                UPDATE webhook_deliveries SET status = \(bind: newStatus.rawValue), attempts = attempts + 1, lease_until_ms = NULL, \
+                last_status = \(bind: status), last_error = \(bind: error.map { String($0.prefix(500)) }), \
+                next_attempt_ms = \(bind: retryAt.map(Self.milliseconds) ?? time), \
+                delivered_at_ms = \(bind: delivered ? time : nil) \
+                WHERE event_id = \(bind: delivery.eventId) AND endpoint = \(bind: delivery.endpoint) AND attempts = \(bind: delivery.attempts)
+                """).run()
+        }
+    }
+
+    /// The customer's events, newest first (the dashboard's history and tests).
+    public func events(app: String, user: String, limit: Int = 100) async throws -> [(type: String, body: String)] {
+        try await database.withConnection { sql in
+            try await sql.select().columns("event_type", "body").from("events")
+                .where("app_id", .equal, app).where("app_user_id", .equal, user)
+                .orderBy("seq", .descending).limit(limit).all()
+                .map { (try $0.decode(column: "event_type", as: String.self), try $0.decode(column: "body", as: String.self)) }
+        }
+    }
+}
