@@ -27,6 +27,8 @@ public struct ServerConfiguration: Sendable {
     public var telemetryReportBurst: Double = 200
     /// How often the key rotation service checks the intermediate key.
     public var keyCheckInterval: Duration = .seconds(3_600)
+    /// How webhook deliveries are sent (tests poll often and hold leases briefly).
+    public var webhooks = WebhookDeliveryService.Settings()
     /// The one clock of routes, signing, key rotation and storage (tests move it).
     public var now: @Sendable () -> Date = { Date() }
 
@@ -163,14 +165,22 @@ public struct CountersignServer: Sendable {
         try await database.close()
     }
 
+    /// The service that sends webhook deliveries and reports expiries.
+    public var webhookService: WebhookDeliveryService {
+        WebhookDeliveryService(store: store, deployment: deployment, keys: keys, settings: configuration.webhooks, now: configuration.now,
+                               metrics: metrics, logger: logger)
+    }
+
     public func makeApplication(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         Application(
             router: makeRouter(),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Countersign"),
-            // Stopped in reverse order after the HTTP server: key rotation outlives the database.
+            // Stopped in reverse order after the HTTP server: webhook delivery first, key rotation
+            // outlives the database.
             services: [
                 KeyRotationService(keys: keys, interval: configuration.keyCheckInterval, logger: logger),
                 DatabaseService(database: database),
+                webhookService,
             ],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger

@@ -78,10 +78,47 @@ public struct CapturedExchange: Sendable, Hashable {
         }
         return ReceivedResponse(
             statusCode: status,
-            signature: message[header: WireHeader.signature],
-            requestTime: message[header: WireHeader.requestTime],
-            etag: message[header: WireHeader.etag],
+            signature: try message.single(header: WireHeader.signature, in: "response"),
+            requestTime: try message.single(header: WireHeader.requestTime, in: "response"),
+            etag: try message.single(header: WireHeader.etag, in: "response"),
             body: message.body
         )
+    }
+}
+
+/// A webhook delivery captured as raw HTTP (`POST`, headers, body), turned into what the
+/// verifier needs: the signed path, and the signature, request time and body as an answer's.
+/// A delivery is signed over salt ‖ path ‖ request time ‖ body: no API key, nonce or ETag.
+public struct CapturedWebhook: Sendable, Hashable {
+    public var request: SignedRequestParts
+    public var delivery: ReceivedResponse
+
+    public init(request data: Data) throws(HTTPMessageError) {
+        let message = try HTTPMessage(parsing: data)
+        let parts = message.startLine.split(separator: " ", omittingEmptySubsequences: true)
+        guard parts.count == 3, parts[0] == "POST", parts[2].hasPrefix("HTTP/") else {
+            throw HTTPMessageError("request: start line is not 'POST TARGET HTTP/1.1'")
+        }
+        if let encoding = message[header: "Content-Encoding"], encoding.lowercased() != "identity" {
+            throw HTTPMessageError("request: body is \(encoding)-encoded; capture it uncompressed")
+        }
+        request = SignedRequestParts(path: try CapturedExchange.requestPath(String(parts[1])))
+        delivery = ReceivedResponse(
+            statusCode: 200,
+            signature: try message.single(header: WireHeader.signature, in: "request"),
+            requestTime: try message.single(header: WireHeader.requestTime, in: "request"),
+            etag: nil,
+            body: message.body
+        )
+    }
+}
+
+extension HTTPMessage {
+    /// A signed header's value; two of them are refused rather than one picked, since another
+    /// reader (one that joins repeated headers with commas, say) would read something else.
+    func single(header name: String, in what: String) throws(HTTPMessageError) -> String? {
+        let values = headers.filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+        guard values.count <= 1 else { throw HTTPMessageError("\(what): \(name) appears \(values.count) times") }
+        return values.first?.value
     }
 }

@@ -106,6 +106,14 @@ public final class ServerMetrics: Sendable {
         ).increment()
     }
 
+    /// Webhook delivery attempts, by outcome (`delivered`, `retry`, `failed`).
+    func recordWebhookAttempt(outcome: String) {
+        registry.makeCounter(
+            descriptor: Self.name("webhook_attempts", unit: "total", help: "Webhook delivery attempts by outcome."),
+            labels: [("outcome", outcome)]
+        ).increment()
+    }
+
     /// The metrics as Prometheus text, with the key expiry gauge brought up to date.
     func exposition(keyExpiresIn seconds: Double) -> [UInt8] {
         keyExpiry.set(seconds)

@@ -17,6 +17,7 @@ import Hummingbird
 /// - `GET /v1/admin/diagnostics/verification_failures?days=N`: SDK-reported failure counts.
 /// - `POST /v1/admin/test_store/{renew,refund,approve,share,purchase}`: play the App Store's part
 ///   for test-store purchases (see AdminRoutes+TestStore.swift).
+/// - `/v1/admin/webhooks/...`: webhook deliveries (see AdminRoutes+Webhooks.swift).
 struct AdminRoutes: Sendable {
     let authentication: APIKeyAuthentication
     let store: CustomerDatabase
@@ -167,6 +168,7 @@ struct AdminRoutes: Sendable {
             return try await Self.json(FailureCounts(appId: app.id, days: days, counts: counts))
         }
         addTestStoreRoutes(to: router)
+        addWebhookRoutes(to: router)
     }
 
     static let unknownCustomer = APIError(.notFound, "no customer with that app user id")

@@ -178,3 +178,60 @@ extension CustomerDatabase {
         }
     }
 }
+
+extension CustomerDatabase {
+    /// Stores an `EXPIRATION` for every owned subscription whose latest period ended since the
+    /// last check (at most `limit` a call; the rest next time), and returns how many. A chain
+    /// renewed, refunded or in a grace period at its expiry is not reported; its event id is the
+    /// one Apple's `EXPIRED` notification makes, so the two never both count. The first check
+    /// of a database only notes the time: expiries before it are history, not news.
+    func recordExpirations(apps: [AppConfiguration], now: Date, limit: Int = 500) async throws -> Int {
+        let time = Self.milliseconds(now)
+        return try await database.transaction { sql in
+            let through = try await sql.select().column("through_ms").from("event_checks").where("name", .equal, "expirations").first()
+                .map { try $0.decode(column: "through_ms", as: Int64.self) }
+            guard let through else {
+                try await sql.insert(into: "event_checks").columns("name", "through_ms").values(SQLBind("expirations"), SQLBind(time)).run()
+                return 0
+            }
+            guard through < time else { return 0 }
+            let rows = try await sql.raw("""
+                SELECT p.app_id, p.transaction_id, p.original_transaction_id, p.product_id, p.environment, p.period_type, \
+                p.purchase_date_ms, p.expires_date_ms, o.app_user_id, s.auto_renew_status, s.in_billing_retry \
+                FROM purchases p \
+                JOIN purchase_owners o ON o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id \
+                LEFT JOIN subscription_states s ON s.app_id = p.app_id AND s.original_transaction_id = p.original_transaction_id \
+                WHERE p.expires_date_ms > \(bind: through) AND p.expires_date_ms <= \(bind: time) AND p.revocation_date_ms IS NULL \
+                AND o.app_user_id IS NOT NULL AND (s.grace_period_expires_ms IS NULL OR s.grace_period_expires_ms <= p.expires_date_ms) \
+                AND NOT EXISTS (SELECT 1 FROM purchases q WHERE q.app_id = p.app_id \
+                AND q.original_transaction_id = p.original_transaction_id AND q.expires_date_ms > p.expires_date_ms) \
+                ORDER BY p.expires_date_ms LIMIT \(bind: limit)
+                """).all()
+            var reported = 0
+            var last = through
+            for row in rows {
+                last = try row.decode(column: "expires_date_ms", as: Int64.self)
+                guard let app = apps.first(where: { $0.id == (try? row.decode(column: "app_id", as: String.self)) }) else { continue }
+                let transaction = EventTransaction(
+                    transactionId: try row.decode(column: "transaction_id", as: String.self),
+                    originalTransactionId: try row.decode(column: "original_transaction_id", as: String.self),
+                    productId: try row.decode(column: "product_id", as: String.self),
+                    environment: try row.decode(column: "environment", as: String.self),
+                    periodType: try row.decode(column: "period_type", as: String?.self) ?? "normal",
+                    purchasedAtMs: try row.decode(column: "purchase_date_ms", as: Int64?.self), expiresAtMs: last
+                )
+                var event = Self.expirationEvent(app: app, owner: try row.decode(column: "app_user_id", as: String.self), transaction: transaction, now: now)
+                event.expirationReason = try row.decode(column: "in_billing_retry", as: Int?.self) ?? 0 != 0 ? "BILLING_ERROR"
+                    : try row.decode(column: "auto_renew_status", as: Int?.self) == 0 ? "UNSUBSCRIBE" : "UNKNOWN"
+                try await Self.emit([event], on: sql, app: app, now: now)
+                reported += 1
+            }
+            // A full batch may have left more at its last expiry: look again from just before it,
+            // unless the whole batch had that expiry (then move past it rather than loop).
+            let first = try rows.first?.decode(column: "expires_date_ms", as: Int64.self)
+            let next = rows.count < limit ? time : first == last ? last : last - 1
+            try await sql.update("event_checks").set("through_ms", to: SQLBind(next)).where("name", .equal, "expirations").run()
+            return reported
+        }
+    }
+}

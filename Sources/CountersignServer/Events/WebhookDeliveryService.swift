@@ -1,0 +1,158 @@
+import AsyncHTTPClient
+import CountersignCore
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+
+/// Sends stored events to the apps' webhook endpoints, and reports subscriptions that expired
+/// without a word from the store. A service of the server's `ServiceGroup`.
+///
+/// At least once, in order per customer: a delivery is sent only when no earlier event of the
+/// same customer is still pending for that endpoint, and is marked delivered only after a 2xx
+/// answer; a server that dies mid-delivery leaves its lease to run out, and the delivery is sent
+/// again with the same event id. Failed attempts wait out the endpoint's retry schedule; after
+/// the last one the delivery is `failed` until redelivered through the admin API. The API never
+/// waits for any of this: requests only write rows.
+///
+/// Every delivery is signed like an answer: `X-Signature` (the same 180-byte blob and keys)
+/// over salt ‖ the URL's path ‖ `X-Request-Time` ‖ body, so a receiver pinning the root key
+/// knows the event came from this server, unchanged, and when.
+public struct WebhookDeliveryService: Service {
+    public struct Settings: Sendable {
+        /// How often the queue is looked at.
+        public var pollInterval: Duration = .seconds(1)
+        /// How long a server holds a delivery it is sending before another may take it.
+        public var lease: TimeInterval = 60
+        /// How long one attempt may take (connect, send, answer).
+        public var attemptTimeout: TimeInterval = 10
+        /// Deliveries sent at once.
+        public var batchSize = 32
+
+        public init() {}
+    }
+
+    let store: CustomerDatabase
+    let deployment: DeploymentConfiguration
+    let keys: SigningKeyRing
+    let settings: Settings
+    let now: @Sendable () -> Date
+    let metrics: ServerMetrics
+    let logger: Logger
+
+    public func run() async throws {
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
+        let timeout = TimeAmount.milliseconds(Int64(settings.attemptTimeout * 1000))
+        configuration.timeout = .init(connect: timeout, read: timeout)
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        while !Task.isCancelled {
+            do {
+                try await checkExpirations()
+                try await deliverDue(with: client)
+            } catch {
+                logger.error("webhook delivery pass failed", metadata: ["error": "\(error)"])
+            }
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: settings.pollInterval) }
+            } catch {
+                break
+            }
+        }
+        try? await client.shutdown()
+    }
+
+    /// Reports subscriptions whose period ended since the last check (see
+    /// ``CustomerDatabase/recordExpirations(apps:now:)``).
+    func checkExpirations() async throws {
+        let reported = try await store.recordExpirations(apps: deployment.apps, now: now())
+        if reported > 0 { logger.info("subscriptions expired", metadata: ["events": "\(reported)"]) }
+    }
+
+    /// Sends every delivery whose turn has come, a batch at a time; returns how many were sent.
+    @discardableResult
+    func deliverDue(with client: HTTPClient) async throws -> Int {
+        var sent = 0
+        while true {
+            let time = now()
+            let due = try await store.takeDueDeliveries(now: time, leaseUntil: time.addingTimeInterval(settings.lease), limit: settings.batchSize)
+            guard !due.isEmpty else { return sent }
+            await withTaskGroup(of: Void.self) { group in
+                for delivery in due {
+                    group.addTask { await attempt(delivery, with: client) }
+                }
+            }
+            sent += due.count
+        }
+    }
+
+    /// One attempt of one delivery, its outcome recorded.
+    func attempt(_ delivery: CustomerDatabase.DueDelivery, with client: HTTPClient) async {
+        guard let webhook = deployment.apps.first(where: { $0.id == delivery.appId })?.webhooks?.first(where: { $0.url == delivery.endpoint }) else {
+            await finish(delivery, delivered: false, status: nil, error: "the endpoint is no longer configured", retryAt: nil)
+            return
+        }
+        let request: HTTPClientRequest
+        do {
+            request = try signedRequest(delivery, to: webhook)
+        } catch {
+            // The server's own fault (no valid signing key): no attempt is counted; the lease runs
+            // out and the delivery waits for a key.
+            logger.critical("cannot sign a webhook delivery", metadata: ["event": "\(delivery.eventId)", "error": "\(error)"])
+            return
+        }
+        var status: Int?
+        var problem: String?
+        do {
+            let response = try await client.execute(request, timeout: .milliseconds(Int64(settings.attemptTimeout * 1000)))
+            status = Int(response.status.code)
+            // Read (a bounded part of) the answer so the connection can be reused.
+            _ = try? await response.body.collect(upTo: 64 * 1024)
+            if !(200..<300).contains(Int(response.status.code)) { problem = "the endpoint answered \(response.status.code)" }
+        } catch {
+            problem = "\(error)"
+        }
+        let delivered = problem == nil
+        let schedule = webhook.retrySchedule
+        let retryAt = delivered || delivery.attempts >= schedule.count ? nil : now().addingTimeInterval(schedule[delivery.attempts])
+        metrics.recordWebhookAttempt(outcome: delivered ? "delivered" : retryAt == nil ? "failed" : "retry")
+        if delivered {
+            logger.info("webhook delivered", metadata: ["event": "\(delivery.eventId)", "endpoint": "\(delivery.endpoint)"])
+        } else {
+            logger.warning("webhook attempt failed", metadata: [
+                "event": "\(delivery.eventId)", "endpoint": "\(delivery.endpoint)", "attempt": "\(delivery.attempts + 1)",
+                "error": "\(problem ?? "")", "retry": "\(retryAt.map { "\(CustomerDatabase.milliseconds($0))" } ?? "none")",
+            ])
+        }
+        await finish(delivery, delivered: delivered, status: status, error: problem, retryAt: retryAt)
+    }
+
+    private func finish(_ delivery: CustomerDatabase.DueDelivery, delivered: Bool, status: Int?, error: String?, retryAt: Date?) async {
+        do {
+            try await store.finishAttempt(delivery, delivered: delivered, status: status, error: error, retryAt: retryAt, now: now())
+        } catch {
+            // The lease runs out and the delivery is attempted again: at least once holds.
+            logger.error("could not record a webhook attempt", metadata: ["event": "\(delivery.eventId)", "error": "\(error)"])
+        }
+    }
+
+    /// The POST of one delivery: the event's stored bytes, signed now.
+    func signedRequest(_ delivery: CustomerDatabase.DueDelivery, to webhook: AppConfiguration.Webhook) throws -> HTTPClientRequest {
+        let date = now()
+        let body = Data(delivery.body.utf8)
+        let requestTime = String(CustomerDatabase.milliseconds(date))
+        let signature = try keys.signer(at: date).signature(
+            request: SignedRequestParts(path: webhook.signedPath),
+            response: SignedResponseParts(requestTime: requestTime, body: body)
+        )
+        var request = HTTPClientRequest(url: webhook.url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "User-Agent", value: "Countersign-Webhooks/1")
+        if let authorization = webhook.authorization { request.headers.add(name: "Authorization", value: authorization) }
+        request.headers.add(name: WireHeader.signature, value: signature)
+        request.headers.add(name: WireHeader.requestTime, value: requestTime)
+        request.body = .bytes(ByteBuffer(bytes: body))
+        return request
+    }
+}
