@@ -57,6 +57,7 @@ let package = Package(
             dependencies: [
                 "CountersignCore",
                 "CountersignAppStore",
+                "CountersignAppStoreServerAPI",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -27,6 +27,9 @@ public struct ServerConfiguration: Sendable {
     public var telemetryReportBurst: Double = 200
     /// How often the key rotation service checks the intermediate key.
     public var keyCheckInterval: Duration = .seconds(3_600)
+    /// How often subscriptions in doubt are checked with the App Store Server API (apps with an
+    /// In-App Purchase key only).
+    public var reconciliationInterval: Duration = .seconds(3_600)
     /// How webhook deliveries are sent (tests poll often and hold leases briefly).
     public var webhooks = WebhookDeliveryService.Settings()
     /// The one clock of routes, signing, key rotation and storage (tests move it).
@@ -52,6 +55,8 @@ public struct CountersignServer: Sendable {
     public let testStore: TestStoreCA?
     /// Promotional offer signers of the apps with an In-App Purchase key.
     let offerSigners: [String: PromotionalOfferSigner]
+    /// The App Store Server API of the apps with an In-App Purchase key.
+    public let storeAPI: StoreServerAPI
     public let metrics = ServerMetrics()
     public let logger: Logger
 
@@ -86,6 +91,8 @@ public struct CountersignServer: Sendable {
         try keys.rotateIfNeeded()
         database = try await Database.open(configuration.database ?? .embedded(in: directory), logger: logger)
         store = CustomerDatabase(database: database)
+        storeAPI = try StoreServerAPI(deployment: deployment, dataDirectory: directory, verifiers: verifiers, store: store,
+                                      now: configuration.now, logger: logger)
     }
 
     static func makeVerifiers(for deployment: DeploymentConfiguration, dataDirectory: URL) throws -> ([String: SignedDataVerifier], TestStoreCA?) {
@@ -139,10 +146,11 @@ public struct CountersignServer: Sendable {
         PublicRoutes(
             signing: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true), metrics: metrics, now: now),
             authentication: authentication, store: store, verifiers: verifiers, testStore: testStore,
-            offerSigners: offerSigners, metrics: metrics, now: now
+            offerSigners: offerSigners, storeAPI: storeAPI, metrics: metrics, now: now
         ).add(to: router)
         NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, now: now).add(to: router)
-        AdminRoutes(authentication: authentication, store: store, keys: keys, verifiers: verifiers, testStore: testStore, now: now).add(to: router)
+        AdminRoutes(authentication: authentication, store: store, keys: keys, verifiers: verifiers, testStore: testStore, storeAPI: storeAPI,
+                    now: now).add(to: router)
         let limiter = RateLimiter(perSecond: configuration.telemetryReportsPerSecond, burst: configuration.telemetryReportBurst, now: now)
         DiagnosticsRoutes(authentication: authentication, store: store, metrics: metrics, limiter: limiter, now: now).add(to: router)
         let metricsToken = configuration.metricsBearerToken
@@ -181,6 +189,8 @@ public struct CountersignServer: Sendable {
                 KeyRotationService(keys: keys, interval: configuration.keyCheckInterval, logger: logger),
                 DatabaseService(database: database),
                 webhookService,
+                ReconciliationService(store: store, storeAPI: storeAPI, deployment: deployment, interval: configuration.reconciliationInterval,
+                                      now: configuration.now, logger: logger),
             ],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger

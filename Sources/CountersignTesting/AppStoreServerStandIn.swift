@@ -25,12 +25,20 @@ public actor AppStoreServerStandIn {
         await keys.add(ecdsa: try ES256PrivateKey(pem: apiKeyPEM).publicKey)
     }
 
-    /// Mints a transaction the stand-in will answer for.
+    /// Mints a transaction the stand-in will answer for, signed now (as Apple signs what the API
+    /// returns when it is asked, whenever the purchase was made).
     @discardableResult
     public func add(_ purchase: TestStoreCA.Purchase) throws -> TransactionPayload {
-        let (jws, payload) = try ca.mintTransaction(purchase)
+        let (jws, payload) = try ca.mintTransaction(purchase, signedDate: Date())
         transactions.append((payload, jws))
         return payload
+    }
+
+    /// Apple refunds a transaction: its stored copy is replaced by one with a revocation date.
+    public func refund(_ transactionId: String) throws {
+        guard let index = transactions.firstIndex(where: { $0.payload.transactionId == transactionId }) else { return }
+        let refunded = try ca.mintRefund(of: transactions[index].payload, now: Date())
+        transactions[index] = (refunded.payload, refunded.jws)
     }
 
     /// Answers the next `count` requests with 429 and `Retry-After: retryAfter`.

@@ -261,10 +261,14 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
     /// For testing against a look-alike Apple PKI only: base64 DER roots trusted for Production
     /// and Sandbox data instead of the built-in Apple Root CA - G3. The server logs a warning.
     public var appleRootCertificates: [String]?
+    /// For testing against a stand-in only: the base URL every App Store Server API call goes
+    /// to instead of Apple's Production and Sandbox hosts. The server logs a warning.
+    public var appStoreServerAPIURL: String?
 
-    public init(apps: [AppConfiguration], appleRootCertificates: [String]? = nil) {
+    public init(apps: [AppConfiguration], appleRootCertificates: [String]? = nil, appStoreServerAPIURL: String? = nil) {
         self.apps = apps
         self.appleRootCertificates = appleRootCertificates
+        self.appStoreServerAPIURL = appStoreServerAPIURL
     }
 
     /// Writes the configuration (it holds secret API keys, so readable by the owner only).

@@ -65,6 +65,9 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     case promotionalOfferUnavailable = 4207
     case purchaseOwnedByAnotherUser = 4209
     case purchaseBoundToAnotherUser = 4210
+    /// The request needs the App Store Server API (a legacy receipt, a refresh) and the app has
+    /// no In-App Purchase key configured.
+    case storeAPINotConfigured = 4211
     /// Too many requests of one kind from one app (telemetry); try again later.
     case rateLimited = 4290
     // 500
@@ -72,6 +75,9 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     /// The server has no unexpired intermediate key, so it cannot sign answers; it refuses
     /// rather than answer unsigned or with an expired key.
     case signingKeyExpired = 5031
+    /// The App Store Server API could not be asked or answered with an error (rate limited,
+    /// down, the key refused); nothing was changed.
+    case storeAPIFailed = 5021
 
     /// Refusals of a posted purchase that posting it again cannot change: badly signed, another
     /// app's or environment's, or owned by or bound to another user. The SDK finishes such a
@@ -88,7 +94,8 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
         switch self {
         case .malformedRequest, .malformedNonce, .postParamsHashMismatch, .headersHashMismatch, .malformedJSON, .invalidField, .invalidAppUserId,
              .duplicateJSONKey, .reservedAppUserId, .invalidSubscriberAttributes: 400
-        case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement, .promotionalOfferUnavailable: 422
+        case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement, .promotionalOfferUnavailable,
+             .storeAPINotConfigured: 422
         case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: 409
         case .bodyTooLarge: 413
         case .missingAPIKey, .invalidAPIKey: 401
@@ -98,6 +105,7 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
         case .internalError: 500
         case .rateLimited: 429
         case .signingKeyExpired: 503
+        case .storeAPIFailed: 502
         }
     }
 }

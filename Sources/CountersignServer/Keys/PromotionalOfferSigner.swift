@@ -29,17 +29,24 @@ public struct PromotionalOfferSigner: Sendable {
 
     /// The app's signer, or nil when it has no In-App Purchase key configured.
     public static func load(for app: AppConfiguration, dataDirectory: URL) throws -> PromotionalOfferSigner? {
+        guard let configured = app.inAppPurchaseKey, let (pem, url) = try keyPEM(for: app, dataDirectory: dataDirectory) else { return nil }
+        do {
+            return try PromotionalOfferSigner(pem: pem, keyId: configured.keyId, issuerId: configured.issuerId, bundleId: app.bundleId)
+        } catch {
+            throw ConfigurationError("app '\(app.id)': \(url.path) is not a P-256 private key in PEM (an App Store Connect .p8 file)")
+        }
+    }
+
+    /// The PEM text of the app's In-App Purchase key and where it was read from; nil when the
+    /// app has none configured.
+    static func keyPEM(for app: AppConfiguration, dataDirectory: URL) throws -> (String, URL)? {
         guard let configured = app.inAppPurchaseKey else { return nil }
         let url = configured.privateKeyFile.hasPrefix("/")
             ? URL(fileURLWithPath: configured.privateKeyFile) : dataDirectory.appendingPathComponent(configured.privateKeyFile)
         guard let pem = try? String(contentsOf: url, encoding: .utf8) else {
             throw ConfigurationError("app '\(app.id)': cannot read the In-App Purchase key \(url.path)")
         }
-        do {
-            return try PromotionalOfferSigner(pem: pem, keyId: configured.keyId, issuerId: configured.issuerId, bundleId: app.bundleId)
-        } catch {
-            throw ConfigurationError("app '\(app.id)': \(url.path) is not a P-256 private key in PEM (an App Store Connect .p8 file)")
-        }
+        return (pem, url)
     }
 
     /// The bytes the original signature covers.

@@ -12,6 +12,8 @@ import Hummingbird
 /// - `POST /v1/admin/customers/{id}/entitlements/{entitlement}/promotional`: grant, body
 ///   `{"duration": "weekly"}` (or another ``PromotionalDuration``) or `{"end_time_ms": N}`.
 /// - `POST /v1/admin/customers/{id}/entitlements/{entitlement}/revoke_promotionals`.
+/// - `POST /v1/admin/customers/{id}/refresh`: the customer's subscriptions asked of the App
+///   Store Server API and brought up to date (apps with an In-App Purchase key).
 /// - `DELETE /v1/admin/customers/{id}`.
 /// - `GET /v1/admin/keys`: the signing key's status.
 /// - `GET /v1/admin/diagnostics/verification_failures?days=N`: SDK-reported failure counts.
@@ -24,6 +26,7 @@ struct AdminRoutes: Sendable {
     let keys: SigningKeyRing
     let verifiers: [String: SignedDataVerifier]
     let testStore: TestStoreCA?
+    let storeAPI: StoreServerAPI
     let now: @Sendable () -> Date
 
     /// Promotional durations, as RevenueCat names them.
@@ -133,6 +136,15 @@ struct AdminRoutes: Sendable {
             let entitlement = try Self.entitlement(context, app: app)
             _ = try await existing(app: app, context: context)
             _ = try await store.revokePromotionals(app: app, user: user, entitlement: entitlement, now: now())
+            return try await Self.json(try await existing(app: app, context: context))
+        }
+        route(router, .post, path("/refresh")) { app, _, context in
+            let user = try Self.user(context)
+            _ = try await existing(app: app, context: context)
+            guard storeAPI.isConfigured(for: app) else {
+                throw APIError(.storeAPINotConfigured, "app '\(app.id)' has no In-App Purchase key (inAppPurchaseKey in countersign.json) to ask the App Store with")
+            }
+            try await storeAPI.refresh(app: app, chains: try await store.subscriptionChains(app: app.id, user: user))
             return try await Self.json(try await existing(app: app, context: context))
         }
         route(router, .delete, path()) { app, _, context in

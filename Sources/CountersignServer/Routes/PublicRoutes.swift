@@ -27,6 +27,8 @@ struct PublicRoutes: Sendable {
     let testStore: TestStoreCA?
     /// Apps with an In-App Purchase key, by app id.
     let offerSigners: [String: PromotionalOfferSigner]
+    /// The App Store Server API (legacy receipts).
+    let storeAPI: StoreServerAPI
     let metrics: ServerMetrics
     let now: @Sendable () -> Date
 
@@ -158,8 +160,12 @@ struct PublicRoutes: Sendable {
             let user = try Self.appUserId(receipt.appUserId, percentEncoded: false)
             let status: PurchaseStatus
             do {
-                let transaction = try await verify(receipt.fetchToken, app: app)
-                status = try await store.record(transaction, app: app, poster: user, now: now())
+                if Self.isLegacyReceipt(receipt.fetchToken) {
+                    status = try await recordLegacyReceipt(receipt.fetchToken, app: app, poster: user)
+                } else {
+                    let transaction = try await verify(receipt.fetchToken, app: app)
+                    status = try await store.record(transaction, app: app, poster: user, now: now())
+                }
             } catch let error as APIError {
                 metrics.recordPurchase(app: app.id, outcome: String(error.code))
                 throw error
@@ -345,6 +351,26 @@ struct PublicRoutes: Sendable {
     }
 
     /// Verifies a signed transaction for `app`, mapping store errors to API errors.
+    /// A JWS is three base64url parts joined by dots; a legacy receipt is standard base64,
+    /// which has no dot. So the two cannot be taken for each other.
+    static func isLegacyReceipt(_ token: String) -> Bool {
+        !token.contains(".")
+    }
+
+    /// Records every transaction of the customer a legacy receipt belongs to (fetched from the
+    /// App Store Server API and verified, see ``StoreServerAPI/transactions(inLegacyReceipt:app:)``);
+    /// the status is that of the receipt's own transaction. Each is recorded as if posted
+    /// (ownership rules and transfer behaviour included); a refusal of any stops the rest.
+    private func recordLegacyReceipt(_ receipt: String, app: AppConfiguration, poster: String) async throws -> PurchaseStatus {
+        let (id, transactions) = try await storeAPI.transactions(inLegacyReceipt: receipt, app: app)
+        var status: PurchaseStatus = .alreadyRecorded
+        for transaction in transactions {
+            let recorded = try await store.record(transaction, app: app, poster: poster, now: now())
+            if transaction.transactionId == id || transactions.count == 1 { status = recorded }
+        }
+        return status
+    }
+
     private func verify(_ jws: String, app: AppConfiguration) async throws -> VerifiedTransaction {
         guard let verifier = verifiers[app.id] else { throw APIError(.internalError, "no store verifier for app '\(app.id)'") }
         let payload: TransactionPayload

@@ -31,23 +31,40 @@ extension CustomerDatabase {
             if let transactionPayload = notification.transaction, let jws = payload.data?.signedTransactionInfo {
                 transaction = try? VerifiedTransaction(jws: jws, payload: transactionPayload, app: app)
             }
-            var owner: String?
-            if let transaction {
-                owner = try await Self.upsertTransaction(sql, transaction, app: app, now: now)
-            }
-            var events: [WebhookEvent] = []
-            if let renewal = notification.renewalInfo, let chain = renewal.originalTransactionId {
-                let change = try await Self.updateSubscriptionState(sql, app: app.id, chain: chain, renewal: renewal, now: now)
-                if let change, let transaction, let owner {
-                    events += Self.stateEvents(change, chain: chain, renewal: renewal, app: app, owner: owner, transaction: transaction, now: now)
-                }
-            }
+            let owner = try await Self.applyStoreState(sql, transaction: transaction, renewal: notification.renewalInfo, app: app, now: now)
             if let transaction, let owner {
-                events += Self.notificationEvents(payload, renewal: notification.renewalInfo, app: app, owner: owner, transaction: transaction, now: now)
+                let events = Self.notificationEvents(payload, renewal: notification.renewalInfo, app: app, owner: owner, transaction: transaction, now: now)
+                try await Self.emit(events, on: sql, app: app, now: now)
             }
-            try await Self.emit(events, on: sql, app: app, now: now)
             return .applied
         }
+    }
+
+    /// Applies what the App Store says of a subscription now (a transaction and its renewal
+    /// state, from a notification or from Get All Subscription Statuses) in one transaction.
+    public func applyStoreState(transaction: VerifiedTransaction?, renewal: RenewalInfoPayload?, app: AppConfiguration, now: Date) async throws {
+        try await database.transactionRetryingUniqueViolations { sql in
+            _ = try await Self.applyStoreState(sql, transaction: transaction, renewal: renewal, app: app, now: now)
+        }
+    }
+
+    /// Stores the transaction and the renewal state, with their events (see
+    /// ``upsertTransaction(_:_:app:now:)`` and ``stateEvents(_:chain:renewal:app:owner:transaction:now:)``);
+    /// returns the chain's owner.
+    static func applyStoreState(_ sql: any SQLDatabase, transaction: VerifiedTransaction?, renewal: RenewalInfoPayload?,
+                                app: AppConfiguration, now: Date) async throws -> String? {
+        var owner: String?
+        if let transaction {
+            owner = try await upsertTransaction(sql, transaction, app: app, now: now)
+        }
+        if let renewal, let chain = renewal.originalTransactionId {
+            let change = try await updateSubscriptionState(sql, app: app.id, chain: chain, renewal: renewal, now: now)
+            if let change, let transaction, let owner {
+                try await emit(stateEvents(change, chain: chain, renewal: renewal, app: app, owner: owner, transaction: transaction, now: now),
+                               on: sql, app: app, now: now)
+            }
+        }
+        return owner
     }
 
     /// Events a notification's type stands for by itself: `EXPIRED` (with Apple's reason),

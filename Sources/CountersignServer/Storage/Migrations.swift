@@ -180,7 +180,8 @@ enum Migrations {
         ]),
         // Webhooks: every event stored in the transaction that made its change (the outbox), one
         // delivery row per configured endpoint; the event's `seq` orders a customer's deliveries.
-        // Purchases are found by expiry for the server's own expiration check.
+        // Purchases are found by expiry for the server's own expiration check; chains asked of
+        // the App Store Server API are noted so they are not asked again too soon.
         Migration(version: 6, name: "events and webhook deliveries", statements: eventTables(seq: "seq INTEGER PRIMARY KEY AUTOINCREMENT"),
                   postgresStatements: eventTables(seq: "seq BIGSERIAL PRIMARY KEY")),
     ]
@@ -221,6 +222,14 @@ enum Migrations {
             "CREATE INDEX webhook_deliveries_in_order ON webhook_deliveries (app_id, endpoint, ordering_key, status)",
             "CREATE INDEX purchases_by_expiry ON purchases (expires_date_ms)",
             "CREATE TABLE event_checks (name TEXT PRIMARY KEY, through_ms BIGINT NOT NULL)",
+            """
+            CREATE TABLE chain_checks (
+                app_id TEXT NOT NULL,
+                original_transaction_id TEXT NOT NULL,
+                checked_at_ms BIGINT NOT NULL,
+                PRIMARY KEY (app_id, original_transaction_id)
+            )
+            """,
         ]
     }
 

@@ -1,0 +1,177 @@
+import CountersignAppStore
+import CountersignAppStoreServerAPI
+import CountersignCore
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+
+/// The App Store Server API for the apps with an In-App Purchase key: what the server asks
+/// Apple when it cannot wait for a notification (a subscription past its expiry with no word, a
+/// billing retry, an admin's refresh) or when an older app posts a legacy receipt.
+///
+/// Everything Apple answers is signed data and goes through the app's verifier like a posted
+/// purchase; nothing is trusted for having come over this connection.
+public final class StoreServerAPI: Sendable {
+    struct Key: Sendable {
+        var pem: String
+        var keyId: String
+        var issuerId: String
+        var bundleId: String
+    }
+
+    private let keys: [String: Key]
+    private let overrideURL: String?
+    private let verifiers: [String: SignedDataVerifier]
+    private let store: CustomerDatabase
+    private let now: @Sendable () -> Date
+    private let logger: Logger
+    /// Clients by app and base URL, made on first use.
+    private let clients = NIOLockedValueBox<[String: AppStoreServerAPIClient]>([:])
+
+    init(deployment: DeploymentConfiguration, dataDirectory: URL, verifiers: [String: SignedDataVerifier], store: CustomerDatabase,
+         now: @escaping @Sendable () -> Date, logger: Logger) throws {
+        var keys: [String: Key] = [:]
+        for app in deployment.apps {
+            guard let configured = app.inAppPurchaseKey, let (pem, _) = try PromotionalOfferSigner.keyPEM(for: app, dataDirectory: dataDirectory) else { continue }
+            keys[app.id] = Key(pem: pem, keyId: configured.keyId, issuerId: configured.issuerId, bundleId: app.bundleId)
+        }
+        self.keys = keys
+        overrideURL = deployment.appStoreServerAPIURL
+        self.verifiers = verifiers
+        self.store = store
+        self.now = now
+        self.logger = logger
+        if let overrideURL { logger.warning("appStoreServerAPIURL sends App Store Server API calls to \(overrideURL) (testing only)") }
+    }
+
+    /// Whether the app can ask the App Store Server API.
+    func isConfigured(for app: AppConfiguration) -> Bool { keys[app.id] != nil }
+
+    /// The client for `environment`'s host (or the configured stand-in).
+    func client(for app: AppConfiguration, environment: String) async throws(APIError) -> AppStoreServerAPIClient {
+        guard let key = keys[app.id] else {
+            throw APIError(.storeAPINotConfigured, "app '\(app.id)' has no In-App Purchase key (inAppPurchaseKey in countersign.json), so the App Store Server API cannot be asked")
+        }
+        let url = overrideURL ?? (environment == AppStoreEnvironment.production.rawValue
+            ? AppStoreServerAPIClient.Configuration.productionURL : AppStoreServerAPIClient.Configuration.sandboxURL)
+        let name = app.id + "\u{0}" + url
+        if let known = clients.withLockedValue({ $0[name] }) { return known }
+        var configuration = AppStoreServerAPIClient.Configuration(baseURL: url, privateKeyPEM: key.pem, keyId: key.keyId, issuerId: key.issuerId,
+                                                                  bundleId: key.bundleId)
+        configuration.now = now
+        let made: AppStoreServerAPIClient
+        do {
+            made = try await AppStoreServerAPIClient(configuration: configuration)
+        } catch {
+            throw APIError(.storeAPIFailed, "the In-App Purchase key of app '\(app.id)' cannot sign App Store Server API tokens")
+        }
+        return clients.withLockedValue { clients in
+            if let raced = clients[name] { return raced }
+            clients[name] = made
+            return made
+        }
+    }
+
+    /// The environments to ask, in order, for data of unknown environment: Production first
+    /// (where real purchases are), then Sandbox, as Apple advises; one when a stand-in is set.
+    func environments(for app: AppConfiguration) -> [String] {
+        if overrideURL != nil { return [app.environments.first ?? AppStoreEnvironment.production.rawValue] }
+        let listed = [AppStoreEnvironment.production.rawValue, AppStoreEnvironment.sandbox.rawValue].filter(app.environments.contains)
+        return listed.isEmpty ? [AppStoreEnvironment.sandbox.rawValue] : listed
+    }
+
+    /// Verifies App Store signed data with the app's verifier.
+    func verified<T: AppStoreSignedPayload>(_ jws: String, as type: T.Type, app: AppConfiguration) async throws -> T {
+        guard let verifier = verifiers[app.id] else { throw APIError(.internalError, "no store verifier for app '\(app.id)'") }
+        do {
+            return try await verifier.verify(jws, as: type)
+        } catch {
+            throw APIError(storeRefusal: error, of: "the App Store Server API's answer")
+        }
+    }
+
+    static func failure(_ error: AppStoreServerAPIError) -> APIError {
+        APIError(.storeAPIFailed, "the App Store Server API did not answer usefully: \(error.message)")
+    }
+
+    // MARK: Reconciliation
+
+    /// Asks Get All Subscription Statuses for each chain and applies what it says (the latest
+    /// transaction and renewal state of each subscription it lists), with the events that makes:
+    /// a renewal or a refund that no notification brought is found here. Returns how many
+    /// subscriptions were applied.
+    @discardableResult
+    func refresh(app: AppConfiguration, chains: [(chain: String, environment: String)]) async throws -> Int {
+        var applied = 0
+        var asked = Set<String>()
+        for (chain, environment) in chains where !asked.contains(chain) {
+            let answer: StatusResponse
+            do {
+                answer = try await client(for: app, environment: environment).subscriptionStatuses(transactionId: chain)
+            } catch let error as AppStoreServerAPIError {
+                if error.kind == .notFound { continue }
+                throw Self.failure(error)
+            }
+            for group in answer.data {
+                for last in group.lastTransactions {
+                    if let id = last.originalTransactionId { asked.insert(id) }
+                    var transaction: VerifiedTransaction?
+                    if let jws = last.signedTransactionInfo {
+                        transaction = try VerifiedTransaction(jws: jws, payload: try await verified(jws, as: TransactionPayload.self, app: app), app: app)
+                    }
+                    let renewal = try await last.signedRenewalInfo.asyncMap { try await verified($0, as: RenewalInfoPayload.self, app: app) }
+                    try await store.applyStoreState(transaction: transaction, renewal: renewal, app: app, now: now())
+                    applied += 1
+                }
+            }
+            asked.insert(chain)
+        }
+        return applied
+    }
+
+    // MARK: Legacy receipts
+
+    /// The signed transactions behind a legacy receipt: its transaction id read (never trusted),
+    /// then the customer's whole history fetched and each transaction verified. Throws 422
+    /// without an In-App Purchase key, 422 for a receipt that cannot be read.
+    func transactions(inLegacyReceipt receipt: String, app: AppConfiguration) async throws -> (receiptTransaction: String, transactions: [VerifiedTransaction]) {
+        guard isConfigured(for: app) else {
+            throw APIError(.storeAPINotConfigured, "fetch_token is a legacy receipt, and app '\(app.id)' has no In-App Purchase key to look it up with the App Store Server API")
+        }
+        let id: String
+        do {
+            guard let found = try LegacyReceipt.transactionId(fromBase64: receipt) else {
+                throw APIError(.invalidField, "fetch_token is a legacy receipt without any in-app purchase")
+            }
+            id = found
+        } catch let error as LegacyReceipt.FormatError {
+            throw APIError(.invalidField, "fetch_token is neither a signed transaction nor a readable legacy receipt: \(error.description)")
+        }
+        var lastError: AppStoreServerAPIError?
+        for environment in environments(for: app) {
+            do {
+                let signed = try await client(for: app, environment: environment).allTransactions(transactionId: id)
+                var transactions: [VerifiedTransaction] = []
+                for jws in signed {
+                    transactions.append(try VerifiedTransaction(jws: jws, payload: try await verified(jws, as: TransactionPayload.self, app: app), app: app))
+                }
+                return (id, transactions)
+            } catch let error as AppStoreServerAPIError where error.kind == .notFound {
+                lastError = error // Production says not found: try Sandbox
+            } catch let error as AppStoreServerAPIError {
+                throw Self.failure(error)
+            }
+        }
+        if let lastError, lastError.kind == .notFound {
+            throw APIError(.invalidStoreSignature, "the App Store does not know the legacy receipt's transaction")
+        }
+        throw APIError(.storeAPIFailed, "the App Store Server API could not be asked")
+    }
+}
+
+extension Optional {
+    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let value = self else { return nil }
+        return try await transform(value)
+    }
+}
