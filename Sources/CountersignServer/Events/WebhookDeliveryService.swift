@@ -23,8 +23,9 @@ public struct WebhookDeliveryService: Service {
     public struct Settings: Sendable {
         /// How often the queue is looked at.
         public var pollInterval: Duration = .seconds(1)
-        /// How long a server holds a delivery it is sending before another may take it.
-        public var lease: TimeInterval = 60
+        /// How long a server holds a delivery it is sending before another may take it (well
+        /// over an attempt's timeout, so a live sender never loses its lease mid-attempt).
+        public var lease: TimeInterval = 30
         /// How long one attempt may take (connect, send, answer).
         public var attemptTimeout: TimeInterval = 10
         /// Deliveries sent at once.
