@@ -224,6 +224,44 @@ struct WebhookTests {
         }
     }
 
+    @Test("with no valid signing key nothing is sent and no attempt is spent; once a key is there the event goes out", arguments: TestDatabaseKind.available)
+    func noKeyYet(_ kind: TestDatabaseKind) async throws {
+        try await Self.withSetup(kind) { setup in
+            setup.clock.now = setup.clock.now.addingTimeInterval(40 * 86_400) // the intermediate has expired
+            #expect(try await setup.admin(.post, "/v1/admin/webhooks/test").status == 202)
+            try await Task.sleep(for: .milliseconds(300)) // passes that cannot sign
+            #expect(await setup.receiver.received.isEmpty)
+            let pending = try await setup.admin(.get, "/v1/admin/webhooks/deliveries?status=pending")
+            #expect((pending.json["deliveries"] as? [[String: Any]])?.first?["attempts"] as? Int == 0)
+            try setup.harness.server.keys.rotateIfNeeded()
+            let received = try await setup.received { !$0.isEmpty }
+            #expect(received.first?.event["type"] as? String == "TEST")
+            try await Self.expectVerified(try #require(received.first), setup: setup)
+        }
+    }
+
+    @Test("the event body written directly is byte for byte the JSONEncoder form, for every type and odd strings")
+    func leanBody() throws {
+        var app = AppConfiguration.makeDemo()
+        app.id = "app \"quoted\" \\ / \u{1}é"
+        let transaction = EventTransaction(transactionId: "2000000123", originalTransactionId: "2000000100", productId: "pro_monthly",
+                                           environment: "Production", periodType: "trial", purchasedAtMs: 1_799_000_000_000, expiresAtMs: nil)
+        for type in WebhookEventType.allCases {
+            for user in ["alice", "a\nb\"c/d\u{7f}ü", nil] as [String?] {
+                var event = WebhookEvent(type, subject: "s", app: app, user: user, transaction: transaction, now: Date(timeIntervalSince1970: 1_799_000_000.5))
+                event.cancelReason = "UNSUBSCRIBE"
+                event.expirationReason = nil
+                event.newProductId = "pro_yearly"
+                event.transferredFrom = user.map { [$0, "x"] }
+                event.transferredTo = []
+                #expect(event.body == event.encodedBody, "\(type) \(user ?? "nil")")
+                #expect(try JSONSerialization.jsonObject(with: Data(event.body.utf8)) is [String: Any])
+            }
+            let test = WebhookEvent.test(app: app, now: Date())
+            #expect(test.body == test.encodedBody)
+        }
+    }
+
     @Test("a delivery with any signed part changed fails: path, request time, body, signature")
     func tampering() throws {
         let root = RootSigningKey()

@@ -97,9 +97,14 @@ public struct WebhookDeliveryService: Service {
         do {
             request = try signedRequest(delivery, to: webhook)
         } catch {
-            // The server's own fault (no valid signing key): no attempt is counted; the lease runs
-            // out and the delivery waits for a key.
+            // The server's own fault (no valid signing key): no attempt is counted, and the
+            // delivery is tried again on a later pass, once rotation has brought a key.
             logger.critical("cannot sign a webhook delivery", metadata: ["event": "\(delivery.eventId)", "error": "\(error)"])
+            do {
+                try await store.releaseLease(delivery)
+            } catch {
+                logger.error("could not release a webhook delivery", metadata: ["event": "\(delivery.eventId)", "error": "\(error)"])
+            }
             return
         }
         var status: Int?

@@ -111,12 +111,55 @@ public struct WebhookEvent: Sendable, Hashable {
 
     /// The delivery body: `{"api_version":"1.0","event":{…}}`, keys sorted. The event's own
     /// fields are always present (null when unknown); a type's extra fields only on that type.
+    /// Written directly (every purchase makes one); tests hold it byte-equal to
+    /// ``encodedBody``, the `Encodable` form.
     public var body: String {
+        var json = LeanJSONWriter(capacity: 768)
+        var first = true
+        func optional(_ value: String?) { if let value { json.string(value) } else { json.raw("null") } }
+        func optional(_ value: Int64?) { if let value { json.integer(value) } else { json.raw("null") } }
+        func strings(_ values: [String]) {
+            json.byte(UInt8(ascii: "["))
+            for (index, value) in values.enumerated() {
+                if index > 0 { json.byte(UInt8(ascii: ",")) }
+                json.string(value)
+            }
+            json.byte(UInt8(ascii: "]"))
+        }
+        json.raw("{\"api_version\":\"1.0\",\"event\":{")
+        json.member("aliases", first: &first); strings(appUserId.map { [$0] } ?? [])
+        json.member("app_id", first: &first); json.string(appId)
+        json.member("app_user_id", first: &first); optional(appUserId)
+        if type == .cancellation { json.member("cancel_reason", first: &first); optional(cancelReason) }
+        json.member("entitlement_ids", first: &first)
+        if let entitlementIds { strings(entitlementIds) } else { json.raw("null") }
+        json.member("environment", first: &first); optional(environment)
+        json.member("event_timestamp_ms", first: &first); json.integer(eventTimestampMs)
+        json.member("expiration_at_ms", first: &first); optional(expirationAtMs)
+        if type == .expiration { json.member("expiration_reason", first: &first); optional(expirationReason) }
+        json.member("id", first: &first); json.string(id)
+        if type == .productChange { json.member("new_product_id", first: &first); optional(newProductId) }
+        json.member("original_app_user_id", first: &first); optional(appUserId)
+        json.member("original_transaction_id", first: &first); optional(originalTransactionId)
+        json.member("period_type", first: &first); optional(periodType)
+        json.member("product_id", first: &first); optional(productId)
+        json.member("purchased_at_ms", first: &first); optional(purchasedAtMs)
+        json.member("store", first: &first); optional(store)
+        json.member("transaction_id", first: &first); optional(transactionId)
+        if type == .transfer {
+            json.member("transferred_from", first: &first); strings(transferredFrom ?? [])
+            json.member("transferred_to", first: &first); strings(transferredTo ?? [])
+        }
+        json.member("type", first: &first); json.string(type.rawValue)
+        json.raw("}}")
+        return String(decoding: json.bytes, as: UTF8.self)
+    }
+
+    /// The body through `JSONEncoder` (sorted keys, unescaped slashes): what ``body`` must equal.
+    var encodedBody: String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding strings, integers and arrays of strings cannot fail.
-        let data = (try? encoder.encode(Envelope(event: self))) ?? Data()
-        return String(decoding: data, as: UTF8.self)
+        return String(decoding: (try? encoder.encode(Envelope(event: self))) ?? Data(), as: UTF8.self)
     }
 
     private struct Envelope: Encodable {

@@ -168,6 +168,16 @@ extension CustomerDatabase {
         }
     }
 
+    /// Gives a delivery back untried (its lease ended, its attempts unchanged).
+    func releaseLease(_ delivery: DueDelivery) async throws {
+        try await database.withConnection { sql in
+            try await sql.raw("""
+                UPDATE webhook_deliveries SET lease_until_ms = NULL \
+                WHERE event_id = \(bind: delivery.eventId) AND endpoint = \(bind: delivery.endpoint) AND attempts = \(bind: delivery.attempts)
+                """).run()
+        }
+    }
+
     /// The customer's events, newest first (the dashboard's history and tests).
     public func events(app: String, user: String, limit: Int = 100) async throws -> [(type: String, body: String)] {
         try await database.withConnection { sql in
@@ -207,6 +217,9 @@ extension CustomerDatabase {
                 AND q.original_transaction_id = p.original_transaction_id AND q.expires_date_ms > p.expires_date_ms) \
                 ORDER BY p.expires_date_ms LIMIT \(bind: limit)
                 """).all()
+            // Nothing expired: leave the mark where it is for up to a minute (the next look scans a
+            // slightly longer window) rather than write it every second.
+            if rows.isEmpty, time - through < 60_000 { return 0 }
             var reported = 0
             var last = through
             for row in rows {
