@@ -29,9 +29,12 @@ public actor WebhookReceiver {
 
     public private(set) var received: [Received] = []
     private var answers: [Int]
+    /// How long each answer takes (a slow endpoint).
+    private let delay: Duration
 
-    public init(answers: [Int] = []) {
+    public init(answers: [Int] = [], delay: Duration = .zero) {
         self.answers = answers
+        self.delay = delay
     }
 
     /// The statuses the next requests get, in order.
@@ -55,6 +58,7 @@ public actor WebhookReceiver {
                 body: Data(bytes.readableBytesView)
             )
             let status = await self.record(received)
+            try await Task.sleep(for: self.delay)
             return Response(status: .init(code: status))
         }
         return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))

@@ -49,14 +49,15 @@ struct WebhookTests {
     /// A server whose app posts to a receiver at `/hooks/countersign?source=test` with an
     /// authorization header and an immediate retry schedule.
     static func withSetup(_ kind: TestDatabaseKind, answers: [Int] = [], schedule: [Double] = [0, 0], attemptTimeout: TimeInterval = 2,
-                          url: (@Sendable (Int) -> String)? = nil, _ body: @Sendable @escaping (Setup) async throws -> Void) async throws {
+                          url: (@Sendable (Int) -> String)? = nil, otherWebhooks: [AppConfiguration.Webhook] = [],
+                          _ body: @Sendable @escaping (Setup) async throws -> Void) async throws {
         let receiver = WebhookReceiver(answers: answers)
         try await receiver.makeApplication().test(.live) { receiverClient in
             let port = try #require(receiverClient.port)
             let address = url?(port) ?? "http://127.0.0.1:\(port)/hooks/countersign?source=test"
             try await FreshDatabase.with(kind) { location, directory in
                 var app = AppConfiguration.makeDemo()
-                app.webhooks = [AppConfiguration.Webhook(url: address, authorization: "Bearer hook-secret", retryScheduleSeconds: schedule)]
+                app.webhooks = otherWebhooks + [AppConfiguration.Webhook(url: address, authorization: "Bearer hook-secret", retryScheduleSeconds: schedule)]
                 try DeploymentConfiguration(apps: [app]).save(toDataDirectory: directory)
                 let clock = ManualClock(Date())
                 var configuration = ServerConfiguration(dataDirectory: directory)
@@ -221,6 +222,26 @@ struct WebhookTests {
             #expect(try await setup.admin(.get, "/v1/admin/webhooks/deliveries?status=lost").status == 400)
             #expect(try await setup.admin(.get, "/v1/admin/webhooks/deliveries?limit=0").status == 400)
             #expect(try await setup.harness.send(.post, "/v1/admin/webhooks/test", key: setup.harness.key).status == 403) // a public key
+        }
+    }
+
+    @Test("a slow endpoint holds up only its own deliveries", arguments: TestDatabaseKind.available)
+    func slowEndpoint(_ kind: TestDatabaseKind) async throws {
+        let slow = WebhookReceiver(delay: .seconds(3))
+        try await slow.makeApplication().test(.live) { slowClient in
+            let slowURL = "http://127.0.0.1:\(try #require(slowClient.port))/slow"
+            try await Self.withSetup(kind, attemptTimeout: 20, otherWebhooks: [AppConfiguration.Webhook(url: slowURL)]) { setup in
+                #expect(try await setup.harness.post(user: "fay", jws: try setup.harness.mint("pro_monthly").jws).status == 200)
+                let fast = try await setup.received { !$0.isEmpty }
+                #expect(fast.first?.event["type"] as? String == "INITIAL_PURCHASE")
+                // The same event's attempt at the slow endpoint is still waiting for its answer.
+                #expect(await slow.received.count == 1)
+                let listed = try await setup.admin(.get, "/v1/admin/webhooks/deliveries")
+                let bySlow = (listed.json["deliveries"] as? [[String: Any]])?.first { $0["endpoint"] as? String == slowURL }
+                #expect(bySlow?["status"] as? String == "pending" && bySlow?["attempts"] as? Int == 0)
+                // And the API answers meanwhile.
+                #expect(try await setup.harness.customerInfo("fay")["subscriber"] != nil)
+            }
         }
     }
 

@@ -47,37 +47,62 @@ public struct WebhookDeliveryService: Service {
         let timeout = TimeAmount.milliseconds(Int64(settings.attemptTimeout * 1000))
         configuration.timeout = .init(connect: timeout, read: timeout)
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-        while !Task.isCancelled {
-            do {
-                try await checkExpirations()
-                try await deliverDue(with: client)
-            } catch {
-                logger.error("webhook delivery pass failed", metadata: ["error": "\(error)"])
-            }
-            do {
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: settings.pollInterval) }
-            } catch {
-                break
+        do {
+            try await store.failUnconfiguredDeliveries(apps: deployment.apps, now: now())
+        } catch {
+            logger.error("could not close the deliveries of removed webhooks", metadata: ["error": "\(error)"])
+        }
+        // One loop per endpoint, so a slow or dead endpoint holds up only its own deliveries,
+        // and one for the expiry check. Shutdown cancels attempts under way: their leases run
+        // out and they are sent again (at least once holds).
+        try? await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await repeatEveryPoll("expiry check") { try await checkExpirations() } }
+                for app in deployment.apps {
+                    for webhook in app.webhooks ?? [] {
+                        group.addTask { await repeatEveryPoll("webhook delivery") { try await deliverDue(to: webhook.url, app: app.id, with: client) } }
+                    }
+                }
             }
         }
         try? await client.shutdown()
     }
 
+    /// Runs `pass` every poll interval until cancelled.
+    private func repeatEveryPoll(_ name: String, _ pass: () async throws -> Void) async {
+        while !Task.isCancelled {
+            do {
+                try await pass()
+            } catch where !Task.isCancelled {
+                logger.error("\(name) failed", metadata: ["error": "\(error)"])
+            } catch {
+                return
+            }
+            do {
+                try await Task.sleep(for: settings.pollInterval)
+            } catch {
+                return
+            }
+        }
+    }
+
     /// Reports subscriptions whose period ended since the last check (see
-    /// ``CustomerDatabase/recordExpirations(apps:now:)``).
+    /// ``CustomerDatabase/recordExpirations(apps:now:limit:)``).
     func checkExpirations() async throws {
         let reported = try await store.recordExpirations(apps: deployment.apps, now: now())
         if reported > 0 { logger.info("subscriptions expired", metadata: ["events": "\(reported)"]) }
     }
 
-    /// Sends every delivery whose turn has come, a batch at a time; returns how many were sent.
+    /// Sends every delivery to one endpoint whose turn has come, a batch at a time; returns how
+    /// many were sent.
     @discardableResult
-    func deliverDue(with client: HTTPClient) async throws -> Int {
+    func deliverDue(to endpoint: String, app: String, with client: HTTPClient) async throws -> Int {
         var sent = 0
-        while true {
+        while !Task.isCancelled {
             let time = now()
-            let due = try await store.takeDueDeliveries(now: time, leaseUntil: time.addingTimeInterval(settings.lease), limit: settings.batchSize)
-            guard !due.isEmpty else { return sent }
+            let due = try await store.takeDueDeliveries(app: app, endpoint: endpoint, now: time, leaseUntil: time.addingTimeInterval(settings.lease),
+                                                        limit: settings.batchSize)
+            guard !due.isEmpty else { break }
             await withTaskGroup(of: Void.self) { group in
                 for delivery in due {
                     group.addTask { await attempt(delivery, with: client) }
@@ -85,6 +110,7 @@ public struct WebhookDeliveryService: Service {
             }
             sent += due.count
         }
+        return sent
     }
 
     /// One attempt of one delivery, its outcome recorded.

@@ -121,13 +121,14 @@ extension CustomerDatabase {
     /// customer still pending for that endpoint), oldest first, each leased to the caller until
     /// `leaseUntil` so no other server sends it meanwhile. A server that dies holding a lease
     /// leaves the delivery to whoever looks after the lease ends: sent again with the same id.
-    func takeDueDeliveries(now: Date, leaseUntil: Date, limit: Int) async throws -> [DueDelivery] {
+    func takeDueDeliveries(app: String, endpoint: String, now: Date, leaseUntil: Date, limit: Int) async throws -> [DueDelivery] {
         let time = Self.milliseconds(now)
         let candidates = try await database.withConnection { sql in
             try await sql.raw("""
                 SELECT d.event_id, d.endpoint, d.app_id, d.attempts, e.body FROM webhook_deliveries d \
                 JOIN events e ON e.event_id = d.event_id \
-                WHERE d.status = 'pending' AND d.next_attempt_ms <= \(bind: time) AND (d.lease_until_ms IS NULL OR d.lease_until_ms < \(bind: time)) \
+                WHERE d.status = 'pending' AND d.next_attempt_ms <= \(bind: time) AND d.app_id = \(bind: app) AND d.endpoint = \(bind: endpoint) \
+                AND (d.lease_until_ms IS NULL OR d.lease_until_ms < \(bind: time)) \
                 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries p JOIN events pe ON pe.event_id = p.event_id \
                 WHERE p.app_id = d.app_id AND p.endpoint = d.endpoint AND p.ordering_key = d.ordering_key AND p.status = 'pending' \
                 AND pe.seq < e.seq) \
@@ -165,6 +166,23 @@ extension CustomerDatabase {
                 delivered_at_ms = \(bind: delivered ? time : nil) \
                 WHERE event_id = \(bind: delivery.eventId) AND endpoint = \(bind: delivery.endpoint) AND attempts = \(bind: delivery.attempts)
                 """).run()
+        }
+    }
+
+    /// Fails the pending deliveries to endpoints no longer in the configuration (redeliverable
+    /// once the endpoint is back).
+    func failUnconfiguredDeliveries(apps: [AppConfiguration], now: Date) async throws {
+        let pending = try await database.withConnection { sql in
+            try await sql.raw("SELECT DISTINCT app_id, endpoint FROM webhook_deliveries WHERE status = 'pending'").all()
+                .map { (try $0.decode(column: "app_id", as: String.self), try $0.decode(column: "endpoint", as: String.self)) }
+        }
+        for (app, endpoint) in pending where !(apps.first { $0.id == app }?.webhooks ?? []).contains(where: { $0.url == endpoint }) {
+            try await database.withConnection { sql in
+                try await sql.raw("""
+                    UPDATE webhook_deliveries SET status = 'failed', last_error = 'the endpoint is no longer configured', lease_until_ms = NULL \
+                    WHERE status = 'pending' AND app_id = \(bind: app) AND endpoint = \(bind: endpoint)
+                    """).run()
+            }
         }
     }
 
