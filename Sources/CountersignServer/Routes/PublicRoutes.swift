@@ -354,7 +354,7 @@ struct PublicRoutes: Sendable {
     /// A JWS is three base64url parts joined by dots; a legacy receipt is standard base64,
     /// which has no dot. So the two cannot be taken for each other.
     static func isLegacyReceipt(_ token: String) -> Bool {
-        !token.contains(".")
+        !token.utf8.contains(UInt8(ascii: "."))
     }
 
     /// Records every transaction of the customer a legacy receipt belongs to (fetched from the

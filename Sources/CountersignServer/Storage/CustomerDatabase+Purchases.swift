@@ -356,15 +356,23 @@ struct NumberedStatement: Sendable {
 
     /// The text cut at its parameters: each piece of literal text and the parameter after it.
     static func pieces(_ text: String) -> [(literal: Substring, parameter: Int?)] {
+        // Over the UTF-8 view: `$` and digits are ASCII, so their positions are valid String
+        // indices, and no grapheme breaking is done (this runs for every statement sent).
+        let utf8 = text.utf8
         var pieces: [(Substring, Int?)] = []
-        var start = text.startIndex
-        var cursor = text.startIndex
-        while let dollar = text[cursor...].firstIndex(of: "$") {
-            let digits = text[text.index(after: dollar)...].prefix { $0.isASCII && $0.isNumber }
-            cursor = digits.endIndex
-            guard let number = Int(digits) else { continue }
+        var start = utf8.startIndex
+        var cursor = utf8.startIndex
+        while let dollar = utf8[cursor...].firstIndex(of: UInt8(ascii: "$")) {
+            var end = utf8.index(after: dollar)
+            var number = 0
+            while end < utf8.endIndex, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(utf8[end]) {
+                if number < 1_000_000 { number = number * 10 + Int(utf8[end] - UInt8(ascii: "0")) } // no overflow
+                end = utf8.index(after: end)
+            }
+            cursor = end
+            guard end > utf8.index(after: dollar) else { continue }
             pieces.append((text[start..<dollar], number))
-            start = digits.endIndex
+            start = end
         }
         pieces.append((text[start...], nil))
         return pieces
