@@ -219,7 +219,8 @@ extension CustomerDatabase {
             let through = try await sql.select().column("through_ms").from("event_checks").where("name", .equal, "expirations").first()
                 .map { try $0.decode(column: "through_ms", as: Int64.self) }
             guard let through else {
-                try await sql.insert(into: "event_checks").columns("name", "through_ms").values(SQLBind("expirations"), SQLBind(time)).run()
+                // Two servers starting at once both note it; the first one's mark stands.
+                try await sql.raw("INSERT INTO event_checks (name, through_ms) VALUES ('expirations', \(bind: time)) ON CONFLICT (name) DO NOTHING").run()
                 return 0
             }
             guard through < time else { return 0 }
