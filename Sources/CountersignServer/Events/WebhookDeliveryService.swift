@@ -53,8 +53,8 @@ public struct WebhookDeliveryService: Service {
             logger.error("could not close the deliveries of removed webhooks", metadata: ["error": "\(error)"])
         }
         // One loop per endpoint, so a slow or dead endpoint holds up only its own deliveries,
-        // and one for the expiry check. Shutdown cancels attempts under way: their leases run
-        // out and they are sent again (at least once holds).
+        // and one for the expiry check. Shutdown cancels attempts under way: they are given back
+        // uncounted (or, if even that fails, their leases run out) and sent again.
         try? await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
                 group.addTask { await repeatEveryPoll("expiry check") { try await checkExpirations() } }
@@ -143,6 +143,11 @@ public struct WebhookDeliveryService: Service {
             if !(200..<300).contains(Int(response.status.code)) { problem = "the endpoint answered \(response.status.code)" }
         } catch {
             problem = "\(error)"
+        }
+        if Task.isCancelled, problem != nil {
+            // Stopped by shutdown, not refused by the endpoint: no attempt is counted.
+            try? await store.releaseLease(delivery)
+            return
         }
         let delivered = problem == nil
         let schedule = webhook.retrySchedule
