@@ -50,7 +50,7 @@ public actor WebhookReceiver {
     public nonisolated func makeApplication() -> some ApplicationProtocol {
         let router = Router()
         router.post("**") { request, _ in
-            var body = request.body
+            let body = request.body
             let bytes = try await body.collect(upTo: 1 << 20)
             let received = Received(
                 target: request.uri.description,

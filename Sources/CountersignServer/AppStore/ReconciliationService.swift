@@ -26,15 +26,8 @@ public struct ReconciliationService: Service {
             try? await gracefulShutdown()
             return
         }
-        while !Task.isCancelled {
-            for app in apps {
-                await reconcile(app)
-            }
-            do {
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
-            } catch {
-                return
-            }
+        await repeatUntilShutdown(every: interval, "reconciliation", logger: logger) {
+            for app in apps { await reconcile(app) }
         }
     }
 

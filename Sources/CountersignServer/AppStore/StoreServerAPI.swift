@@ -47,11 +47,17 @@ public final class StoreServerAPI: Sendable {
     /// Whether the app can ask the App Store Server API.
     func isConfigured(for app: AppConfiguration) -> Bool { keys[app.id] != nil }
 
+    /// The app's In-App Purchase key; a 422 (code 4211) saying what needed it when there is none.
+    private func inAppPurchaseKey(of app: AppConfiguration, needed purpose: String) throws(APIError) -> Key {
+        guard let key = keys[app.id] else {
+            throw APIError(.storeAPINotConfigured, "\(purpose), and app '\(app.id)' has no In-App Purchase key (inAppPurchaseKey in countersign.json) to ask the App Store Server API with")
+        }
+        return key
+    }
+
     /// The client for `environment`'s host (or the configured stand-in).
     func client(for app: AppConfiguration, environment: String) async throws(APIError) -> AppStoreServerAPIClient {
-        guard let key = keys[app.id] else {
-            throw APIError(.storeAPINotConfigured, "app '\(app.id)' has no In-App Purchase key (inAppPurchaseKey in countersign.json), so the App Store Server API cannot be asked")
-        }
+        let key = try inAppPurchaseKey(of: app, needed: "the App Store must be asked")
         let url = overrideURL ?? (environment == AppStoreEnvironment.production.rawValue
             ? AppStoreServerAPIClient.Configuration.productionURL : AppStoreServerAPIClient.Configuration.sandboxURL)
         let name = app.id + "\u{0}" + url
@@ -102,6 +108,7 @@ public final class StoreServerAPI: Sendable {
     /// subscriptions were applied.
     @discardableResult
     func refresh(app: AppConfiguration, chains: [(chain: String, environment: String)]) async throws -> Int {
+        _ = try inAppPurchaseKey(of: app, needed: "a refresh asks the App Store")
         var applied = 0
         var asked = Set<String>()
         // The test store's purchases are not Apple's to answer for (unless a stand-in plays Apple).
@@ -121,7 +128,10 @@ public final class StoreServerAPI: Sendable {
                     if let jws = last.signedTransactionInfo {
                         transaction = try VerifiedTransaction(jws: jws, payload: try await verified(jws, as: TransactionPayload.self, app: app), app: app)
                     }
-                    let renewal = try await last.signedRenewalInfo.asyncMap { try await verified($0, as: RenewalInfoPayload.self, app: app) }
+                    var renewal: RenewalInfoPayload?
+                    if let jws = last.signedRenewalInfo {
+                        renewal = try await verified(jws, as: RenewalInfoPayload.self, app: app)
+                    }
                     try await store.applyStoreState(transaction: transaction, renewal: renewal, app: app, now: now())
                     applied += 1
                 }
@@ -137,9 +147,7 @@ public final class StoreServerAPI: Sendable {
     /// then the customer's whole history fetched and each transaction verified. Throws 422
     /// without an In-App Purchase key, 422 for a receipt that cannot be read.
     func transactions(inLegacyReceipt receipt: String, app: AppConfiguration) async throws -> (receiptTransaction: String, transactions: [VerifiedTransaction]) {
-        guard isConfigured(for: app) else {
-            throw APIError(.storeAPINotConfigured, "fetch_token is a legacy receipt, and app '\(app.id)' has no In-App Purchase key to look it up with the App Store Server API")
-        }
+        _ = try inAppPurchaseKey(of: app, needed: "fetch_token is a legacy receipt")
         let id: String
         do {
             guard let found = try LegacyReceipt.transactionId(fromBase64: receipt) else {
@@ -149,7 +157,6 @@ public final class StoreServerAPI: Sendable {
         } catch let error as LegacyReceipt.FormatError {
             throw APIError(.invalidField, "fetch_token is neither a signed transaction nor a readable legacy receipt: \(error.description)")
         }
-        var lastError: AppStoreServerAPIError?
         for environment in environments(for: app) {
             do {
                 let signed = try await client(for: app, environment: environment).allTransactions(transactionId: id)
@@ -159,21 +166,11 @@ public final class StoreServerAPI: Sendable {
                 }
                 return (id, transactions)
             } catch let error as AppStoreServerAPIError where error.kind == .notFound {
-                lastError = error // Production says not found: try Sandbox
+                continue // Production says not found: try Sandbox
             } catch let error as AppStoreServerAPIError {
                 throw Self.failure(error)
             }
         }
-        if let lastError, lastError.kind == .notFound {
-            throw APIError(.invalidStoreSignature, "the App Store does not know the legacy receipt's transaction")
-        }
-        throw APIError(.storeAPIFailed, "the App Store Server API could not be asked")
-    }
-}
-
-extension Optional {
-    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
-        guard let value = self else { return nil }
-        return try await transform(value)
+        throw APIError(.invalidStoreSignature, "the App Store does not know the legacy receipt's transaction")
     }
 }

@@ -57,33 +57,21 @@ public struct WebhookDeliveryService: Service {
         // uncounted (or, if even that fails, their leases run out) and sent again.
         try? await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
-                group.addTask { await repeatEveryPoll("expiry check") { try await checkExpirations() } }
+                group.addTask {
+                    await repeatUntilShutdown(every: settings.pollInterval, "expiry check", logger: logger) { try await checkExpirations() }
+                }
                 for app in deployment.apps {
                     for webhook in app.webhooks ?? [] {
-                        group.addTask { await repeatEveryPoll("webhook delivery") { try await deliverDue(to: webhook.url, app: app.id, with: client) } }
+                        group.addTask {
+                            await repeatUntilShutdown(every: settings.pollInterval, "webhook delivery", logger: logger) {
+                                try await deliverDue(to: webhook, app: app.id, with: client)
+                            }
+                        }
                     }
                 }
             }
         }
         try? await client.shutdown()
-    }
-
-    /// Runs `pass` every poll interval until cancelled.
-    private func repeatEveryPoll(_ name: String, _ pass: () async throws -> Void) async {
-        while !Task.isCancelled {
-            do {
-                try await pass()
-            } catch where !Task.isCancelled {
-                logger.error("\(name) failed", metadata: ["error": "\(error)"])
-            } catch {
-                return
-            }
-            do {
-                try await Task.sleep(for: settings.pollInterval)
-            } catch {
-                return
-            }
-        }
     }
 
     /// Reports subscriptions whose period ended since the last check (see
@@ -96,16 +84,16 @@ public struct WebhookDeliveryService: Service {
     /// Sends every delivery to one endpoint whose turn has come, a batch at a time; returns how
     /// many were sent.
     @discardableResult
-    func deliverDue(to endpoint: String, app: String, with client: HTTPClient) async throws -> Int {
+    func deliverDue(to webhook: AppConfiguration.Webhook, app: String, with client: HTTPClient) async throws -> Int {
         var sent = 0
         while !Task.isCancelled {
             let time = now()
-            let due = try await store.takeDueDeliveries(app: app, endpoint: endpoint, now: time, leaseUntil: time.addingTimeInterval(settings.lease),
+            let due = try await store.takeDueDeliveries(app: app, endpoint: webhook.url, now: time, leaseUntil: time.addingTimeInterval(settings.lease),
                                                         limit: settings.batchSize)
             guard !due.isEmpty else { break }
             await withTaskGroup(of: Void.self) { group in
                 for delivery in due {
-                    group.addTask { await attempt(delivery, with: client) }
+                    group.addTask { await attempt(delivery, to: webhook, with: client) }
                 }
             }
             sent += due.count
@@ -113,12 +101,8 @@ public struct WebhookDeliveryService: Service {
         return sent
     }
 
-    /// One attempt of one delivery, its outcome recorded.
-    func attempt(_ delivery: CustomerDatabase.DueDelivery, with client: HTTPClient) async {
-        guard let webhook = deployment.apps.first(where: { $0.id == delivery.appId })?.webhooks?.first(where: { $0.url == delivery.endpoint }) else {
-            await finish(delivery, delivered: false, status: nil, error: "the endpoint is no longer configured", retryAt: nil)
-            return
-        }
+    /// One attempt of one delivery to its (configured) endpoint, its outcome recorded.
+    func attempt(_ delivery: CustomerDatabase.DueDelivery, to webhook: AppConfiguration.Webhook, with client: HTTPClient) async {
         let request: HTTPClientRequest
         do {
             request = try signedRequest(delivery, to: webhook)

@@ -87,6 +87,14 @@ public struct WebhookEvent: Sendable, Hashable {
         eventTimestampMs = CustomerDatabase.milliseconds(now)
     }
 
+    /// The event of a transaction newly recorded for `user`: the first of an auto-renewable chain
+    /// is its initial purchase, a later one a renewal, anything else a non-renewing purchase.
+    static func purchase(_ transaction: VerifiedTransaction, app: AppConfiguration, user: String, now: Date) -> WebhookEvent {
+        let type: WebhookEventType = transaction.kind != .autoRenewable ? .nonRenewingPurchase
+            : transaction.transactionId == transaction.originalTransactionId ? .initialPurchase : .renewal
+        return WebhookEvent(type, subject: transaction.transactionId, app: app, user: user, transaction: EventTransaction(transaction), now: now)
+    }
+
     /// A `TEST` event for `app` (a fresh id each time).
     static func test(app: AppConfiguration, now: Date) -> WebhookEvent {
         WebhookEvent(id: UUID().uuidString, type: .test, appId: app.id, eventTimestampMs: CustomerDatabase.milliseconds(now))
@@ -244,12 +252,5 @@ struct EventTransaction: Sendable {
                   productId: transaction.productId, environment: payload.environment?.rawValue ?? "", periodType: payload.periodType,
                   purchasedAtMs: payload.purchaseDate.map(CustomerDatabase.milliseconds),
                   expiresAtMs: payload.expiresDate.map(CustomerDatabase.milliseconds))
-    }
-
-    /// The event a newly recorded transaction makes: the first of an auto-renewable chain is
-    /// its initial purchase, a later one a renewal, anything else a non-renewing purchase.
-    static func purchaseEventType(_ transaction: VerifiedTransaction) -> WebhookEventType {
-        guard transaction.kind == .autoRenewable else { return .nonRenewingPurchase }
-        return transaction.transactionId == transaction.originalTransactionId ? .initialPurchase : .renewal
     }
 }

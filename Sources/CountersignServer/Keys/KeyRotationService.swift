@@ -18,18 +18,6 @@ public struct KeyRotationService: Service {
     }
 
     public func run() async throws {
-        while !Task.isCancelled {
-            do {
-                try keys.rotateIfNeeded()
-            } catch {
-                logger.critical("signing key rotation failed", metadata: ["error": "\(error)"])
-            }
-            do {
-                // Ends at once on graceful shutdown or cancellation.
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
-            } catch {
-                return
-            }
-        }
+        await repeatUntilShutdown(every: interval, "signing key rotation", logger: logger, level: .critical) { try keys.rotateIfNeeded() }
     }
 }

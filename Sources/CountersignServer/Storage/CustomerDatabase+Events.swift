@@ -112,7 +112,6 @@ extension CustomerDatabase {
     struct DueDelivery: Sendable {
         var eventId: String
         var endpoint: String
-        var appId: String
         var attempts: Int
         var body: String
     }
@@ -125,7 +124,7 @@ extension CustomerDatabase {
         let time = Self.milliseconds(now)
         let candidates = try await database.withConnection { sql in
             try await sql.raw("""
-                SELECT d.event_id, d.endpoint, d.app_id, d.attempts, e.body FROM webhook_deliveries d \
+                SELECT d.event_id, d.endpoint, d.attempts, e.body FROM webhook_deliveries d \
                 JOIN events e ON e.event_id = d.event_id \
                 WHERE d.status = 'pending' AND d.next_attempt_ms <= \(bind: time) AND d.app_id = \(bind: app) AND d.endpoint = \(bind: endpoint) \
                 AND (d.lease_until_ms IS NULL OR d.lease_until_ms < \(bind: time)) \
@@ -135,8 +134,7 @@ extension CustomerDatabase {
                 ORDER BY e.seq LIMIT \(bind: limit)
                 """).all().map { row in
                 DueDelivery(eventId: try row.decode(column: "event_id", as: String.self), endpoint: try row.decode(column: "endpoint", as: String.self),
-                            appId: try row.decode(column: "app_id", as: String.self), attempts: try row.decode(column: "attempts", as: Int.self),
-                            body: try row.decode(column: "body", as: String.self))
+                            attempts: try row.decode(column: "attempts", as: Int.self), body: try row.decode(column: "body", as: String.self))
             }
         }
         var taken: [DueDelivery] = []

@@ -152,8 +152,7 @@ extension CustomerDatabase {
         var events: [WebhookEvent] = []
         switch stored {
         case .inserted:
-            events.append(WebhookEvent(EventTransaction.purchaseEventType(transaction), subject: transaction.transactionId,
-                                       app: app, user: user, transaction: subject, now: now))
+            events.append(.purchase(transaction, app: app, user: user, now: now))
         case .refreshed(revoked: true):
             var event = WebhookEvent(.cancellation, subject: transaction.transactionId, app: app, user: user, transaction: subject, now: now)
             event.cancelReason = "CUSTOMER_SUPPORT"

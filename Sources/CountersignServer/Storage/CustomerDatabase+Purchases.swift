@@ -62,10 +62,9 @@ extension CustomerDatabase {
     }
 
     /// The events a planned purchase makes: a `TRANSFER` when its chain moves, and the purchase
-    /// event (``EventTransaction/purchaseEventType(_:)``) when the transaction is new.
+    /// event (``WebhookEvent/purchase(_:app:user:now:)``) when the transaction is new.
     static func purchaseEvents(_ plan: PurchasePlan, _ facts: PurchaseFacts, _ transaction: VerifiedTransaction, app: AppConfiguration,
                                now: Date) -> [WebhookEvent] {
-        let subject = EventTransaction(transaction)
         var events: [WebhookEvent] = []
         var owner: String?
         switch plan.owner {
@@ -74,7 +73,7 @@ extension CustomerDatabase {
         case .update(let user):
             owner = user
             var transfer = WebhookEvent(.transfer, subject: "\(transaction.originalTransactionId)\u{0}\(user)\u{0}\(milliseconds(now))",
-                                        app: app, user: user, transaction: subject, now: now)
+                                        app: app, user: user, transaction: EventTransaction(transaction), now: now)
             if case .user(let previous) = facts.chainOwner { transfer.transferredFrom = [previous] }
             transfer.transferredTo = [user]
             events.append(transfer)
@@ -82,8 +81,7 @@ extension CustomerDatabase {
             if case .user(let user) = facts.chainOwner { owner = user }
         }
         if plan.purchase == .insert, let owner {
-            events.append(WebhookEvent(EventTransaction.purchaseEventType(transaction), subject: transaction.transactionId,
-                                       app: app, user: owner, transaction: subject, now: now))
+            events.append(.purchase(transaction, app: app, user: owner, now: now))
         }
         return events
     }
