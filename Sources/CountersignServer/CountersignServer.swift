@@ -30,6 +30,8 @@ public struct ServerConfiguration: Sendable {
     /// How often subscriptions in doubt are checked with the App Store Server API (apps with an
     /// In-App Purchase key only).
     public var reconciliationInterval: Duration = .seconds(3_600)
+    /// Dashboard sessions and figures.
+    public var dashboard = DashboardSettings()
     /// How webhook deliveries are sent (tests poll often and hold leases briefly).
     public var webhooks = WebhookDeliveryService.Settings()
     /// The one clock of routes, signing, key rotation and storage (tests move it).
@@ -59,6 +61,8 @@ public struct CountersignServer: Sendable {
     public let storeAPI: StoreServerAPI
     public let metrics = ServerMetrics()
     public let logger: Logger
+    /// The dashboard's templates; nil when they are not installed (its pages then answer 503).
+    let dashboardTemplates: DashboardTemplates?
 
     /// Prepares a data directory (the default configuration on first start, the signing keys,
     /// the test store CA when an app uses it) and opens and migrates the database.
@@ -93,6 +97,12 @@ public struct CountersignServer: Sendable {
         store = CustomerDatabase(database: database)
         storeAPI = try StoreServerAPI(deployment: deployment, dataDirectory: directory, verifiers: verifiers, store: store,
                                       now: configuration.now, logger: logger)
+        do {
+            dashboardTemplates = try await DashboardTemplates.load()
+        } catch {
+            logger.warning("the dashboard is unavailable", metadata: ["error": "\(error)"])
+            dashboardTemplates = nil
+        }
     }
 
     static func makeVerifiers(for deployment: DeploymentConfiguration, dataDirectory: URL) throws -> ([String: SignedDataVerifier], TestStoreCA?) {
@@ -153,6 +163,8 @@ public struct CountersignServer: Sendable {
                     now: now).add(to: router)
         let limiter = RateLimiter(perSecond: configuration.telemetryReportsPerSecond, burst: configuration.telemetryReportBurst, now: now)
         DiagnosticsRoutes(authentication: authentication, store: store, metrics: metrics, limiter: limiter, now: now).add(to: router)
+        DashboardRoutes(deployment: deployment, store: store, keys: keys, templates: dashboardTemplates, settings: configuration.dashboard,
+                        now: now).add(to: router)
         let metricsToken = configuration.metricsBearerToken
         router.get("/metrics") { request, _ in
             if let metricsToken {

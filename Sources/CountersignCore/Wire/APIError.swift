@@ -48,6 +48,11 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     case missingAPIKey = 4101
     case invalidAPIKey = 4102
     case wrongKeyKind = 4103
+    /// A dashboard form without the session's CSRF token (or the sign-in form's own): refused
+    /// before anything is read or changed.
+    case csrfRejected = 4104
+    /// A dashboard session asked for an app it did not sign in to.
+    case appNotInSession = 4105
     // 404 / 409 / 422: purchases
     case notFound = 4404
     case methodNotAllowed = 4405
@@ -78,6 +83,8 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     /// The App Store Server API could not be asked or answered with an error (rate limited,
     /// down, the key refused); nothing was changed.
     case storeAPIFailed = 5021
+    /// The dashboard's templates are not installed beside the server.
+    case dashboardUnavailable = 5032
 
     /// Refusals of a posted purchase that posting it again cannot change: badly signed, another
     /// app's or environment's, or owned by or bound to another user. The SDK finishes such a
@@ -99,12 +106,12 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
         case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: 409
         case .bodyTooLarge: 413
         case .missingAPIKey, .invalidAPIKey: 401
-        case .wrongKeyKind, .testStoreNotEnabled: 403
+        case .wrongKeyKind, .testStoreNotEnabled, .csrfRejected, .appNotInSession: 403
         case .notFound: 404
         case .methodNotAllowed: 405
         case .internalError: 500
         case .rateLimited: 429
-        case .signingKeyExpired: 503
+        case .signingKeyExpired, .dashboardUnavailable: 503
         case .storeAPIFailed: 502
         }
     }

@@ -3,6 +3,7 @@ import Hummingbird
 import CountersignCore
 import Foundation
 import Logging
+import NIOCore
 
 /// The per-request context of Countersign's routes.
 public struct ServerRequestContext: RequestContext {
@@ -11,9 +12,12 @@ public struct ServerRequestContext: RequestContext {
     public var signedExchange: SignedExchange?
     /// Set by ``AppAuthentication``: the app whose API key the request carries, or why not.
     public var authentication: Result<AppConfiguration, APIError>?
+    /// The peer's address (the dashboard's sign-in limit counts attempts by it).
+    public let remoteAddress: SocketAddress?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
     }
 
     /// Request bodies are small JSON documents; anything larger is refused with 413.

@@ -93,6 +93,20 @@ public final class SigningKeyRing: @unchecked Sendable {
         }
     }
 
+    /// Every intermediate in the key directory (the data directory's in managed mode, the
+    /// offline directory otherwise), latest expiry first: the rotation history the dashboard
+    /// shows. Only public parts leave this function; unreadable files are left out.
+    public func intermediates() -> [IntermediateCertificate] {
+        let directory = switch mode {
+        case .managed(let dataDirectory): DataDirectory(dataDirectory).intermediates
+        case .offline(let directory): directory
+        }
+        let files = (try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)) ?? []
+        return files.filter { $0.pathExtension == "key" }
+            .compactMap { try? KeyFile.loadIntermediate(from: $0).certificate }
+            .sorted { $0.expirationDays > $1.expirationDays }
+    }
+
     // MARK: Files
 
     static func loadOrCreateRoot(in dataDirectory: URL, logger: Logger) throws -> RootSigningKey {

@@ -184,6 +184,23 @@ enum Migrations {
         // the App Store Server API are noted so they are not asked again too soon.
         Migration(version: 6, name: "events and webhook deliveries", statements: eventTables(seq: "seq INTEGER PRIMARY KEY AUTOINCREMENT"),
                   postgresStatements: eventTables(seq: "seq BIGSERIAL PRIMARY KEY")),
+        // The dashboard: sign-in sessions (the token's SHA-256 only, never the token) and events
+        // by time for the daily charts (active customers are counted through purchases_by_expiry:
+        // one more index on purchases would cost every purchase a write).
+        Migration(version: 7, name: "dashboard sessions and the dashboard's indexes", statements: [
+            """
+            CREATE TABLE dashboard_sessions (
+                session_hash TEXT PRIMARY KEY,
+                app_ids TEXT NOT NULL,
+                current_app TEXT NOT NULL,
+                csrf_token TEXT NOT NULL,
+                created_ms BIGINT NOT NULL,
+                expires_ms BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX dashboard_sessions_by_expiry ON dashboard_sessions (expires_ms)",
+            "CREATE INDEX events_by_time ON events (app_id, created_at_ms)",
+        ]),
     ]
 
     /// Version 6 with `seq`, the one column whose definition differs between the databases.

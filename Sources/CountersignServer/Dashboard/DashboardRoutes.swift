@@ -1,0 +1,443 @@
+import CountersignCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// `/dashboard`: server-rendered pages for app teams, signed in with an app's secret API key.
+///
+/// - `GET /dashboard/login`, `POST /dashboard/login` (field `secret_key`), `POST /dashboard/logout`
+/// - `GET /dashboard`: overview; `POST /dashboard/switch`: show another signed-in app
+/// - `GET /dashboard/customers?q=`, `GET /dashboard/customers/{id}`, with
+///   `POST …/{id}/grant`, `POST …/{id}/revoke`, `GET` and `POST …/{id}/delete`
+/// - `GET /dashboard/failures`, `GET /dashboard/keys`, `GET /dashboard/style.css`
+///
+/// A session is a random token in an HttpOnly, SameSite=Strict cookie; the database keeps its
+/// SHA-256, the apps it was given keys for and the CSRF token every form carries (a POST without
+/// it is a 403 that changes nothing). The sign-in form has its own CSRF token, in a cookie of
+/// its own, and failed sign-ins are limited per client address. Nothing secret is ever in a URL.
+struct DashboardRoutes: Sendable {
+    let deployment: DeploymentConfiguration
+    let store: CustomerDatabase
+    let keys: SigningKeyRing
+    let templates: DashboardTemplates?
+    let settings: DashboardSettings
+    let limiter: RateLimiter
+    let overview = OverviewCache()
+    let now: @Sendable () -> Date
+
+    init(deployment: DeploymentConfiguration, store: CustomerDatabase, keys: SigningKeyRing, templates: DashboardTemplates?,
+         settings: DashboardSettings, now: @escaping @Sendable () -> Date) {
+        self.deployment = deployment
+        self.store = store
+        self.keys = keys
+        self.templates = templates
+        self.settings = settings
+        limiter = RateLimiter(perSecond: settings.signInRefillPerSecond, burst: settings.signInBurst, now: now)
+        self.now = now
+    }
+
+    /// The signed-in session a page is shown for.
+    struct SignedIn: Sendable {
+        let tokenHash: String
+        let session: CustomerDatabase.DashboardSession
+        let app: AppConfiguration
+        let apps: [AppConfiguration]
+        let secure: Bool
+    }
+
+    func add(to router: ServerRouter) {
+        router.get("/dashboard/style.css") { _, _ in
+            guard let templates else { throw APIError(.dashboardUnavailable, "the dashboard's resources are not installed") }
+            var headers: HTTPFields = [.contentType: "text/css; charset=utf-8"]
+            DashboardHeaders.apply(to: &headers)
+            headers[.cacheControl] = "max-age=3600"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: templates.stylesheet))
+        }
+        router.get("/dashboard/login") { request, _ in
+            try signInPage(request, error: nil, status: .ok)
+        }
+        router.post("/dashboard/login") { request, context in
+            try await signIn(request, context: context)
+        }
+        page(router, .post, "/dashboard/logout") { signedIn, _, _ in
+            try await store.deleteDashboardSession(tokenHash: signedIn.tokenHash)
+            var response = Self.redirect("/dashboard/login")
+            response.headers[.setCookie] = DashboardCookie.set(DashboardCookie.session, "", maxAge: 0, secure: signedIn.secure)
+            return response
+        }
+        page(router, .post, "/dashboard/switch") { signedIn, form, _ in
+            guard let app = form?["app_id"], signedIn.session.apps.contains(app) else {
+                throw APIError(.appNotInSession, "this session has not signed in to that app")
+            }
+            try await store.switchDashboardApp(tokenHash: signedIn.tokenHash, to: app)
+            return Self.redirect("/dashboard")
+        }
+        page(router, .get, "/dashboard") { signedIn, _, _ in
+            try await overviewPage(signedIn)
+        }
+        page(router, .get, "/dashboard/customers") { signedIn, _, request in
+            try await customersPage(signedIn, query: request.uri.queryParameters.get("q") ?? "",
+                                    deleted: request.uri.queryParameters.get("deleted") == "1")
+        }
+        let customer = "/dashboard/customers/:app_user_id"
+        page(router, .get, RouterPath(customer)) { signedIn, _, request in
+            try await customerPage(signedIn, user: try Self.user(request), done: request.uri.queryParameters.get("done"))
+        }
+        page(router, .post, RouterPath(customer + "/grant")) { signedIn, form, request in
+            let user = try Self.user(request)
+            let entitlement = try Self.entitlement(form?["entitlement"], app: signedIn.app)
+            let name = form?["duration"] ?? ""
+            guard let duration = AdminRoutes.PromotionalDuration(rawValue: name) else {
+                throw APIError(.invalidField, "duration must be one of \(AdminRoutes.PromotionalDuration.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            guard try await store.lookup(app: signedIn.app, user: user, now: now()) != nil else { throw AdminRoutes.unknownCustomer }
+            let start = now()
+            try await store.grantPromotional(app: signedIn.app, user: user, entitlement: entitlement, expires: duration.end(from: start), now: start)
+            overview.forget(app: signedIn.app.id)
+            return Self.redirect(Self.customerPath(user) + "?done=granted")
+        }
+        page(router, .post, RouterPath(customer + "/revoke")) { signedIn, form, request in
+            let user = try Self.user(request)
+            let entitlement = try Self.entitlement(form?["entitlement"], app: signedIn.app)
+            guard try await store.lookup(app: signedIn.app, user: user, now: now()) != nil else { throw AdminRoutes.unknownCustomer }
+            _ = try await store.revokePromotionals(app: signedIn.app, user: user, entitlement: entitlement, now: now())
+            overview.forget(app: signedIn.app.id)
+            return Self.redirect(Self.customerPath(user) + "?done=revoked")
+        }
+        page(router, .get, RouterPath(customer + "/delete")) { signedIn, _, request in
+            let user = try Self.user(request)
+            guard try await store.lookup(app: signedIn.app, user: user, now: now()) != nil else { throw AdminRoutes.unknownCustomer }
+            return try render("delete", signedIn, title: "Delete \(user)", section: "customers", [
+                "user": user, "userPath": Self.customerPath(user),
+            ])
+        }
+        page(router, .post, RouterPath(customer + "/delete")) { signedIn, form, request in
+            let user = try Self.user(request)
+            // The confirmation step: the app user id typed again.
+            guard form?["confirm"] == user else {
+                return try render("delete", signedIn, title: "Delete \(user)", section: "customers", status: .unprocessableContent, [
+                    "user": user, "userPath": Self.customerPath(user), "error": "Type the app user id exactly to delete this customer.",
+                ])
+            }
+            guard try await store.deleteCustomer(app: signedIn.app, user: user, now: now()) else { throw AdminRoutes.unknownCustomer }
+            overview.forget(app: signedIn.app.id)
+            return Self.redirect("/dashboard/customers?deleted=1")
+        }
+        page(router, .get, "/dashboard/failures") { signedIn, _, _ in
+            try await failuresPage(signedIn)
+        }
+        page(router, .get, "/dashboard/keys") { signedIn, _, _ in
+            try keysPage(signedIn)
+        }
+    }
+
+    // MARK: Sign-in
+
+    private func signInPage(_ request: Request, error: String?, status: HTTPResponse.Status) throws -> Response {
+        let token = DashboardToken.make()
+        var values: [String: Any] = ["csrf": token]
+        if let error { values["error"] = error }
+        var response = try render("login", nil, title: "Sign in", section: "", status: status, values)
+        response.headers[.setCookie] = DashboardCookie.set(DashboardCookie.signIn, token, maxAge: 3_600, secure: DashboardCookie.isSecure(request))
+        return response
+    }
+
+    private func signIn(_ request: Request, context: ServerRequestContext) async throws -> Response {
+        var request = request
+        let form = try FormBody(try await request.collectBody(context: context))
+        guard let expected = DashboardCookie.value(DashboardCookie.signIn, in: request), let sent = form["csrf_token"],
+              APIKeyAuthentication.constantTimeEqual(expected, sent)
+        else {
+            throw APIError(.csrfRejected, "the sign-in form was stale or not from this dashboard; load it again")
+        }
+        let client = context.remoteAddress?.ipAddress ?? "unknown"
+        guard limiter.hasToken(client) else {
+            context.logger.warning("dashboard sign-in refused: too many wrong keys", metadata: ["client": "\(client)"])
+            return try signInPage(request, error: "Too many wrong keys from this address. Wait a few minutes and try again.", status: .tooManyRequests)
+        }
+        let key = (form["secret_key"] ?? "").trimmingCharacters(in: .whitespaces)
+        guard let app = deployment.apps.first(where: { APIKeyAuthentication.holds($0.secretApiKeys, key) }) else {
+            _ = limiter.allow(client)
+            context.logger.notice("dashboard sign-in with a wrong key", metadata: ["client": "\(client)"])
+            let publicKey = deployment.apps.contains { APIKeyAuthentication.holds($0.publicApiKeys, key) }
+            return try signInPage(request, error: publicKey
+                ? "That is a public API key (the one apps ship). Sign in with the app's secret key."
+                : "No app here has that secret key.", status: .unauthorized)
+        }
+        // Signing in again adds the app to the session it had (the switcher), under a new token.
+        var apps = [app.id]
+        if let token = DashboardCookie.value(DashboardCookie.session, in: request) {
+            let old = DashboardToken.hash(token)
+            if let session = try await store.dashboardSession(tokenHash: old, now: now()) {
+                apps = session.apps.filter { $0 != app.id } + [app.id]
+                try await store.deleteDashboardSession(tokenHash: old)
+            }
+        }
+        let token = DashboardToken.make()
+        let session = CustomerDatabase.DashboardSession(apps: apps, currentApp: app.id, csrfToken: DashboardToken.make(),
+                                                        expires: now().addingTimeInterval(settings.sessionLifetime))
+        try await store.createDashboardSession(tokenHash: DashboardToken.hash(token), session, now: now())
+        context.logger.notice("dashboard sign-in", metadata: ["app": "\(app.id)"])
+        var response = Self.redirect("/dashboard")
+        let secure = DashboardCookie.isSecure(request)
+        response.headers[values: .setCookie] = [
+            DashboardCookie.set(DashboardCookie.session, token, maxAge: Int(settings.sessionLifetime), secure: secure),
+            DashboardCookie.set(DashboardCookie.signIn, "", maxAge: 0, secure: secure),
+        ]
+        return response
+    }
+
+    /// The session of the request's cookie, with the apps it may see; nil: not signed in.
+    private func signedIn(_ request: Request) async throws -> SignedIn? {
+        guard let token = DashboardCookie.value(DashboardCookie.session, in: request) else { return nil }
+        let hash = DashboardToken.hash(token)
+        guard let session = try await store.dashboardSession(tokenHash: hash, now: now()) else { return nil }
+        // Apps removed from the configuration since the sign-in are no longer shown.
+        let apps = session.apps.compactMap { id in deployment.apps.first { $0.id == id } }
+        guard let app = apps.first(where: { $0.id == session.currentApp }) ?? apps.first else { return nil }
+        return SignedIn(tokenHash: hash, session: session, app: app, apps: apps, secure: DashboardCookie.isSecure(request))
+    }
+
+    /// A page behind the sign-in: no session → to the sign-in form (303); a POST must carry the
+    /// session's CSRF token (403 otherwise, before anything is read or changed). Errors are
+    /// pages too, with their status.
+    private func page(_ router: ServerRouter, _ method: HTTPRequest.Method, _ path: RouterPath,
+                      _ handler: @escaping @Sendable (SignedIn, FormBody?, Request) async throws -> Response) {
+        router.on(path, method: method) { request, context in
+            guard let signedIn = try await signedIn(request) else { return Self.redirect("/dashboard/login") }
+            do {
+                var form: FormBody?
+                if method == .post {
+                    var request = request
+                    let body = try FormBody(try await request.collectBody(context: context))
+                    guard let sent = body["csrf_token"], APIKeyAuthentication.constantTimeEqual(sent, signedIn.session.csrfToken) else {
+                        throw APIError(.csrfRejected, "the form was stale or not from this dashboard (its CSRF token did not match); nothing was changed")
+                    }
+                    form = body
+                }
+                return try await handler(signedIn, form, request)
+            } catch let error as APIError {
+                return try render("error", signedIn, title: "Error", section: "", status: error.status, ["message": error.message])
+            }
+        }
+    }
+
+    // MARK: Pages
+
+    private func overviewPage(_ signedIn: SignedIn) async throws -> Response {
+        let date = now()
+        let app = signedIn.app
+        let figures = try await overview.figures(app: app.id, now: date, maximumAge: settings.overviewCacheSeconds) {
+            OverviewCache.Figures(active: try await store.activeCustomers(app: app, now: date),
+                                  activity: try await store.dailyActivity(app: app.id, days: 30, now: date), computed: date)
+        }
+        let today = CustomerDatabase.milliseconds(date) / 86_400_000
+        let days = (0..<30).map { today - 29 + Int64($0) }
+        func label(_ day: Int64) -> String { CustomerDatabase.day(Date(timeIntervalSince1970: TimeInterval(day) * 86_400)) }
+        func chart(_ title: String, _ style: String, _ value: (CustomerDatabase.DailyActivity) -> Int) -> [String: Any] {
+            let values = days.map { (label($0), value(figures.activity[$0] ?? .init())) }
+            return ["title": title, "total": values.reduce(0) { $0 + $1.1 }, "svg": SVGChart.bars(values, title: "\(title) per day, last 30 days", style: style)]
+        }
+        let failures = try await store.verificationFailures(app: app.id, days: 30, now: date)
+        var failuresByDay: [String: Int] = [:]
+        var byReason: [String: Int] = [:]
+        for entry in failures {
+            failuresByDay[entry.day, default: 0] += Int(entry.count)
+            byReason[entry.reason, default: 0] += Int(entry.count)
+        }
+        let reasonCharts: [[String: Any]] = byReason.keys.sorted().map { reason in
+            let values = days.map { day in
+                (label(day), Int(failures.filter { $0.day == label(day) && $0.reason == reason }.reduce(0) { $0 + $1.count }))
+            }
+            return ["reason": reason, "total": byReason[reason] ?? 0, "svg": SVGChart.bars(values, title: "\(reason) per day, last 30 days", style: "failure")]
+        }
+        return try render("overview", signedIn, title: "Overview", section: "overview", [
+            "active": figures.active.map { ["entitlement": $0.entitlement, "customers": $0.customers] },
+            "hasActive": !figures.active.isEmpty,
+            "charts": [chart("Purchases", "purchases", \.purchases), chart("Renewals", "renewals", \.renewals),
+                       chart("Refunds", "refunds", \.refunds), chart("Expirations", "expirations", \.expirations)],
+            "failureTotal": failuresByDay.values.reduce(0, +),
+            "reasonCharts": reasonCharts,
+            "figuresTime": WireDate.format(figures.computed),
+            "key": keySummary(),
+        ])
+    }
+
+    private func keySummary() -> [String: Any] {
+        let days = keys.daysUntilExpiry
+        return ["daysLeft": String(format: "%.1f", days), "expires": WireDate.format(keys.currentSigner.key.certificate.expirationDate),
+                "warning": days < 7]
+    }
+
+    private func customersPage(_ signedIn: SignedIn, query: String, deleted: Bool) async throws -> Response {
+        let trimmed = query.trimmingCharacters(in: .whitespaces)
+        var values: [String: Any] = ["query": trimmed, "searched": !trimmed.isEmpty, "deleted": deleted]
+        if !trimmed.isEmpty {
+            guard trimmed.unicodeScalars.count <= 256 else { throw APIError(.invalidField, "search for at most 256 characters") }
+            let found = try await store.searchCustomers(app: signedIn.app.id, query: trimmed)
+            values["results"] = found.map { ["user": $0.appUserId, "path": Self.customerPath($0.appUserId), "matched": $0.matched] }
+            values["none"] = found.isEmpty
+            values["hasResults"] = !found.isEmpty
+        }
+        return try render("customers", signedIn, title: "Customers", section: "customers", values)
+    }
+
+    private func customerPage(_ signedIn: SignedIn, user: String, done: String?) async throws -> Response {
+        let date = now()
+        let app = signedIn.app
+        guard let record = try await store.lookup(app: app, user: user, now: date),
+              let detail = try await store.entitlementDetail(app: app, user: user, now: date)
+        else { throw AdminRoutes.unknownCustomer }
+        let entitlements: [[String: Any]] = detail.entitlements.keys.sorted().map { id in
+            let grant = detail.entitlements[id]!
+            return ["id": id, "active": grant.isActive, "product": grant.productId, "why": Self.why(grant, detail: detail, now: date),
+                    "expires": grant.expiresDate.map(WireDate.format) ?? "never"]
+        }
+        let transactions: [[String: Any]] = record.transactions.reversed().map { transaction in
+            ["id": transaction.transactionId, "original": transaction.originalTransactionId, "product": transaction.productId,
+             "environment": transaction.environment, "purchased": Self.time(transaction.purchaseDateMs),
+             "expires": Self.time(transaction.expiresDateMs),
+             "status": transaction.revocationDateMs != nil ? "refunded \(Self.time(transaction.revocationDateMs))"
+                 : (transaction.expiresDateMs.map { $0 <= CustomerDatabase.milliseconds(date) } == true ? "expired" : "active")]
+        }
+        let grants: [[String: Any]] = record.promotionalGrants.reversed().map { grant in
+            ["entitlement": grant.entitlement, "starts": Self.time(grant.startsMs), "expires": grant.expiresMs.map { Self.time($0) } ?? "never",
+             "state": grant.revokedMs != nil ? "revoked \(Self.time(grant.revokedMs))"
+                 : (grant.expiresMs.map { $0 <= CustomerDatabase.milliseconds(date) } == true ? "ended" : "open")]
+        }
+        let openGrants = Set(record.promotionalGrants.filter { grant in
+            grant.revokedMs == nil && (grant.expiresMs.map { $0 > CustomerDatabase.milliseconds(date) } ?? true)
+        }.map(\.entitlement)).sorted()
+        let events: [[String: Any]] = try await store.events(app: app.id, user: user, limit: 50).map { event in
+            let body = (try? JSONSerialization.jsonObject(with: Data(event.body.utf8)) as? [String: Any])?["event"] as? [String: Any] ?? [:]
+            return ["type": event.type, "product": body["product_id"] as? String ?? "",
+                    "time": Self.time((body["event_timestamp_ms"] as? NSNumber)?.int64Value), "id": body["id"] as? String ?? ""]
+        }
+        let deliveries: [[String: Any]] = try await store.customerDeliveries(app: app.id, user: user, limit: 50).map { delivery in
+            ["type": delivery.eventType, "endpoint": delivery.endpoint, "status": delivery.status.rawValue, "attempts": delivery.attempts,
+             "lastError": delivery.lastError ?? "", "created": Self.time(delivery.createdAtMs)]
+        }
+        let notices = ["granted": "Promotional entitlement granted.", "revoked": "Promotional entitlements revoked."]
+        var values: [String: Any] = [
+            "user": user, "userPath": Self.customerPath(user),
+            "firstSeen": record.customerInfo.subscriber.firstSeen, "lastSeen": record.customerInfo.subscriber.lastSeen,
+            "entitlements": entitlements, "hasEntitlements": !entitlements.isEmpty,
+            "transactions": transactions, "hasTransactions": !transactions.isEmpty,
+            "grants": grants, "hasGrants": !grants.isEmpty,
+            "allEntitlements": Set(app.products.flatMap(\.entitlements)).sorted().map { ["id": $0] },
+            "durations": AdminRoutes.PromotionalDuration.allCases.map { ["id": $0.rawValue, "selected": $0 == .monthly] },
+            "openGrants": openGrants.map { ["id": $0] }, "hasOpenGrants": !openGrants.isEmpty,
+            "events": events, "hasEvents": !events.isEmpty, "deliveries": deliveries, "hasDeliveries": !deliveries.isEmpty,
+        ]
+        if let notice = done.flatMap({ notices[$0] }) { values["notice"] = notice }
+        return try render("customer", signedIn, title: user, section: "customers", values)
+    }
+
+    /// Why the customer has (or had) an entitlement, in words.
+    static func why(_ grant: EntitlementGrant, detail: CustomerEntitlements, now: Date) -> String {
+        switch grant.source {
+        case .promotional:
+            let end = grant.expiresDate.map { grant.isActive ? "until \(WireDate.format($0))" : "ended \(WireDate.format($0))" } ?? "for life"
+            return "promotional grant, \(end)"
+        case .store(let environment):
+            guard let expires = grant.expiresDate else { return "\(grant.productId) bought for life (\(environment))" }
+            if let subscription = detail.subscriptions[grant.productId] {
+                if subscription.revocationDate != nil { return "\(grant.productId) refunded (\(environment))" }
+                if let grace = grant.gracePeriodExpiresDate, grace > now, expires <= now {
+                    return "\(grant.productId) in a billing grace period until \(WireDate.format(grace)) (\(environment))"
+                }
+                if subscription.isInBillingRetry && !grant.isActive { return "\(grant.productId) expired in billing retry (\(environment))" }
+            }
+            if !grant.isActive { return "\(grant.productId) expired \(WireDate.format(expires)) (\(environment))" }
+            return "\(grant.productId) subscription, \(grant.willRenew ? "renews" : "ends") \(WireDate.format(expires)) (\(environment))"
+        }
+    }
+
+    private func failuresPage(_ signedIn: SignedIn) async throws -> Response {
+        let failures = try await store.verificationFailures(app: signedIn.app.id, days: 30, now: now())
+        var totals: [String: [String: Int]] = [:]
+        for entry in failures { totals[entry.reason, default: [:]][entry.mode, default: 0] += Int(entry.count) }
+        let reasons: [[String: Any]] = VerificationFailure.allCases.map { reason in
+            ["reason": reason.rawValue, "meaning": reason.explanation, "category": reason.category == .tampering ? "tampering" : "cannot verify",
+             "informational": totals[reason.rawValue]?["informational"] ?? 0, "enforced": totals[reason.rawValue]?["enforced"] ?? 0,
+             "seen": totals[reason.rawValue] != nil]
+        }
+        return try render("failures", signedIn, title: "Verification failures", section: "failures", [
+            "reasons": reasons,
+            "days": failures.map { ["day": $0.day, "reason": $0.reason, "mode": $0.mode, "count": $0.count] },
+            "hasDays": !failures.isEmpty,
+        ])
+    }
+
+    private func keysPage(_ signedIn: SignedIn) throws -> Response {
+        let date = now()
+        let current = keys.currentSigner.key.certificate
+        let intermediates: [[String: Any]] = keys.intermediates().map { certificate in
+            ["publicKey": certificate.publicKey.base64EncodedString(), "expires": WireDate.format(certificate.expirationDate),
+             "daysLeft": String(format: "%.1f", certificate.expirationDate.timeIntervalSince(date) / 86_400),
+             "state": certificate == current ? "signing now" : (certificate.isValid(at: date) ? "valid, not in use" : "expired"),
+             "current": certificate == current]
+        }
+        let mode = switch keys.mode {
+        case .managed: "managed (the root key is in the data directory: development only)"
+        case .offline: "offline (the root key is kept off this server)"
+        }
+        var values: [String: Any] = ["mode": mode, "intermediates": intermediates, "key": keySummary()]
+        if let root = keys.managedRootPublicKey { values["root"] = root.rawRepresentation.base64EncodedString() }
+        return try render("keys", signedIn, title: "Signing keys", section: "keys", values)
+    }
+
+    // MARK: Rendering
+
+    private func render(_ template: String, _ signedIn: SignedIn?, title: String, section: String,
+                        status: HTTPResponse.Status = .ok, _ values: [String: Any]) throws -> Response {
+        guard let templates else { throw APIError(.dashboardUnavailable, "the dashboard's resources are not installed") }
+        var context = values
+        context["title"] = title
+        if let signedIn {
+            context["signedIn"] = true
+            context["csrf"] = signedIn.session.csrfToken
+            context["appId"] = signedIn.app.id
+            context["apps"] = signedIn.apps.map { ["id": $0.id, "selected": $0.id == signedIn.app.id] }
+            context["manyApps"] = signedIn.apps.count > 1
+            context["section_" + section] = true
+        }
+        guard let html = templates.library.render(context, withTemplate: template) else {
+            throw APIError(.internalError, "no dashboard template '\(template)'")
+        }
+        var headers: HTTPFields = [.contentType: "text/html; charset=utf-8"]
+        DashboardHeaders.apply(to: &headers)
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    static func redirect(_ location: String) -> Response {
+        var headers: HTTPFields = [.location: location]
+        DashboardHeaders.apply(to: &headers)
+        return Response(status: .seeOther, headers: headers)
+    }
+
+    static func customerPath(_ user: String) -> String {
+        var allowed = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)..<Unicode.Scalar(128)))
+        allowed.insert(charactersIn: "-._~")
+        return "/dashboard/customers/" + (user.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
+    }
+
+    private static func user(_ request: Request) throws(APIError) -> String {
+        // The id is the path's fourth segment, still percent-encoded (it may hold a '/').
+        let segments = request.uri.path.split(separator: "/", omittingEmptySubsequences: false)
+        guard segments.count >= 4 else { throw APIError(.invalidAppUserId, "no app user id in the path") }
+        return try PublicRoutes.appUserId(String(segments[3]), percentEncoded: true)
+    }
+
+    private static func entitlement(_ raw: String?, app: AppConfiguration) throws(APIError) -> String {
+        guard let raw, app.products.contains(where: { $0.entitlements.contains(raw) }) else {
+            throw APIError(.unknownEntitlement, "no product of app '\(app.id)' unlocks entitlement '\((raw ?? "").prefix(100))'")
+        }
+        return raw
+    }
+
+    static func time(_ milliseconds: Int64?) -> String {
+        guard let milliseconds else { return "" }
+        return WireDate.format(CustomerDatabase.date(milliseconds))
+    }
+}

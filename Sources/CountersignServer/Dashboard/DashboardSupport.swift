@@ -1,0 +1,220 @@
+import CountersignCore
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Mustache
+import NIOConcurrencyHelpers
+
+/// How the dashboard keeps sessions and figures.
+public struct DashboardSettings: Sendable {
+    /// How long a sign-in lasts.
+    public var sessionLifetime: TimeInterval = 12 * 3_600
+    /// How long the overview's counts (active customers, events per day) are reused before they
+    /// are read again: they scan an index range that grows with the app.
+    public var overviewCacheSeconds: TimeInterval = 60
+    /// Failed sign-ins allowed at once from one address, and how fast the allowance refills.
+    public var signInBurst: Double = 10
+    public var signInRefillPerSecond: Double = 1.0 / 30
+
+    public init() {}
+}
+
+/// The dashboard's templates and stylesheet, shipped as the server module's resources
+/// (`Countersign_CountersignServer.resources` beside the executable, as SwiftPM builds it).
+struct DashboardTemplates: Sendable {
+    let library: MustacheLibrary
+    let stylesheet: ByteBuffer
+
+    static let bundleName = "Countersign_CountersignServer.resources"
+
+    /// Looks beside the executable (a build, an install that copied the folder along), then in
+    /// `COUNTERSIGN_DASHBOARD_RESOURCES`, then in the source tree this was built from.
+    static func load() async throws -> DashboardTemplates {
+        var candidates: [URL] = []
+        if let variable = ProcessInfo.processInfo.environment["COUNTERSIGN_DASHBOARD_RESOURCES"] {
+            candidates.append(URL(fileURLWithPath: variable))
+        }
+        let executable = URL(fileURLWithPath: CommandLine.arguments.first ?? "").resolvingSymlinksInPath()
+        for directory in [Bundle.main.bundleURL, executable.deletingLastPathComponent()] {
+            candidates.append(directory.appendingPathComponent(bundleName).appendingPathComponent("Resources"))
+        }
+        candidates.append(URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Resources"))
+        guard let directory = candidates.first(where: { FileManager.default.fileExists(atPath: $0.appendingPathComponent("style.css").path) }) else {
+            throw ConfigurationError("the dashboard's templates were not found (looked in \(candidates.map(\.path).joined(separator: ", ")))")
+        }
+        let library = try await MustacheLibrary(directory: directory.path)
+        let css = try Data(contentsOf: directory.appendingPathComponent("style.css"))
+        return DashboardTemplates(library: library, stylesheet: ByteBuffer(bytes: css))
+    }
+}
+
+/// Security headers of every dashboard answer: no script at all, styles from the dashboard's
+/// own stylesheet only, forms posting only back to it, never framed, never cached.
+enum DashboardHeaders {
+    static let contentSecurityPolicy = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+    static func apply(to headers: inout HTTPFields) {
+        headers[.contentSecurityPolicy] = contentSecurityPolicy
+        headers[.xContentTypeOptions] = "nosniff"
+        headers[.init("Referrer-Policy")!] = "no-referrer"
+        headers[.init("X-Frame-Options")!] = "DENY"
+        headers[.cacheControl] = "no-store"
+    }
+}
+
+/// `application/x-www-form-urlencoded` bodies, read strictly: a field named twice is refused
+/// (two readers could take different copies), as is anything that is not UTF-8.
+struct FormBody {
+    let fields: [String: String]
+
+    init(_ data: Data) throws(APIError) {
+        var fields: [String: String] = [:]
+        for pair in data.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = Self.decode(parts[0]), let value = Self.decode(parts.count > 1 ? parts[1] : Data()) else {
+                throw APIError(.malformedRequest, "the form is not valid percent-encoded UTF-8")
+            }
+            guard fields.updateValue(value, forKey: name) == nil else {
+                throw APIError(.malformedRequest, "the form names '\(name.prefix(40))' twice")
+            }
+        }
+        self.fields = fields
+    }
+
+    subscript(_ name: String) -> String? { fields[name] }
+
+    private static func decode(_ bytes: some Collection<UInt8>) -> String? {
+        let plus = bytes.map { $0 == UInt8(ascii: "+") ? UInt8(ascii: " ") : $0 }
+        guard let text = String(validating: plus, as: UTF8.self) else { return nil }
+        return text.removingPercentEncoding
+    }
+}
+
+/// Sign-in tokens: 32 random bytes, base64url; the database keeps their SHA-256 only.
+enum DashboardToken {
+    static func make() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    static func hash(_ token: String) -> String {
+        SHA256.hash(data: Data(token.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// Cookies of the dashboard: HttpOnly, SameSite=Strict, scoped to `/dashboard`, and Secure when
+/// the request came over TLS as a proxy in front says (`X-Forwarded-Proto: https`).
+enum DashboardCookie {
+    static let session = "countersign_session"
+    static let signIn = "countersign_signin"
+
+    static func value(_ name: String, in request: Request) -> String? {
+        guard let header = request.headers[.cookie] else { return nil }
+        var found: String?
+        for part in header.split(separator: ";") {
+            let pair = part.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces) == name else { continue }
+            // The same cookie twice (a path-scoped one beside ours): refuse to pick one.
+            guard found == nil else { return nil }
+            found = pair[1].trimmingCharacters(in: .whitespaces)
+        }
+        return found
+    }
+
+    static func isSecure(_ request: Request) -> Bool {
+        request.headers[.init("X-Forwarded-Proto")!]?.lowercased() == "https"
+    }
+
+    static func set(_ name: String, _ value: String, maxAge: Int, secure: Bool) -> String {
+        "\(name)=\(value); Path=/dashboard; Max-Age=\(maxAge); HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
+    }
+}
+
+/// The overview's counts per app, reused for ``DashboardSettings/overviewCacheSeconds``.
+final class OverviewCache: Sendable {
+    struct Figures: Sendable {
+        var active: [(entitlement: String, customers: Int)]
+        var activity: [Int64: CustomerDatabase.DailyActivity]
+        var computed: Date
+    }
+
+    private let figures = NIOLockedValueBox<[String: Figures]>([:])
+
+    func figures(app: String, now: Date, maximumAge: TimeInterval, compute: () async throws -> Figures) async throws -> Figures {
+        if let cached = figures.withLockedValue({ $0[app] }), now.timeIntervalSince(cached.computed) < maximumAge, cached.computed <= now {
+            return cached
+        }
+        let fresh = try await compute()
+        figures.withLockedValue { $0[app] = fresh }
+        return fresh
+    }
+
+    /// A change made from the dashboard shows at once.
+    func forget(app: String) {
+        _ = figures.withLockedValue { $0.removeValue(forKey: app) }
+    }
+}
+
+/// Bar charts as SVG, drawn on the server (no script, nothing loaded).
+enum SVGChart {
+    /// One bar per day, oldest first; each bar's title tells its day and value.
+    static func bars(_ values: [(label: String, value: Int)], title: String, style: String) -> String {
+        let width = 300.0, height = 100.0, top = 14.0
+        let largest = max(values.map(\.value).max() ?? 0, 1)
+        let slot = width / Double(max(values.count, 1))
+        var svg = "<svg class=\"chart\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" aria-label=\"\(escape(title))\">"
+        svg += "<title>\(escape(title))</title>"
+        svg += "<line class=\"axis\" x1=\"0\" y1=\"\(height - 0.5)\" x2=\"\(width)\" y2=\"\(height - 0.5)\"/>"
+        for (index, entry) in values.enumerated() {
+            let barHeight = (height - top) * Double(entry.value) / Double(largest)
+            let x = Double(index) * slot + slot * 0.15
+            svg += "<rect class=\"bar \(style)\" x=\"\(format(x))\" y=\"\(format(height - barHeight))\" width=\"\(format(slot * 0.7))\" height=\"\(format(barHeight))\">"
+            svg += "<title>\(escape(entry.label)): \(entry.value)</title></rect>"
+        }
+        svg += "<text class=\"peak\" x=\"2\" y=\"10\">\(largest == 1 && values.allSatisfy({ $0.value == 0 }) ? 0 : largest)</text></svg>"
+        return svg
+    }
+
+    static func format(_ value: Double) -> String {
+        String((value * 10).rounded() / 10)
+    }
+
+    static func escape(_ text: String) -> String {
+        var escaped = ""
+        for character in text {
+            switch character {
+            case "<": escaped += "&lt;"
+            case ">": escaped += "&gt;"
+            case "&": escaped += "&amp;"
+            case "\"": escaped += "&quot;"
+            case "'": escaped += "&#39;"
+            default: escaped.append(character)
+            }
+        }
+        return escaped
+    }
+}
+
+extension VerificationFailure {
+    /// What a failure reason means for an app team, on the dashboard.
+    var explanation: String {
+        switch self {
+        case .missingSignature: "An answer that must be signed came without a signature: stripped by a proxy, or a server that does not sign."
+        case .malformedSignature: "The signature header was not a Countersign signature (wrong length or encoding): rewritten or truncated on the way."
+        case .untrustedRoot: "The signing key was not vouched for by a root the app pins: a forged key, or an app pinning another server's root."
+        case .intermediateExpired: "Signed with a key that had expired before the answer's own time: a replayed or forged answer."
+        case .deviceClockOutsideValidity: "The device's clock is outside the key's validity while the answer's time is inside: most likely a wrong clock, not an attack."
+        case .payloadMismatch: "The signature does not cover what arrived: the body, path, nonce, API key, time or ETag was changed."
+        case .missingRequestTime: "The answer's signed request time was removed."
+        case .malformedRequestTime: "The answer's request time was not a plain number of milliseconds."
+        case .malformedETag: "The ETag header did not have the server's shape."
+        case .missingETag: "A 304 came without the ETag that vouches for the cached body: a forged 'not modified'."
+        case .malformedBody: "The body was not the JSON the endpoint sends (or a 304 carried a body)."
+        case .malformedNonce: "The app sent a nonce of the wrong size: a client bug."
+        case .appUserMismatch: "A correctly signed answer for another user than the one asked for: an answer moved between requests."
+        }
+    }
+}

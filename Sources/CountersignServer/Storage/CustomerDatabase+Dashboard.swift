@@ -1,0 +1,212 @@
+import CountersignCore
+import Foundation
+import SQLKit
+
+/// What the dashboard reads and keeps: sign-in sessions, customer search, the daily counts and
+/// the count of active customers. Every query reads by an index (docs/dashboard.md lists them).
+extension CustomerDatabase {
+    // MARK: Sessions
+
+    /// A signed-in dashboard session: the apps whose secret keys it was given, the one shown,
+    /// and the token every form carries.
+    public struct DashboardSession: Sendable, Hashable {
+        public var apps: [String]
+        public var currentApp: String
+        public var csrfToken: String
+        public var expires: Date
+    }
+
+    /// Stores a new session under the SHA-256 of its token; sessions past their expiry go at the
+    /// same time (a sign-in is rare enough to pay for the sweep).
+    func createDashboardSession(tokenHash: String, _ session: DashboardSession, now: Date) async throws {
+        let apps = String(decoding: try JSONEncoder().encode(session.apps), as: UTF8.self)
+        try await database.transaction { sql in
+            try await sql.delete(from: "dashboard_sessions").where("expires_ms", .lessThanOrEqual, Self.milliseconds(now)).run()
+            try await sql.insert(into: "dashboard_sessions")
+                .columns("session_hash", "app_ids", "current_app", "csrf_token", "created_ms", "expires_ms")
+                .values(SQLBind(tokenHash), SQLBind(apps), SQLBind(session.currentApp), SQLBind(session.csrfToken),
+                        SQLBind(Self.milliseconds(now)), SQLBind(Self.milliseconds(session.expires)))
+                .run()
+        }
+    }
+
+    /// The session of a token's hash; nil when unknown or expired.
+    func dashboardSession(tokenHash: String, now: Date) async throws -> DashboardSession? {
+        try await database.withConnection { sql in
+            guard let row = try await sql.select().columns("app_ids", "current_app", "csrf_token", "expires_ms").from("dashboard_sessions")
+                .where("session_hash", .equal, tokenHash).where("expires_ms", .greaterThan, Self.milliseconds(now)).first()
+            else { return nil }
+            let apps = try JSONDecoder().decode([String].self, from: Data(try row.decode(column: "app_ids", as: String.self).utf8))
+            return DashboardSession(apps: apps, currentApp: try row.decode(column: "current_app", as: String.self),
+                                    csrfToken: try row.decode(column: "csrf_token", as: String.self),
+                                    expires: Self.date(try row.decode(column: "expires_ms", as: Int64.self)))
+        }
+    }
+
+    /// Shows another of the session's apps.
+    func switchDashboardApp(tokenHash: String, to app: String) async throws {
+        try await database.withConnection { sql in
+            try await sql.update("dashboard_sessions").set("current_app", to: app).where("session_hash", .equal, tokenHash).run()
+        }
+    }
+
+    func deleteDashboardSession(tokenHash: String) async throws {
+        try await database.withConnection { sql in
+            try await sql.delete(from: "dashboard_sessions").where("session_hash", .equal, tokenHash).run()
+        }
+    }
+
+    // MARK: Customers
+
+    /// The app user ids a search finds: the customer of that app user id, and the owner of the
+    /// purchase whose transaction id or original transaction id it is (each an indexed lookup;
+    /// ids are matched exactly, and an app user id also by prefix, at most `limit`).
+    func searchCustomers(app: String, query: String, limit: Int = 50) async throws -> [(appUserId: String, matched: String)] {
+        try await database.withConnection { sql in
+            var found: [(String, String)] = []
+            func add(_ user: String?, _ matched: String) {
+                guard let user, !found.contains(where: { $0.0 == user }) else { return }
+                found.append((user, matched))
+            }
+            // A prefix as a range over the primary key: every id that starts with `query` sorts
+            // at or after it and before `query` followed by the highest code point. PostgreSQL
+            // compares under the column's collation, so the prefix is checked again here.
+            let rows = try await sql.select().column("app_user_id").from("customers")
+                .where("app_id", .equal, app).where("app_user_id", .greaterThanOrEqual, query)
+                .where("app_user_id", .lessThan, query + "\u{10FFFF}")
+                .orderBy("app_user_id").limit(limit).all()
+            for row in rows {
+                let user = try row.decode(column: "app_user_id", as: String.self)
+                if user.hasPrefix(query) { add(user, user == query ? "app user id" : "app user id prefix") }
+            }
+            if let row = try await sql.select().column(SQLColumn("app_user_id", table: "o"))
+                .from(SQLAlias(SQLIdentifier("purchases"), as: SQLIdentifier("p")))
+                .join(SQLAlias(SQLIdentifier("purchase_owners"), as: SQLIdentifier("o")), method: SQLJoinMethod.inner,
+                      on: SQLBinaryExpression(
+                          SQLBinaryExpression(SQLColumn("original_transaction_id", table: "o"), .equal, SQLColumn("original_transaction_id", table: "p")),
+                          .and, SQLBinaryExpression(SQLColumn("app_id", table: "o"), .equal, SQLColumn("app_id", table: "p"))))
+                .where(SQLColumn("transaction_id", table: "p"), .equal, SQLBind(query))
+                .where(SQLColumn("app_id", table: "p"), .equal, SQLBind(app)).first() {
+                add(try row.decode(column: "app_user_id", as: String?.self), "transaction id")
+            }
+            if let row = try await sql.select().column("app_user_id").from("purchase_owners")
+                .where("app_id", .equal, app).where("original_transaction_id", .equal, query).first() {
+                add(try row.decode(column: "app_user_id", as: String?.self), "original transaction id")
+            }
+            return found.map { (appUserId: $0.0, matched: $0.1) }
+        }
+    }
+
+    /// What the customer's entitlements come from, as the rules see them now (the dashboard's
+    /// "why"); nil for an unknown customer.
+    func entitlementDetail(app: AppConfiguration, user: String, now: Date) async throws -> CustomerEntitlements? {
+        try await database.transaction { sql in
+            guard try await Self.customerExists(sql, app: app.id, user: user) else { return nil }
+            return try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
+        }
+    }
+
+    /// The deliveries of the customer's latest events, newest first.
+    func customerDeliveries(app: String, user: String, limit: Int = 100) async throws -> [Delivery] {
+        try await database.withConnection { sql in
+            try await sql.select()
+                .columns(["event_id", "endpoint", "status", "attempts", "last_error", "last_status", "delivered_at_ms"].map { SQLColumn($0, table: "d") })
+                .columns([SQLColumn("event_type", table: "e"), SQLColumn("created_at_ms", table: "e")])
+                .from(SQLAlias(SQLIdentifier("events"), as: SQLIdentifier("e")))
+                .join(SQLAlias(SQLIdentifier("webhook_deliveries"), as: SQLIdentifier("d")), method: SQLJoinMethod.inner,
+                      on: SQLBinaryExpression(SQLColumn("event_id", table: "d"), .equal, SQLColumn("event_id", table: "e")))
+                .where(SQLColumn("app_id", table: "e"), .equal, SQLBind(app))
+                .where(SQLColumn("app_user_id", table: "e"), .equal, SQLBind(user))
+                .orderBy(SQLOrderBy(expression: SQLColumn("seq", table: "e"), direction: SQLDirection.descending)).limit(limit).all()
+                .map { row in
+                    Delivery(
+                        eventId: try row.decode(column: "event_id", as: String.self), eventType: try row.decode(column: "event_type", as: String.self),
+                        appUserId: user, endpoint: try row.decode(column: "endpoint", as: String.self),
+                        status: DeliveryStatus(rawValue: try row.decode(column: "status", as: String.self)) ?? .pending,
+                        attempts: try row.decode(column: "attempts", as: Int.self), nextAttemptMs: nil,
+                        lastError: try row.decode(column: "last_error", as: String?.self), lastStatus: try row.decode(column: "last_status", as: Int?.self),
+                        deliveredAtMs: try row.decode(column: "delivered_at_ms", as: Int64?.self),
+                        createdAtMs: try row.decode(column: "created_at_ms", as: Int64.self)
+                    )
+                }
+        }
+    }
+
+    // MARK: Counts
+
+    /// Purchases, renewals, refunds and expirations of one UTC day.
+    public struct DailyActivity: Sendable, Hashable {
+        public var purchases = 0
+        public var renewals = 0
+        public var refunds = 0
+        public var expirations = 0
+    }
+
+    /// The app's events of the last `days` UTC days (today included) counted by day (days since
+    /// 1970) and kind, read through `events_by_time`. A refund is a CANCELLATION whose
+    /// `cancel_reason` is CUSTOMER_SUPPORT (auto-renew turned off is the other kind).
+    func dailyActivity(app: String, days: Int, now: Date) async throws -> [Int64: DailyActivity] {
+        let today = Self.milliseconds(now) / 86_400_000
+        let since = (today - Int64(days - 1)) * 86_400_000
+        let refund = "%\"cancel_reason\":\"CUSTOMER_SUPPORT\"%"
+        return try await database.withConnection { sql in
+            let rows = try await sql.raw("""
+                SELECT created_at_ms / 86400000 AS day, event_type, \
+                SUM(CASE WHEN event_type = 'CANCELLATION' AND body LIKE \(bind: refund) THEN 1 ELSE 0 END) AS refunds, COUNT(*) AS total \
+                FROM events WHERE app_id = \(bind: app) AND created_at_ms >= \(bind: since) \
+                AND event_type IN ('INITIAL_PURCHASE', 'NON_RENEWING_PURCHASE', 'RENEWAL', 'CANCELLATION', 'EXPIRATION') \
+                GROUP BY created_at_ms / 86400000, event_type
+                """).all()
+            var result: [Int64: DailyActivity] = [:]
+            for row in rows {
+                let day = try row.decode(column: "day", as: Int64.self)
+                let total = Int(try row.decode(column: "total", as: Int64.self))
+                switch try row.decode(column: "event_type", as: String.self) {
+                case "INITIAL_PURCHASE", "NON_RENEWING_PURCHASE": result[day, default: .init()].purchases += total
+                case "RENEWAL": result[day, default: .init()].renewals += total
+                case "EXPIRATION": result[day, default: .init()].expirations += total
+                default: result[day, default: .init()].refunds += Int(try row.decode(column: "refunds", as: Int64?.self) ?? 0)
+                }
+            }
+            return result
+        }
+    }
+
+    /// How many customers own an unexpired, unrefunded purchase or an open promotional grant of
+    /// each entitlement now. Subscriptions are found through `purchases_by_expiry` (their
+    /// latest period ends after now), purchases for life among those without an expiry. Grace
+    /// periods and billing retry are not counted: this is the dashboard's headcount, the
+    /// entitlement rules decide access.
+    func activeCustomers(app: AppConfiguration, now: Date) async throws -> [(entitlement: String, customers: Int)] {
+        let time = Self.milliseconds(now)
+        let entitlements = Set(app.products.flatMap(\.entitlements)).sorted()
+        return try await database.withConnection { sql in
+            var counts: [(String, Int)] = []
+            for entitlement in entitlements {
+                let products = app.products.filter { $0.entitlements.contains(entitlement) }
+                let lifetime = products.filter { $0.type == .nonConsumable }.map(\.id)
+                let expiring = products.filter { $0.type != .nonConsumable && $0.type != .consumable }.map(\.id)
+                var owned = SQLQueryString("")
+                if !expiring.isEmpty {
+                    owned = "(p.expires_date_ms > \(bind: time) AND p.product_id IN (\(binds: expiring)))"
+                }
+                if !lifetime.isEmpty {
+                    if !expiring.isEmpty { owned = owned + " OR " }
+                    owned = owned + "(p.expires_date_ms IS NULL AND p.product_id IN (\(binds: lifetime)))"
+                }
+                if expiring.isEmpty && lifetime.isEmpty { owned = "1 = 0" }
+                let query: SQLQueryString = """
+                    SELECT COUNT(*) AS customers FROM (\
+                    SELECT o.app_user_id FROM purchases p JOIN purchase_owners o \
+                    ON o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id \
+                    WHERE p.app_id = \(bind: app.id) AND (\(owned)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL \
+                    UNION SELECT app_user_id FROM promotional_grants WHERE app_id = \(bind: app.id) AND entitlement = \(bind: entitlement) \
+                    AND revoked_ms IS NULL AND starts_ms <= \(bind: time) AND (expires_ms IS NULL OR expires_ms > \(bind: time))) AS active
+                    """
+                let count = try await sql.raw(query).first()?.decode(column: "customers", as: Int64.self) ?? 0
+                counts.append((entitlement, Int(count)))
+            }
+            return counts
+        }
+    }
+}
