@@ -18,8 +18,10 @@ database, `psql` with COPY for PostgreSQL. What the rows look like:
     incompressible base64 (a real App Store JWS with its certificate chain is about 3.3 KB), so
     the tables have a real app's size on disk; the server never reads that column on the paths
     measured;
-  - purchase owners (one per chain), subscription states (renewal status of each chain), and
-    --grants promotional grants spread over the customers.
+  - purchase owners (one per chain), subscription states (renewal status of each chain),
+    --grants promotional grants spread over the customers, and the webhook events of the last
+    30 days (a purchase, renewal or refund in that window makes one, as the server does), which
+    the dashboard's daily charts count.
 
 Prints the counts, the time taken and the database size, and the id of one subscribed customer
 with a long renewal history (`bench-user` is one too: bench-server.py reads it).
@@ -46,9 +48,20 @@ def token(user):
     return str(uuid.uuid5(NAMESPACE, user))
 
 
+def event(app_id, user, kind, product, transaction, original, at_ms, extra=""):
+    """An events row shaped as the server stores it (the body as RevenueCat's webhook)."""
+    event_id = str(uuid.uuid5(NAMESPACE, "%s-%s" % (kind, transaction)))
+    body = ('{"api_version":"1.0","event":{"id":"%s","type":"%s","app_id":"%s","app_user_id":"%s","original_app_user_id":"%s",'
+            '"aliases":["%s"],"product_id":"%s","entitlement_ids":["pro"],"period_type":"NORMAL","purchased_at_ms":%d,'
+            '"environment":"PRODUCTION","store":"APP_STORE","transaction_id":"%s","original_transaction_id":"%s",'
+            '"event_timestamp_ms":%d%s}}') % (event_id, kind, app_id, user, user, user, product, at_ms, transaction, original, at_ms, extra)
+    return "events", (event_id, app_id, user, kind, body, at_ms)
+
+
 def rows(arguments, app_id, now_ms):
     """Yields (table, row tuple) in an order that satisfies no constraint but primary keys."""
     rng = random.Random(arguments.seed)
+    window = now_ms - 30 * DAY_MS
     jws_pool = [base64.b64encode(os.urandom(arguments.jws_bytes * 3 // 4)).decode() for _ in range(4096)]
     three_years = 3 * 365 * DAY_MS
     purchases_left = arguments.purchases
@@ -80,6 +93,11 @@ def rows(arguments, app_id, now_ms):
                 yield "purchases", (str(transaction), app_id, original, "pro_monthly", "autoRenewable", "Production",
                                     purchase, purchase + MONTH_MS, revoked, purchase, token(user),
                                     jws_pool[transaction % len(jws_pool)], purchase, 0, "normal", "PURCHASED")
+                if window <= purchase <= now_ms:
+                    yield event(app_id, user, "RENEWAL" if renewal else "INITIAL_PURCHASE", "pro_monthly", transaction, original, purchase)
+                if revoked is not None and window <= revoked <= now_ms:
+                    yield event(app_id, user, "CANCELLATION", "pro_monthly", transaction, original, revoked,
+                                ',"cancel_reason":"CUSTOMER_SUPPORT"')
                 transaction += 1
             purchases_left -= count
             yield "purchase_owners", (app_id, original, user, start)
@@ -92,6 +110,8 @@ def rows(arguments, app_id, now_ms):
                                 purchase, None, None, purchase, token(user),
                                 jws_pool[transaction % len(jws_pool)], purchase, 0, None, "PURCHASED")
             yield "purchase_owners", (app_id, str(transaction), user, purchase)
+            if window <= purchase <= now_ms:
+                yield event(app_id, user, "NON_RENEWING_PURCHASE", product, transaction, transaction, purchase)
             transaction += 1
             purchases_left -= 1
         if index % max(1, arguments.customers // arguments.grants) == 7 and arguments.grants > 0:
@@ -109,6 +129,7 @@ COLUMNS = {
     "subscription_states": ("app_id", "original_transaction_id", "auto_renew_status", "in_billing_retry",
                             "grace_period_expires_ms", "state_signed_date_ms"),
     "promotional_grants": ("grant_id", "app_id", "app_user_id", "entitlement", "starts_ms", "expires_ms", "revoked_ms", "created_ms"),
+    "events": ("event_id", "app_id", "app_user_id", "event_type", "body", "created_at_ms"),
 }
 
 

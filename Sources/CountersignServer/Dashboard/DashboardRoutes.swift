@@ -258,14 +258,14 @@ struct DashboardRoutes: Sendable {
                        chart("Refunds", "refunds", \.refunds), chart("Expirations", "expirations", \.expirations)],
             "failureTotal": failuresByDay.values.reduce(0, +),
             "reasonCharts": reasonCharts,
-            "figuresTime": WireDate.format(figures.computed),
+            "figuresTime": Self.time(figures.computed),
             "key": keySummary(),
         ])
     }
 
     private func keySummary() -> [String: Any] {
         let days = keys.daysUntilExpiry
-        return ["daysLeft": String(format: "%.1f", days), "expires": WireDate.format(keys.currentSigner.key.certificate.expirationDate),
+        return ["daysLeft": String(format: "%.1f", days), "expires": Self.time(keys.currentSigner.key.certificate.expirationDate),
                 "warning": days < 7]
     }
 
@@ -291,14 +291,14 @@ struct DashboardRoutes: Sendable {
         let entitlements: [[String: Any]] = detail.entitlements.keys.sorted().map { id in
             let grant = detail.entitlements[id]!
             return ["id": id, "active": grant.isActive, "product": grant.productId, "why": Self.why(grant, detail: detail, now: date),
-                    "expires": grant.expiresDate.map(WireDate.format) ?? "never"]
+                    "expires": grant.expiresDate.map { Self.time($0) } ?? "never"]
         }
         let transactions: [[String: Any]] = record.transactions.reversed().map { transaction in
             ["id": transaction.transactionId, "original": transaction.originalTransactionId, "product": transaction.productId,
              "environment": transaction.environment, "purchased": Self.time(transaction.purchaseDateMs),
              "expires": Self.time(transaction.expiresDateMs),
              "status": transaction.revocationDateMs != nil ? "refunded \(Self.time(transaction.revocationDateMs))"
-                 : (transaction.expiresDateMs.map { $0 <= CustomerDatabase.milliseconds(date) } == true ? "expired" : "active")]
+                 : transaction.expiresDateMs.map { $0 <= CustomerDatabase.milliseconds(date) ? "expired" : "current period" } ?? "bought"]
         }
         let grants: [[String: Any]] = record.promotionalGrants.reversed().map { grant in
             ["entitlement": grant.entitlement, "starts": Self.time(grant.startsMs), "expires": grant.expiresMs.map { Self.time($0) } ?? "never",
@@ -337,19 +337,19 @@ struct DashboardRoutes: Sendable {
     static func why(_ grant: EntitlementGrant, detail: CustomerEntitlements, now: Date) -> String {
         switch grant.source {
         case .promotional:
-            let end = grant.expiresDate.map { grant.isActive ? "until \(WireDate.format($0))" : "ended \(WireDate.format($0))" } ?? "for life"
+            let end = grant.expiresDate.map { grant.isActive ? "until \(Self.time($0))" : "ended \(Self.time($0))" } ?? "for life"
             return "promotional grant, \(end)"
         case .store(let environment):
             guard let expires = grant.expiresDate else { return "\(grant.productId) bought for life (\(environment))" }
             if let subscription = detail.subscriptions[grant.productId] {
                 if subscription.revocationDate != nil { return "\(grant.productId) refunded (\(environment))" }
                 if let grace = grant.gracePeriodExpiresDate, grace > now, expires <= now {
-                    return "\(grant.productId) in a billing grace period until \(WireDate.format(grace)) (\(environment))"
+                    return "\(grant.productId) in a billing grace period until \(Self.time(grace)) (\(environment))"
                 }
                 if subscription.isInBillingRetry && !grant.isActive { return "\(grant.productId) expired in billing retry (\(environment))" }
             }
-            if !grant.isActive { return "\(grant.productId) expired \(WireDate.format(expires)) (\(environment))" }
-            return "\(grant.productId) subscription, \(grant.willRenew ? "renews" : "ends") \(WireDate.format(expires)) (\(environment))"
+            if !grant.isActive { return "\(grant.productId) expired \(Self.time(expires)) (\(environment))" }
+            return "\(grant.productId) subscription, \(grant.willRenew ? "renews" : "ends") \(Self.time(expires)) (\(environment))"
         }
     }
 
@@ -373,7 +373,7 @@ struct DashboardRoutes: Sendable {
         let date = now()
         let current = keys.currentSigner.key.certificate
         let intermediates: [[String: Any]] = keys.intermediates().map { certificate in
-            ["publicKey": certificate.publicKey.base64EncodedString(), "expires": WireDate.format(certificate.expirationDate),
+            ["publicKey": certificate.publicKey.base64EncodedString(), "expires": Self.time(certificate.expirationDate),
              "daysLeft": String(format: "%.1f", certificate.expirationDate.timeIntervalSince(date) / 86_400),
              "state": certificate == current ? "signing now" : (certificate.isValid(at: date) ? "valid, not in use" : "expired"),
              "current": certificate == current]
@@ -438,6 +438,12 @@ struct DashboardRoutes: Sendable {
 
     static func time(_ milliseconds: Int64?) -> String {
         guard let milliseconds else { return "" }
-        return WireDate.format(CustomerDatabase.date(milliseconds))
+        return time(CustomerDatabase.date(milliseconds))
+    }
+
+    /// `2026-11-25 14:03 UTC`: what a person reads (the wire's ISO 8601, minute precision).
+    static func time(_ date: Date) -> String {
+        let wire = WireDate.format(date)
+        return String(wire.prefix(10)) + " " + String(wire.dropFirst(11).prefix(5)) + " UTC"
     }
 }

@@ -162,10 +162,10 @@ final class OverviewCache: Sendable {
 enum SVGChart {
     /// One bar per day, oldest first; each bar's title tells its day and value.
     static func bars(_ values: [(label: String, value: Int)], title: String, style: String) -> String {
-        let width = 300.0, height = 100.0, top = 14.0
+        let width = 300.0, height = 100.0, top = 14.0, legend = 12.0
         let largest = max(values.map(\.value).max() ?? 0, 1)
         let slot = width / Double(max(values.count, 1))
-        var svg = "<svg class=\"chart\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" aria-label=\"\(escape(title))\">"
+        var svg = "<svg class=\"chart\" viewBox=\"0 0 \(Int(width)) \(Int(height + legend))\" role=\"img\" aria-label=\"\(escape(title))\">"
         svg += "<title>\(escape(title))</title>"
         svg += "<line class=\"axis\" x1=\"0\" y1=\"\(height - 0.5)\" x2=\"\(width)\" y2=\"\(height - 0.5)\"/>"
         for (index, entry) in values.enumerated() {
@@ -174,7 +174,12 @@ enum SVGChart {
             svg += "<rect class=\"bar \(style)\" x=\"\(format(x))\" y=\"\(format(height - barHeight))\" width=\"\(format(slot * 0.7))\" height=\"\(format(barHeight))\">"
             svg += "<title>\(escape(entry.label)): \(entry.value)</title></rect>"
         }
-        svg += "<text class=\"peak\" x=\"2\" y=\"10\">\(largest == 1 && values.allSatisfy({ $0.value == 0 }) ? 0 : largest)</text></svg>"
+        svg += "<text class=\"peak\" x=\"2\" y=\"10\">\(values.allSatisfy({ $0.value == 0 }) ? 0 : largest)</text>"
+        if let first = values.first, let last = values.last {
+            svg += "<text class=\"peak\" x=\"0\" y=\"\(Int(height + legend - 1))\">\(escape(String(first.label.suffix(5))))</text>"
+            svg += "<text class=\"peak\" x=\"\(Int(width))\" y=\"\(Int(height + legend - 1))\" text-anchor=\"end\">\(escape(String(last.label.suffix(5))))</text>"
+        }
+        return svg + "</svg>"
         return svg
     }
 
