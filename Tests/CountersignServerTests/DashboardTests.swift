@@ -320,6 +320,36 @@ struct DashboardTests {
         }
     }
 
+    @Test("the overview's counts: counted while the first view waits, then served as they are while one refresh runs")
+    func overviewCache() async throws {
+        let cache = OverviewCache()
+        let counted = ManualClock(Date(timeIntervalSince1970: 1_000))
+        let calls = Collected<Int>()
+        @Sendable func compute() async throws -> OverviewCache.Figures {
+            calls.add(1)
+            try await Task.sleep(for: .milliseconds(50))
+            return OverviewCache.Figures(active: [("pro", calls.all.count)], activity: [:], computed: counted.now)
+        }
+        let start = counted.now
+        #expect(try await cache.figures(app: "a", now: start, maximumAge: 60, compute: compute).active.first?.customers == 1)
+        #expect(try await cache.figures(app: "a", now: start.addingTimeInterval(30), maximumAge: 60, compute: compute).active.first?.customers == 1)
+        #expect(calls.all.count == 1)
+        // Stale: the old figures at once, and one refresh however many views come meanwhile.
+        counted.now = start.addingTimeInterval(61)
+        for _ in 0..<5 {
+            #expect(try await cache.figures(app: "a", now: counted.now, maximumAge: 60, compute: compute).active.first?.customers == 1)
+        }
+        for _ in 0..<100 where calls.all.count < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(calls.all.count == 2)
+        #expect(try await cache.figures(app: "a", now: counted.now, maximumAge: 60, compute: compute).active.first?.customers == 2)
+        // A change marks them stale; a maximum age of 0 counts on every view.
+        cache.markStale(app: "a")
+        _ = try await cache.figures(app: "a", now: counted.now, maximumAge: 60, compute: compute)
+        for _ in 0..<100 where calls.all.count < 3 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(try await cache.figures(app: "b", now: counted.now, maximumAge: 0, compute: compute).active.first?.customers == 4)
+    }
+
     @Test("a form body is read strictly")
     func formBody() throws {
         #expect(try FormBody(Data("a=1&b=x+y%21&c=".utf8)).fields == ["a": "1", "b": "x y!", "c": ""])

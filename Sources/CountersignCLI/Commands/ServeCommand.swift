@@ -38,8 +38,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info (one line per request), notice, warning, error or critical.")
     var logLevel = "info"
 
+    @Option(name: .customLong("dashboard-cache-seconds"), help: "How long the dashboard's overview reuses its counts (0: read them on every view).")
+    var dashboardCacheSeconds: Double = DashboardSettings().overviewCacheSeconds
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
+        guard (0...86_400).contains(dashboardCacheSeconds) else { throw ValidationError("--dashboard-cache-seconds must be 0 to 86400") }
     }
 
     func run() async throws {
@@ -55,6 +59,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.port = port
         configuration.intermediatesDirectory = intermediates.map { URL(fileURLWithPath: $0) }
         configuration.configurationFile = config.map { URL(fileURLWithPath: $0) }
+        configuration.dashboard.overviewCacheSeconds = dashboardCacheSeconds
         configuration.metricsBearerToken = ProcessInfo.processInfo.environment["COUNTERSIGN_METRICS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         // A database URL holds a password: the environment keeps it out of `ps`.
         if let database = database ?? ProcessInfo.processInfo.environment["COUNTERSIGN_DATABASE_URL"] {

@@ -93,7 +93,7 @@ struct DashboardRoutes: Sendable {
             guard try await store.lookup(app: signedIn.app, user: user, now: now()) != nil else { throw AdminRoutes.unknownCustomer }
             let start = now()
             try await store.grantPromotional(app: signedIn.app, user: user, entitlement: entitlement, expires: duration.end(from: start), now: start)
-            overview.forget(app: signedIn.app.id)
+            overview.markStale(app: signedIn.app.id)
             return Self.redirect(Self.customerPath(user) + "?done=granted")
         }
         page(router, .post, RouterPath(customer + "/revoke")) { signedIn, form, request in
@@ -101,7 +101,7 @@ struct DashboardRoutes: Sendable {
             let entitlement = try Self.entitlement(form?["entitlement"], app: signedIn.app)
             guard try await store.lookup(app: signedIn.app, user: user, now: now()) != nil else { throw AdminRoutes.unknownCustomer }
             _ = try await store.revokePromotionals(app: signedIn.app, user: user, entitlement: entitlement, now: now())
-            overview.forget(app: signedIn.app.id)
+            overview.markStale(app: signedIn.app.id)
             return Self.redirect(Self.customerPath(user) + "?done=revoked")
         }
         page(router, .get, RouterPath(customer + "/delete")) { signedIn, _, request in
@@ -120,7 +120,7 @@ struct DashboardRoutes: Sendable {
                 ])
             }
             guard try await store.deleteCustomer(app: signedIn.app, user: user, now: now()) else { throw AdminRoutes.unknownCustomer }
-            overview.forget(app: signedIn.app.id)
+            overview.markStale(app: signedIn.app.id)
             return Self.redirect("/dashboard/customers?deleted=1")
         }
         page(router, .get, "/dashboard/failures") { signedIn, _, _ in

@@ -10,8 +10,9 @@ import NIOConcurrencyHelpers
 public struct DashboardSettings: Sendable {
     /// How long a sign-in lasts.
     public var sessionLifetime: TimeInterval = 12 * 3_600
-    /// How long the overview's counts (active customers, events per day) are reused before they
-    /// are read again: they scan an index range that grows with the app.
+    /// How old the overview's counts (active customers, events per day) may be before a view
+    /// refreshes them in the background: they read an index range that grows with the app's
+    /// active subscriptions. 0: every view counts while it waits.
     public var overviewCacheSeconds: TimeInterval = 60
     /// Failed sign-ins allowed at once from one address, and how fast the allowance refills.
     public var signInBurst: Double = 10
@@ -133,7 +134,10 @@ enum DashboardCookie {
     }
 }
 
-/// The overview's counts per app, reused for ``DashboardSettings/overviewCacheSeconds``.
+/// The overview's counts per app. The first view (after a start, or with a maximum age of 0)
+/// counts while it waits; after that a view older than the maximum age is answered with the
+/// figures it has while one refresh per app runs in the background, so the page never waits
+/// for a count once it has one, and says when its figures were counted.
 final class OverviewCache: Sendable {
     struct Figures: Sendable {
         var active: [(entitlement: String, customers: Int)]
@@ -141,20 +145,40 @@ final class OverviewCache: Sendable {
         var computed: Date
     }
 
-    private let figures = NIOLockedValueBox<[String: Figures]>([:])
+    private struct State {
+        var figures: Figures?
+        var refreshing = false
+    }
 
-    func figures(app: String, now: Date, maximumAge: TimeInterval, compute: () async throws -> Figures) async throws -> Figures {
-        if let cached = figures.withLockedValue({ $0[app] }), now.timeIntervalSince(cached.computed) < maximumAge, cached.computed <= now {
+    private let states = NIOLockedValueBox<[String: State]>([:])
+
+    func figures(app: String, now: Date, maximumAge: TimeInterval, compute: @escaping @Sendable () async throws -> Figures) async throws -> Figures {
+        if maximumAge > 0, let cached = states.withLockedValue({ $0[app]?.figures }) {
+            let stale = now.timeIntervalSince(cached.computed) >= maximumAge || cached.computed > now
+            let refresh = stale && states.withLockedValue { states in
+                guard states[app]?.refreshing != true else { return false }
+                states[app, default: State()].refreshing = true
+                return true
+            }
+            if refresh {
+                Task {
+                    let fresh = try? await compute()
+                    states.withLockedValue { states in
+                        states[app]?.refreshing = false
+                        if let fresh { states[app]?.figures = fresh }
+                    }
+                }
+            }
             return cached
         }
         let fresh = try await compute()
-        figures.withLockedValue { $0[app] = fresh }
+        states.withLockedValue { $0[app, default: State()].figures = fresh }
         return fresh
     }
 
-    /// A change made from the dashboard shows at once.
-    func forget(app: String) {
-        _ = figures.withLockedValue { $0.removeValue(forKey: app) }
+    /// After a change made from the dashboard: the next view refreshes the figures.
+    func markStale(app: String) {
+        states.withLockedValue { $0[app]?.figures?.computed = .distantPast }
     }
 }
 

@@ -186,23 +186,25 @@ extension CustomerDatabase {
                 let products = app.products.filter { $0.entitlements.contains(entitlement) }
                 let lifetime = products.filter { $0.type == .nonConsumable }.map(\.id)
                 let expiring = products.filter { $0.type != .nonConsumable && $0.type != .consumable }.map(\.id)
-                var owned = SQLQueryString("")
+                // One branch per kind, so each reads `purchases_by_expiry` by a range (an OR of
+                // the two would have the planner scan every owner instead). CROSS JOIN keeps
+                // SQLite's loop on purchases (its planner may otherwise start from the owners);
+                // PostgreSQL plans it as any inner join.
+                var branches: [SQLQueryString] = []
+                let owned = "SELECT o.app_user_id FROM purchases p CROSS JOIN purchase_owners o WHERE o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id AND "
                 if !expiring.isEmpty {
-                    owned = "(p.expires_date_ms > \(bind: time) AND p.product_id IN (\(binds: expiring)))"
+                    branches.append(SQLQueryString(owned) + "p.expires_date_ms > \(bind: time) AND p.app_id = \(bind: app.id) AND p.product_id IN (\(binds: expiring)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL")
                 }
                 if !lifetime.isEmpty {
-                    if !expiring.isEmpty { owned = owned + " OR " }
-                    owned = owned + "(p.expires_date_ms IS NULL AND p.product_id IN (\(binds: lifetime)))"
+                    branches.append(SQLQueryString(owned) + "p.expires_date_ms IS NULL AND p.app_id = \(bind: app.id) AND p.product_id IN (\(binds: lifetime)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL")
                 }
-                if expiring.isEmpty && lifetime.isEmpty { owned = "1 = 0" }
-                let query: SQLQueryString = """
-                    SELECT COUNT(*) AS customers FROM (\
-                    SELECT o.app_user_id FROM purchases p JOIN purchase_owners o \
-                    ON o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id \
-                    WHERE p.app_id = \(bind: app.id) AND (\(owned)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL \
-                    UNION SELECT app_user_id FROM promotional_grants WHERE app_id = \(bind: app.id) AND entitlement = \(bind: entitlement) \
-                    AND revoked_ms IS NULL AND starts_ms <= \(bind: time) AND (expires_ms IS NULL OR expires_ms > \(bind: time))) AS active
-                    """
+                branches.append("""
+                    SELECT app_user_id FROM promotional_grants WHERE app_id = \(bind: app.id) AND entitlement = \(bind: entitlement) \
+                    AND revoked_ms IS NULL AND starts_ms <= \(bind: time) AND (expires_ms IS NULL OR expires_ms > \(bind: time))
+                    """)
+                var union = branches[0]
+                for branch in branches.dropFirst() { union = union + " UNION " + branch }
+                let query: SQLQueryString = "SELECT COUNT(*) AS customers FROM (" + union + ") AS active"
                 let count = try await sql.raw(query).first()?.decode(column: "customers", as: Int64.self) ?? 0
                 counts.append((entitlement, Int(count)))
             }
