@@ -4,8 +4,9 @@
     scripts/dashboard-render.py --binary .build/release/countersign --data-dir DIR [--database postgres://...]
         [--rounds 30] [--update BENCHMARKS.md --section dashboard-sqlite-1m]
 
-Starts `countersign serve` on DIR with the overview's cache off (--dashboard-cache-seconds 0, so
-every overview reads its counts) and once more with the default cache, signs in with the app's
+Starts `countersign serve` on DIR with the dashboard's defaults (the first overview after the
+start, then the overview as served once counted), then with the overview's cache off
+(--dashboard-cache-seconds 0: every overview counts while it waits), signs in with the app's
 secret key, and requests each page --rounds times over one keep-alive connection, one at a
 time: the time to the last byte of the answer, as a browser would wait for it. Reports the
 median and the 95th percentile per page, and the database's size.
@@ -43,6 +44,7 @@ def sign_in(port, secret):
 
 
 def timed(connection, session, path):
+    """(milliseconds to the last byte, body)."""
     started = time.perf_counter()
     connection.request("GET", path, headers={"Cookie": session})
     response = connection.getresponse()
@@ -50,7 +52,7 @@ def timed(connection, session, path):
     elapsed = (time.perf_counter() - started) * 1000
     if response.status != 200:
         sys.exit("error: %s answered %d: %s" % (path, response.status, body[:200]))
-    return elapsed
+    return elapsed, body
 
 
 def measure(arguments, cache_seconds, pages):
@@ -63,9 +65,16 @@ def measure(arguments, cache_seconds, pages):
         _, secret = app_keys(arguments.data_dir)
         connection, session = sign_in(port, secret)
         results = {}
+        if cache_seconds > 0:
+            # The first view after the start waits a moment for the counts, then goes on without
+            # them; once counted, views are answered from what was counted.
+            first, body = timed(connection, session, "/dashboard")
+            results["overview, the first view after a start"] = [first]
+            while b'id="counting"' in body:
+                time.sleep(0.2)
+                _, body = timed(connection, session, "/dashboard")
         for name, path in pages:
-            samples = [timed(connection, session, path) for _ in range(arguments.rounds)]
-            results[name] = samples
+            results[name] = [timed(connection, session, path)[0] for _ in range(arguments.rounds)]
         return results
     finally:
         process.terminate()
@@ -94,7 +103,7 @@ def main():
     arguments = parser.parse_args()
 
     pages = [
-        ("overview, counts read every time", "/dashboard"),
+        ("overview, counting on every view (--dashboard-cache-seconds 0)", "/dashboard"),
         ("customer search by app user id prefix", "/dashboard/customers?q=user-00001"),
         ("customer search by transaction id", "/dashboard/customers?q=" + arguments.transaction),
         ("customer page (%s)" % arguments.user, "/dashboard/customers/" + urllib.parse.quote(arguments.user, safe="")),
@@ -102,14 +111,14 @@ def main():
         ("keys", "/dashboard/keys"),
     ]
     uncached = measure(arguments, 0, pages)
-    cached = measure(arguments, 60, [("overview, counts reused (cache of 60 s)", "/dashboard")])
+    cached = measure(arguments, 60, [("overview as served (counts at most 60 s old, refreshed in the background)", "/dashboard")])
     kind = "PostgreSQL" if arguments.database else "SQLite"
     size = database_size(arguments)
-    lines = ["| %s, %.1f GB | median ms | p95 ms |" % (kind, size / 1e9), "|---|---:|---:|"]
-    for name, samples in list(uncached.items()) + list(cached.items()):
+    lines = ["| %s, %.1f GB | views | median ms | p95 ms |" % (kind, size / 1e9), "|---|---:|---:|---:|"]
+    for name, samples in list(cached.items()) + list(uncached.items()):
         ordered = sorted(samples)
         p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-        lines.append("| %s | %.1f | %.1f |" % (name, statistics.median(samples), p95))
+        lines.append("| %s | %d | %.1f | %.1f |" % (name, len(samples), statistics.median(samples), p95))
     table = "\n".join(lines)
     print(table)
     if arguments.update:

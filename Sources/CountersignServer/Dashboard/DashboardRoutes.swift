@@ -227,14 +227,14 @@ struct DashboardRoutes: Sendable {
     private func overviewPage(_ signedIn: SignedIn) async throws -> Response {
         let date = now()
         let app = signedIn.app
-        let figures = try await overview.figures(app: app.id, now: date, maximumAge: settings.overviewCacheSeconds) {
+        let figures = try await overview.figures(app: app.id, now: date, maximumAge: settings.overviewCacheSeconds, wait: settings.overviewFirstWait) {
             OverviewCache.Figures(active: try await store.activeCustomers(app: app, now: date),
                                   activity: try await store.dailyActivity(app: app.id, days: 30, now: date), computed: date)
         }
         let today = CustomerDatabase.milliseconds(date) / 86_400_000
         let days = (0..<30).map { today - 29 + Int64($0) }
         func label(_ day: Int64) -> String { CustomerDatabase.day(Date(timeIntervalSince1970: TimeInterval(day) * 86_400)) }
-        func chart(_ title: String, _ style: String, _ value: (CustomerDatabase.DailyActivity) -> Int) -> [String: Any] {
+        func chart(_ figures: OverviewCache.Figures, _ title: String, _ style: String, _ value: (CustomerDatabase.DailyActivity) -> Int) -> [String: Any] {
             let values = days.map { (label($0), value(figures.activity[$0] ?? .init())) }
             return ["title": title, "total": values.reduce(0) { $0 + $1.1 }, "svg": SVGChart.bars(values, title: "\(title) per day, last 30 days", style: style)]
         }
@@ -251,16 +251,19 @@ struct DashboardRoutes: Sendable {
             }
             return ["reason": reason, "total": byReason[reason] ?? 0, "svg": SVGChart.bars(values, title: "\(reason) per day, last 30 days", style: "failure")]
         }
-        return try render("overview", signedIn, title: "Overview", section: "overview", [
-            "active": figures.active.map { ["entitlement": $0.entitlement, "customers": $0.customers] },
-            "hasActive": !figures.active.isEmpty,
-            "charts": [chart("Purchases", "purchases", \.purchases), chart("Renewals", "renewals", \.renewals),
-                       chart("Refunds", "refunds", \.refunds), chart("Expirations", "expirations", \.expirations)],
-            "failureTotal": failuresByDay.values.reduce(0, +),
-            "reasonCharts": reasonCharts,
-            "figuresTime": Self.time(figures.computed),
-            "key": keySummary(),
-        ])
+        var values: [String: Any] = [
+            "failureTotal": failuresByDay.values.reduce(0, +), "reasonCharts": reasonCharts, "key": keySummary(),
+        ]
+        if let figures {
+            values["counted"] = [
+                "active": figures.active.map { ["entitlement": $0.entitlement, "customers": $0.customers] },
+                "hasActive": !figures.active.isEmpty,
+                "charts": [chart(figures, "Purchases", "purchases", \.purchases), chart(figures, "Renewals", "renewals", \.renewals),
+                           chart(figures, "Refunds", "refunds", \.refunds), chart(figures, "Expirations", "expirations", \.expirations)],
+                "time": Self.time(figures.computed),
+            ] as [String: Any]
+        }
+        return try render("overview", signedIn, title: "Overview", section: "overview", values)
     }
 
     private func keySummary() -> [String: Any] {

@@ -14,6 +14,9 @@ public struct DashboardSettings: Sendable {
     /// refreshes them in the background: they read an index range that grows with the app's
     /// active subscriptions. 0: every view counts while it waits.
     public var overviewCacheSeconds: TimeInterval = 60
+    /// How long the first view after a start waits for the counts before it shows that they are
+    /// being counted.
+    public var overviewFirstWait: Duration = .milliseconds(250)
     /// Failed sign-ins allowed at once from one address, and how fast the allowance refills.
     public var signInBurst: Double = 10
     public var signInRefillPerSecond: Double = 1.0 / 30
@@ -134,10 +137,11 @@ enum DashboardCookie {
     }
 }
 
-/// The overview's counts per app. The first view (after a start, or with a maximum age of 0)
-/// counts while it waits; after that a view older than the maximum age is answered with the
-/// figures it has while one refresh per app runs in the background, so the page never waits
-/// for a count once it has one, and says when its figures were counted.
+/// The overview's counts per app, never recounted while a page waits once they exist: a view
+/// that finds them older than the maximum age is answered with the figures there are while one
+/// refresh per app runs in the background. Without any figures yet (the first view after a
+/// start) a view waits for the count at most `wait`, then shows that counting is under way. With
+/// a maximum age of 0 every view counts while it waits.
 final class OverviewCache: Sendable {
     struct Figures: Sendable {
         var active: [(entitlement: String, customers: Int)]
@@ -152,28 +156,33 @@ final class OverviewCache: Sendable {
 
     private let states = NIOLockedValueBox<[String: State]>([:])
 
-    func figures(app: String, now: Date, maximumAge: TimeInterval, compute: @escaping @Sendable () async throws -> Figures) async throws -> Figures {
-        if maximumAge > 0, let cached = states.withLockedValue({ $0[app]?.figures }) {
-            let stale = now.timeIntervalSince(cached.computed) >= maximumAge || cached.computed > now
-            let refresh = stale && states.withLockedValue { states in
-                guard states[app]?.refreshing != true else { return false }
-                states[app, default: State()].refreshing = true
-                return true
-            }
-            if refresh {
-                Task {
-                    let fresh = try? await compute()
-                    states.withLockedValue { states in
-                        states[app]?.refreshing = false
-                        if let fresh { states[app]?.figures = fresh }
-                    }
+    func figures(app: String, now: Date, maximumAge: TimeInterval, wait: Duration,
+                 compute: @escaping @Sendable () async throws -> Figures) async throws -> Figures? {
+        guard maximumAge > 0 else { return try await compute() }
+        let (cached, start) = states.withLockedValue { states -> (Figures?, Bool) in
+            var state = states[app] ?? State()
+            let stale = state.figures.map { now.timeIntervalSince($0.computed) >= maximumAge || $0.computed > now } ?? true
+            let start = stale && !state.refreshing
+            if start { state.refreshing = true }
+            states[app] = state
+            return (state.figures, start)
+        }
+        if start {
+            Task {
+                let fresh = try? await compute()
+                states.withLockedValue { states in
+                    states[app]?.refreshing = false
+                    if let fresh { states[app]?.figures = fresh }
                 }
             }
-            return cached
         }
-        let fresh = try await compute()
-        states.withLockedValue { $0[app, default: State()].figures = fresh }
-        return fresh
+        if let cached { return cached }
+        let deadline = ContinuousClock.now + wait
+        while ContinuousClock.now < deadline {
+            if let counted = states.withLockedValue({ $0[app]?.figures }) { return counted }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        return states.withLockedValue { $0[app]?.figures }
     }
 
     /// After a change made from the dashboard: the next view refreshes the figures.

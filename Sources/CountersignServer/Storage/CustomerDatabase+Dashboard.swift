@@ -149,27 +149,25 @@ extension CustomerDatabase {
         let today = Self.milliseconds(now) / 86_400_000
         let since = (today - Int64(days - 1)) * 86_400_000
         let refund = "%\"cancel_reason\":\"CUSTOMER_SUPPORT\"%"
-        return try await database.withConnection { sql in
-            let rows = try await sql.raw("""
-                SELECT created_at_ms / 86400000 AS day, event_type, \
-                SUM(CASE WHEN event_type = 'CANCELLATION' AND body LIKE \(bind: refund) THEN 1 ELSE 0 END) AS refunds, COUNT(*) AS total \
-                FROM events WHERE app_id = \(bind: app) AND created_at_ms >= \(bind: since) \
-                AND event_type IN ('INITIAL_PURCHASE', 'NON_RENEWING_PURCHASE', 'RENEWAL', 'CANCELLATION', 'EXPIRATION') \
-                GROUP BY created_at_ms / 86400000, event_type
-                """).all()
-            var result: [Int64: DailyActivity] = [:]
-            for row in rows {
-                let day = try row.decode(column: "day", as: Int64.self)
-                let total = Int(try row.decode(column: "total", as: Int64.self))
-                switch try row.decode(column: "event_type", as: String.self) {
-                case "INITIAL_PURCHASE", "NON_RENEWING_PURCHASE": result[day, default: .init()].purchases += total
-                case "RENEWAL": result[day, default: .init()].renewals += total
-                case "EXPIRATION": result[day, default: .init()].expirations += total
-                default: result[day, default: .init()].refunds += Int(try row.decode(column: "refunds", as: Int64?.self) ?? 0)
-                }
+        let rows = try await database.report(["""
+            SELECT created_at_ms / 86400000 AS day, event_type, \
+            SUM(CASE WHEN event_type = 'CANCELLATION' AND body LIKE \(bind: refund) THEN 1 ELSE 0 END) AS refunds, COUNT(*) AS total \
+            FROM events WHERE app_id = \(bind: app) AND created_at_ms >= \(bind: since) \
+            AND event_type IN ('INITIAL_PURCHASE', 'NON_RENEWING_PURCHASE', 'RENEWAL', 'CANCELLATION', 'EXPIRATION') \
+            GROUP BY created_at_ms / 86400000, event_type
+            """])[0]
+        var result: [Int64: DailyActivity] = [:]
+        for row in rows {
+            let day = try row.decode(column: "day", as: Int64.self)
+            let total = Int(try row.decode(column: "total", as: Int64.self))
+            switch try row.decode(column: "event_type", as: String.self) {
+            case "INITIAL_PURCHASE", "NON_RENEWING_PURCHASE": result[day, default: .init()].purchases += total
+            case "RENEWAL": result[day, default: .init()].renewals += total
+            case "EXPIRATION": result[day, default: .init()].expirations += total
+            default: result[day, default: .init()].refunds += Int(try row.decode(column: "refunds", as: Int64?.self) ?? 0)
             }
-            return result
         }
+        return result
     }
 
     /// How many customers own an unexpired, unrefunded purchase or an open promotional grant of
@@ -180,35 +178,32 @@ extension CustomerDatabase {
     func activeCustomers(app: AppConfiguration, now: Date) async throws -> [(entitlement: String, customers: Int)] {
         let time = Self.milliseconds(now)
         let entitlements = Set(app.products.flatMap(\.entitlements)).sorted()
-        return try await database.withConnection { sql in
-            var counts: [(String, Int)] = []
-            for entitlement in entitlements {
-                let products = app.products.filter { $0.entitlements.contains(entitlement) }
-                let lifetime = products.filter { $0.type == .nonConsumable }.map(\.id)
-                let expiring = products.filter { $0.type != .nonConsumable && $0.type != .consumable }.map(\.id)
-                // One branch per kind, so each reads `purchases_by_expiry` by a range (an OR of
-                // the two would have the planner scan every owner instead). CROSS JOIN keeps
-                // SQLite's loop on purchases (its planner may otherwise start from the owners);
-                // PostgreSQL plans it as any inner join.
-                var branches: [SQLQueryString] = []
-                let owned = "SELECT o.app_user_id FROM purchases p CROSS JOIN purchase_owners o WHERE o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id AND "
-                if !expiring.isEmpty {
-                    branches.append(SQLQueryString(owned) + "p.expires_date_ms > \(bind: time) AND p.app_id = \(bind: app.id) AND p.product_id IN (\(binds: expiring)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL")
-                }
-                if !lifetime.isEmpty {
-                    branches.append(SQLQueryString(owned) + "p.expires_date_ms IS NULL AND p.app_id = \(bind: app.id) AND p.product_id IN (\(binds: lifetime)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL")
-                }
-                branches.append("""
-                    SELECT app_user_id FROM promotional_grants WHERE app_id = \(bind: app.id) AND entitlement = \(bind: entitlement) \
-                    AND revoked_ms IS NULL AND starts_ms <= \(bind: time) AND (expires_ms IS NULL OR expires_ms > \(bind: time))
-                    """)
-                var union = branches[0]
-                for branch in branches.dropFirst() { union = union + " UNION " + branch }
-                let query: SQLQueryString = "SELECT COUNT(*) AS customers FROM (" + union + ") AS active"
-                let count = try await sql.raw(query).first()?.decode(column: "customers", as: Int64.self) ?? 0
-                counts.append((entitlement, Int(count)))
+        let queries = entitlements.map { entitlement -> SQLQueryString in
+            let products = app.products.filter { $0.entitlements.contains(entitlement) }
+            let lifetime = products.filter { $0.type == .nonConsumable }.map(\.id)
+            let expiring = products.filter { $0.type != .nonConsumable && $0.type != .consumable }.map(\.id)
+            // One branch per kind, so each reads `purchases_by_expiry` by a range (an OR of
+            // the two would have the planner scan every owner instead). CROSS JOIN keeps
+            // SQLite's loop on purchases (its planner may otherwise start from the owners);
+            // PostgreSQL plans it as any inner join.
+            var branches: [SQLQueryString] = []
+            let owned = "SELECT o.app_user_id FROM purchases p CROSS JOIN purchase_owners o WHERE o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id AND "
+            if !expiring.isEmpty {
+                branches.append(SQLQueryString(owned) + "p.expires_date_ms > \(bind: time) AND p.app_id = \(bind: app.id) AND p.product_id IN (\(binds: expiring)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL")
             }
-            return counts
+            if !lifetime.isEmpty {
+                branches.append(SQLQueryString(owned) + "p.expires_date_ms IS NULL AND p.app_id = \(bind: app.id) AND p.product_id IN (\(binds: lifetime)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL")
+            }
+            branches.append("""
+                SELECT app_user_id FROM promotional_grants WHERE app_id = \(bind: app.id) AND entitlement = \(bind: entitlement) \
+                AND revoked_ms IS NULL AND starts_ms <= \(bind: time) AND (expires_ms IS NULL OR expires_ms > \(bind: time))
+                """)
+            var union = branches[0]
+            for branch in branches.dropFirst() { union = union + " UNION " + branch }
+            return "SELECT COUNT(*) AS customers FROM (" + union + ") AS active"
+        }
+        return try zip(entitlements, try await database.report(queries)).map { entitlement, rows in
+            (entitlement, Int(try rows.first?.decode(column: "customers", as: Int64.self) ?? 0))
         }
     }
 }

@@ -43,15 +43,18 @@ public final class Database: Sendable {
     private let backend: Backend
     /// Read-only connections for the CustomerInfo path (SQLite only; see ``SQLiteReader``).
     let sqliteReader: SQLiteReader?
+    /// A read-only connection of its own for reports (SQLite only; see ``report(_:)``).
+    private let sqliteReports: SQLiteReader?
     /// SQLite transactions waiting for the writer (see ``commitTogether(_:on:)``).
     private let sqliteQueue = NIOLockedValueBox<[WaitingTransaction]>([])
     /// The most transactions committed together so far (for tests and benchmarks).
     let largestSQLiteBatch = NIOLockedValueBox(0)
 
-    private init(location: DatabaseLocation, backend: Backend, sqliteReader: SQLiteReader? = nil) {
+    private init(location: DatabaseLocation, backend: Backend, sqliteReader: SQLiteReader? = nil, sqliteReports: SQLiteReader? = nil) {
         self.location = location
         self.backend = backend
         self.sqliteReader = sqliteReader
+        self.sqliteReports = sqliteReports
     }
 
     /// Opens the database and brings its schema up to date.
@@ -66,7 +69,8 @@ public final class Database: Sendable {
                 try connection.query(pragma, []) { _ in }
             }
             let reader = try SQLiteReader(path: path, count: System.coreCount)
-            database = Database(location: location, backend: .sqlite(connection, AsyncLock(), logger), sqliteReader: reader)
+            database = Database(location: location, backend: .sqlite(connection, AsyncLock(), logger), sqliteReader: reader,
+                                sqliteReports: try SQLiteReader(path: path, count: 1))
         case .postgres(let url):
             // Two event loops on the machines we target: enough connections to keep PostgreSQL
             // busy without one instance of a cluster taking the server's whole connection budget.
@@ -124,6 +128,32 @@ public final class Database: Sendable {
             return try await lock.withLock { try await body(DirectSQLiteDatabase(connection: connection, logger: logger)) }
         case .postgres(let pools, _):
             return try await pools.client.withConnection { connection in try await body(connection.sql()) }
+        }
+    }
+
+    /// Runs read-only report queries (the dashboard's counts, which read a range that grows with
+    /// the app) where they hold up nothing else, and returns each one's rows. On SQLite they run
+    /// on a read-only connection of their own on NIO's thread pool: a count of a second holds
+    /// neither the writer (purchases) nor the CustomerInfo readers nor an event loop. On
+    /// PostgreSQL, on a pooled connection like any read.
+    func report(_ queries: [SQLQueryString]) async throws -> [[any SQLRow]] {
+        guard let sqliteReports else {
+            return try await withConnection { sql in
+                var results: [[any SQLRow]] = []
+                for query in queries { results.append(try await sql.raw(query).all()) }
+                return results
+            }
+        }
+        let logger = Logger(label: "countersign.reports")
+        return try await NIOThreadPool.singleton.runIfActive {
+            try sqliteReports.read { connection in
+                let database = DirectSQLiteDatabase(connection: connection, logger: logger)
+                return try queries.map { query in
+                    let rows = NIOLockedValueBox<[any SQLRow]>([])
+                    try database.run(query) { row in rows.withLockedValue { $0.append(row) } }
+                    return rows.withLockedValue { $0 }
+                }
+            }
         }
     }
 
@@ -256,6 +286,7 @@ public final class Database: Sendable {
         switch backend {
         case .sqlite(let connection, let lock, _):
             sqliteReader?.close()
+            sqliteReports?.close()
             await lock.withLock { connection.close() }
         case .postgres(_, let running):
             running.cancel()

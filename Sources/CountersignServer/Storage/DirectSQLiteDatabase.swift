@@ -34,7 +34,8 @@ struct DirectSQLiteDatabase: SQLDatabase {
         try run(query, onRow)
     }
 
-    private func run(_ query: any SQLExpression, _ onRow: @Sendable (any SQLRow) -> ()) throws {
+    /// Runs `query` now, on the calling thread.
+    func run(_ query: any SQLExpression, _ onRow: @Sendable (any SQLRow) -> ()) throws {
         let (sql, binds) = serialize(query)
         let encoder = SQLiteDataEncoder()
         let values = try binds.map { bind -> StoredValue in
