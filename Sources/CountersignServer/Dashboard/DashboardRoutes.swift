@@ -57,7 +57,11 @@ struct DashboardRoutes: Sendable {
             try signInPage(request, error: nil, status: .ok)
         }
         router.post("/dashboard/login") { request, context in
-            try await signIn(request, context: context)
+            do {
+                return try await signIn(request, context: context)
+            } catch let error as APIError {
+                return try render("error", nil, title: "Sign-in refused", section: "", status: error.status, ["message": error.message])
+            }
         }
         page(router, .post, "/dashboard/logout") { signedIn, _, _ in
             try await store.deleteDashboardSession(tokenHash: signedIn.tokenHash)
@@ -90,7 +94,7 @@ struct DashboardRoutes: Sendable {
             guard let duration = AdminRoutes.PromotionalDuration(rawValue: name) else {
                 throw APIError(.invalidField, "duration must be one of \(AdminRoutes.PromotionalDuration.allCases.map(\.rawValue).joined(separator: ", "))")
             }
-            guard try await store.lookup(app: signedIn.app, user: user, now: now()) != nil else { throw AdminRoutes.unknownCustomer }
+            try await requireCustomer(user, of: signedIn)
             let start = now()
             try await store.grantPromotional(app: signedIn.app, user: user, entitlement: entitlement, expires: duration.end(from: start), now: start)
             overview.markStale(app: signedIn.app.id)
@@ -99,14 +103,14 @@ struct DashboardRoutes: Sendable {
         page(router, .post, RouterPath(customer + "/revoke")) { signedIn, form, request in
             let user = try Self.user(request)
             let entitlement = try Self.entitlement(form?["entitlement"], app: signedIn.app)
-            guard try await store.lookup(app: signedIn.app, user: user, now: now()) != nil else { throw AdminRoutes.unknownCustomer }
+            try await requireCustomer(user, of: signedIn)
             _ = try await store.revokePromotionals(app: signedIn.app, user: user, entitlement: entitlement, now: now())
             overview.markStale(app: signedIn.app.id)
             return Self.redirect(Self.customerPath(user) + "?done=revoked")
         }
         page(router, .get, RouterPath(customer + "/delete")) { signedIn, _, request in
             let user = try Self.user(request)
-            guard try await store.lookup(app: signedIn.app, user: user, now: now()) != nil else { throw AdminRoutes.unknownCustomer }
+            try await requireCustomer(user, of: signedIn)
             return try render("delete", signedIn, title: "Delete \(user)", section: "customers", [
                 "user": user, "userPath": Self.customerPath(user),
             ])
@@ -129,6 +133,10 @@ struct DashboardRoutes: Sendable {
         page(router, .get, "/dashboard/keys") { signedIn, _, _ in
             try keysPage(signedIn)
         }
+    }
+
+    private func requireCustomer(_ user: String, of signedIn: SignedIn) async throws {
+        guard try await store.customerExists(app: signedIn.app.id, user: user) else { throw AdminRoutes.unknownCustomer }
     }
 
     // MARK: Sign-in

@@ -58,6 +58,10 @@ extension CustomerDatabase {
 
     // MARK: Customers
 
+    func customerExists(app: String, user: String) async throws -> Bool {
+        try await database.withConnection { sql in try await Self.customerExists(sql, app: app, user: user) }
+    }
+
     /// The app user ids a search finds: the customer of that app user id, and the owner of the
     /// purchase whose transaction id or original transaction id it is (each an indexed lookup;
     /// ids are matched exactly, and an app user id also by prefix, at most `limit`).
