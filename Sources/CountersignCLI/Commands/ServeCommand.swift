@@ -77,6 +77,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let application = server.makeApplication { port in
             say("listening on http://\(host):\(port)")
+            say("dashboard: http://\(host):\(port)/dashboard (sign in with a secret key from countersign.json)")
         }
         // Key rotation and the database run inside the application, as services of its group:
         // on SIGTERM or SIGINT the server stops taking requests, finishes those in flight, and
