@@ -252,8 +252,9 @@ def main():
 
     environment = dict(os.environ, CLUSTER_PORT=str(arguments.port))
     directory = environment.setdefault("CLUSTER_DIR", "/tmp/countersign-cluster")
-    cluster("start", environment=environment)
     try:
+        # Inside the try: a start that fails half-way (nginx's port taken) stops what it started.
+        cluster("start", environment=environment)
         root = Ed25519PublicKey.from_public_bytes(base64.b64decode(open(os.path.join(directory, "root.pub")).read().strip()))
         public, secret = app_keys(os.path.join(directory, "data"))
         # A purchase posted to one instance is in the very next answer of the other.
