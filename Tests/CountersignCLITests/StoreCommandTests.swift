@@ -80,4 +80,15 @@ struct StoreCommandTests {
         // Nothing was created for a server that never started.
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("keys").path))
     }
+
+    @Test("serve refuses dashboard settings out of range, naming the option")
+    func dashboardSettingsChecked() throws {
+        let directory = try makeTemporaryDirectory("countersign-cli")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for (option, value) in [("--dashboard-session-seconds", "5"), ("--dashboard-cache-seconds", "100000")] {
+            let serve = try CLIRunner.run(["serve", "--data-dir", directory.path, "--port", "0", option, value])
+            #expect(serve.status != 0, "\(option) \(value)")
+            #expect(serve.lines.contains { $0.contains(option) }, "\(serve.lines)")
+        }
+    }
 }

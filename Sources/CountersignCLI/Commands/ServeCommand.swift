@@ -41,9 +41,13 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("dashboard-cache-seconds"), help: "How long the dashboard's overview reuses its counts (0: read them on every view).")
     var dashboardCacheSeconds: Double = DashboardSettings().overviewCacheSeconds
 
+    @Option(name: .customLong("dashboard-session-seconds"), help: "How long a dashboard sign-in lasts (60 to 2592000; default 12 hours).")
+    var dashboardSessionSeconds: Double = DashboardSettings().sessionLifetime
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
         guard (0...86_400).contains(dashboardCacheSeconds) else { throw ValidationError("--dashboard-cache-seconds must be 0 to 86400") }
+        guard (60...2_592_000).contains(dashboardSessionSeconds) else { throw ValidationError("--dashboard-session-seconds must be 60 to 2592000") }
     }
 
     func run() async throws {
@@ -60,6 +64,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.intermediatesDirectory = intermediates.map { URL(fileURLWithPath: $0) }
         configuration.configurationFile = config.map { URL(fileURLWithPath: $0) }
         configuration.dashboard.overviewCacheSeconds = dashboardCacheSeconds
+        configuration.dashboard.sessionLifetime = dashboardSessionSeconds
         configuration.metricsBearerToken = ProcessInfo.processInfo.environment["COUNTERSIGN_METRICS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         // A database URL holds a password: the environment keeps it out of `ps`.
         if let database = database ?? ProcessInfo.processInfo.environment["COUNTERSIGN_DATABASE_URL"] {
