@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import CountersignCore
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
@@ -41,6 +42,9 @@ public struct WebhookDeliveryService: Service {
     let now: @Sendable () -> Date
     let metrics: ServerMetrics
     let logger: Logger
+    /// Without a valid signing key every pass fails every delivery: said once a minute, not
+    /// once a delivery a pass.
+    let unsignedNotice = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
 
     public func run() async throws {
         var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
@@ -109,7 +113,15 @@ public struct WebhookDeliveryService: Service {
         } catch {
             // The server's own fault (no valid signing key): no attempt is counted, and the
             // delivery is tried again on a later pass, once rotation has brought a key.
-            logger.critical("cannot sign a webhook delivery", metadata: ["event": "\(delivery.eventId)", "error": "\(error)"])
+            let due = unsignedNotice.withLockedValue { last in
+                guard last.map({ ContinuousClock.now - $0 >= .seconds(60) }) ?? true else { return false }
+                last = ContinuousClock.now
+                return true
+            }
+            if due {
+                logger.critical("cannot sign webhook deliveries; they wait, no attempt counted (said once a minute)",
+                                metadata: ["event": "\(delivery.eventId)", "error": "\(error)"])
+            }
             do {
                 try await store.releaseLease(delivery)
             } catch {
