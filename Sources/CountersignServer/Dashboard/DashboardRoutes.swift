@@ -247,20 +247,17 @@ struct DashboardRoutes: Sendable {
             return ["title": title, "total": values.reduce(0) { $0 + $1.1 }, "svg": SVGChart.bars(values, title: "\(title) per day, last 30 days", style: style)]
         }
         let failures = try await store.verificationFailures(app: app.id, days: 30, now: date)
-        var failuresByDay: [String: Int] = [:]
-        var byReason: [String: Int] = [:]
-        for entry in failures {
-            failuresByDay[entry.day, default: 0] += Int(entry.count)
-            byReason[entry.reason, default: 0] += Int(entry.count)
-        }
+        // Per reason, the counts of each day (both modes together).
+        var byReason: [String: [String: Int]] = [:]
+        for entry in failures { byReason[entry.reason, default: [:]][entry.day, default: 0] += Int(entry.count) }
         let reasonCharts: [[String: Any]] = byReason.keys.sorted().map { reason in
-            let values = days.map { day in
-                (label(day), Int(failures.filter { $0.day == label(day) && $0.reason == reason }.reduce(0) { $0 + $1.count }))
-            }
-            return ["reason": reason, "total": byReason[reason] ?? 0, "svg": SVGChart.bars(values, title: "\(reason) per day, last 30 days", style: "failure")]
+            let perDay = byReason[reason] ?? [:]
+            let values = days.map { day in (label(day), perDay[label(day)] ?? 0) }
+            return ["reason": reason, "total": perDay.values.reduce(0, +),
+                    "svg": SVGChart.bars(values, title: "\(reason) per day, last 30 days", style: "failure")]
         }
         var values: [String: Any] = [
-            "failureTotal": failuresByDay.values.reduce(0, +), "reasonCharts": reasonCharts, "key": keySummary(),
+            "failureTotal": failures.reduce(0) { $0 + Int($1.count) }, "reasonCharts": reasonCharts, "key": keySummary(),
         ]
         if let figures {
             values["counted"] = [
