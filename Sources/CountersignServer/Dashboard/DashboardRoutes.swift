@@ -89,11 +89,8 @@ struct DashboardRoutes: Sendable {
         }
         page(router, .post, RouterPath(customer + "/grant")) { signedIn, form, request in
             let user = try Self.user(request)
-            let entitlement = try Self.entitlement(form?["entitlement"], app: signedIn.app)
-            let name = form?["duration"] ?? ""
-            guard let duration = AdminRoutes.PromotionalDuration(rawValue: name) else {
-                throw APIError(.invalidField, "duration must be one of \(AdminRoutes.PromotionalDuration.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
+            let entitlement = try AdminRoutes.entitlement(named: form?["entitlement"] ?? "", app: signedIn.app)
+            let duration = try AdminRoutes.PromotionalDuration.named(form?["duration"] ?? "")
             try await requireCustomer(user, of: signedIn)
             let start = now()
             try await store.grantPromotional(app: signedIn.app, user: user, entitlement: entitlement, expires: duration.end(from: start), now: start)
@@ -102,7 +99,7 @@ struct DashboardRoutes: Sendable {
         }
         page(router, .post, RouterPath(customer + "/revoke")) { signedIn, form, request in
             let user = try Self.user(request)
-            let entitlement = try Self.entitlement(form?["entitlement"], app: signedIn.app)
+            let entitlement = try AdminRoutes.entitlement(named: form?["entitlement"] ?? "", app: signedIn.app)
             try await requireCustomer(user, of: signedIn)
             _ = try await store.revokePromotionals(app: signedIn.app, user: user, entitlement: entitlement, now: now())
             overview.markStale(app: signedIn.app.id)
@@ -293,9 +290,10 @@ struct DashboardRoutes: Sendable {
     private func customerPage(_ signedIn: SignedIn, user: String, done: String?) async throws -> Response {
         let date = now()
         let app = signedIn.app
-        guard let record = try await store.lookup(app: app, user: user, now: date),
-              let detail = try await store.entitlementDetail(app: app, user: user, now: date)
-        else { throw AdminRoutes.unknownCustomer }
+        guard let (record, detail) = try await store.lookupWithEntitlements(app: app, user: user, now: date) else {
+            throw AdminRoutes.unknownCustomer
+        }
+        let nowMs = CustomerDatabase.milliseconds(date)
         let entitlements: [[String: Any]] = detail.entitlements.keys.sorted().map { id in
             let grant = detail.entitlements[id]!
             return ["id": id, "active": grant.isActive, "product": grant.productId, "why": Self.why(grant, detail: detail, now: date),
@@ -306,22 +304,20 @@ struct DashboardRoutes: Sendable {
              "environment": transaction.environment, "purchased": Self.time(transaction.purchaseDateMs),
              "expires": Self.time(transaction.expiresDateMs),
              "status": transaction.revocationDateMs != nil ? "refunded \(Self.time(transaction.revocationDateMs))"
-                 : transaction.expiresDateMs.map { $0 <= CustomerDatabase.milliseconds(date) ? "expired" : "current period" } ?? "bought"]
+                 : transaction.expiresDateMs.map { $0 <= nowMs ? "expired" : "current period" } ?? "bought"]
         }
+        func isOpen(_ grant: CustomerDatabase.GrantRecord) -> Bool { grant.revokedMs == nil && (grant.expiresMs.map { $0 > nowMs } ?? true) }
         let grants: [[String: Any]] = record.promotionalGrants.reversed().map { grant in
             ["entitlement": grant.entitlement, "starts": Self.time(grant.startsMs), "expires": grant.expiresMs.map { Self.time($0) } ?? "never",
-             "state": grant.revokedMs != nil ? "revoked \(Self.time(grant.revokedMs))"
-                 : (grant.expiresMs.map { $0 <= CustomerDatabase.milliseconds(date) } == true ? "ended" : "open")]
+             "state": grant.revokedMs != nil ? "revoked \(Self.time(grant.revokedMs))" : (isOpen(grant) ? "open" : "ended")]
         }
-        let openGrants = Set(record.promotionalGrants.filter { grant in
-            grant.revokedMs == nil && (grant.expiresMs.map { $0 > CustomerDatabase.milliseconds(date) } ?? true)
-        }.map(\.entitlement)).sorted()
+        let openGrants = Set(record.promotionalGrants.filter(isOpen).map(\.entitlement)).sorted()
         let events: [[String: Any]] = try await store.events(app: app.id, user: user, limit: 50).map { event in
             let body = (try? JSONSerialization.jsonObject(with: Data(event.body.utf8)) as? [String: Any])?["event"] as? [String: Any] ?? [:]
             return ["type": event.type, "product": body["product_id"] as? String ?? "",
                     "time": Self.time((body["event_timestamp_ms"] as? NSNumber)?.int64Value), "id": body["id"] as? String ?? ""]
         }
-        let deliveries: [[String: Any]] = try await store.customerDeliveries(app: app.id, user: user, limit: 50).map { delivery in
+        let deliveries: [[String: Any]] = try await store.deliveries(app: app.id, status: nil, user: user, limit: 50).map { delivery in
             ["type": delivery.eventType, "endpoint": delivery.endpoint, "status": delivery.status.rawValue, "attempts": delivery.attempts,
              "lastError": delivery.lastError ?? "", "created": Self.time(delivery.createdAtMs)]
         }
@@ -435,13 +431,6 @@ struct DashboardRoutes: Sendable {
         let segments = request.uri.path.split(separator: "/", omittingEmptySubsequences: false)
         guard segments.count >= 4 else { throw APIError(.invalidAppUserId, "no app user id in the path") }
         return try PublicRoutes.appUserId(String(segments[3]), percentEncoded: true)
-    }
-
-    private static func entitlement(_ raw: String?, app: AppConfiguration) throws(APIError) -> String {
-        guard let raw, app.products.contains(where: { $0.entitlements.contains(raw) }) else {
-            throw APIError(.unknownEntitlement, "no product of app '\(app.id)' unlocks entitlement '\((raw ?? "").prefix(100))'")
-        }
-        return raw
     }
 
     static func time(_ milliseconds: Int64?) -> String {

@@ -34,6 +34,14 @@ struct AdminRoutes: Sendable {
         case daily, threeDay = "three_day", weekly, twoWeek = "two_week", monthly, twoMonth = "two_month"
         case threeMonth = "three_month", sixMonth = "six_month", yearly, lifetime
 
+        /// The duration a request names, or the refusal that lists the known ones.
+        static func named(_ name: String) throws(APIError) -> PromotionalDuration {
+            guard let duration = PromotionalDuration(rawValue: name) else {
+                throw APIError(.invalidField, "duration must be one of \(allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            return duration
+        }
+
         func end(from start: Date) -> Date? {
             let calendar = Calendar(identifier: .gregorian)
             let (component, value): (Calendar.Component, Int)
@@ -118,10 +126,7 @@ struct AdminRoutes: Sendable {
             let expires: Date?
             switch (grant.duration, grant.endTimeMs) {
             case (let name?, nil):
-                guard let duration = PromotionalDuration(rawValue: name) else {
-                    throw APIError(.invalidField, "duration must be one of \(PromotionalDuration.allCases.map(\.rawValue).joined(separator: ", "))")
-                }
-                expires = duration.end(from: start)
+                expires = try PromotionalDuration.named(name).end(from: start)
             case (nil, let end?):
                 guard end > CustomerDatabase.milliseconds(start) else { throw APIError(.invalidField, "end_time_ms must be in the future") }
                 expires = CustomerDatabase.date(end)
@@ -193,7 +198,11 @@ struct AdminRoutes: Sendable {
 
     /// The entitlement in the path, which some product of the app must unlock.
     private static func entitlement(_ context: ServerRequestContext, app: AppConfiguration) throws(APIError) -> String {
-        let raw = context.parameters.get("entitlement")?.removingPercentEncoding ?? ""
+        try entitlement(named: context.parameters.get("entitlement")?.removingPercentEncoding ?? "", app: app)
+    }
+
+    /// `raw`, when some product of the app unlocks it (admin API and dashboard alike).
+    static func entitlement(named raw: String, app: AppConfiguration) throws(APIError) -> String {
         guard app.products.contains(where: { $0.entitlements.contains(raw) }) else {
             throw APIError(.unknownEntitlement, "no product of app '\(app.id)' unlocks entitlement '\(raw.prefix(100))'")
         }

@@ -79,6 +79,13 @@ extension CustomerDatabase {
     /// The customer with their transactions and grants; nil for a customer never seen. Reading
     /// changes nothing (unlike the app's own CustomerInfo fetch, which records a visit).
     public func lookup(app: AppConfiguration, user: String, now: Date) async throws -> CustomerRecord? {
+        try await lookupWithEntitlements(app: app, user: user, now: now)?.record
+    }
+
+    /// ``lookup(app:user:now:)`` with what the entitlement rules made of the customer's
+    /// purchases and grants (the dashboard's "why"), from the same read.
+    func lookupWithEntitlements(app: AppConfiguration, user: String, now: Date) async throws
+        -> (record: CustomerRecord, entitlements: CustomerEntitlements)? {
         try await database.transaction { sql in
             guard let row = try await sql.select().columns("app_account_token", "first_seen_ms", "last_seen_ms").from("customers")
                 .where("app_id", .equal, app.id).where("app_user_id", .equal, user).first()
@@ -98,11 +105,12 @@ extension CustomerDatabase {
                 .from("promotional_grants").where("app_id", .equal, app.id).where("app_user_id", .equal, user)
                 .orderBy("created_ms").orderBy("grant_id")
                 .all(decoding: GrantRecord.self)
-            return CustomerRecord(
+            let record = CustomerRecord(
                 appUserId: user, appAccountToken: try row.decode(column: "app_account_token", as: String.self),
                 customerInfo: info, transactions: transactions, promotionalGrants: grants,
                 subscriberAttributes: try await Self.attributes(sql, app: app.id, user: user).filter { $0.value.value != nil }
             )
+            return (record, entitlements)
         }
     }
 

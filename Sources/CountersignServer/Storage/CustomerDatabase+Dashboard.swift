@@ -101,41 +101,6 @@ extension CustomerDatabase {
         }
     }
 
-    /// What the customer's entitlements come from, as the rules see them now (the dashboard's
-    /// "why"); nil for an unknown customer.
-    func entitlementDetail(app: AppConfiguration, user: String, now: Date) async throws -> CustomerEntitlements? {
-        try await database.transaction { sql in
-            guard try await Self.customerExists(sql, app: app.id, user: user) else { return nil }
-            return try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
-        }
-    }
-
-    /// The deliveries of the customer's latest events, newest first.
-    func customerDeliveries(app: String, user: String, limit: Int = 100) async throws -> [Delivery] {
-        try await database.withConnection { sql in
-            try await sql.select()
-                .columns(["event_id", "endpoint", "status", "attempts", "last_error", "last_status", "delivered_at_ms"].map { SQLColumn($0, table: "d") })
-                .columns([SQLColumn("event_type", table: "e"), SQLColumn("created_at_ms", table: "e")])
-                .from(SQLAlias(SQLIdentifier("events"), as: SQLIdentifier("e")))
-                .join(SQLAlias(SQLIdentifier("webhook_deliveries"), as: SQLIdentifier("d")), method: SQLJoinMethod.inner,
-                      on: SQLBinaryExpression(SQLColumn("event_id", table: "d"), .equal, SQLColumn("event_id", table: "e")))
-                .where(SQLColumn("app_id", table: "e"), .equal, SQLBind(app))
-                .where(SQLColumn("app_user_id", table: "e"), .equal, SQLBind(user))
-                .orderBy(SQLOrderBy(expression: SQLColumn("seq", table: "e"), direction: SQLDirection.descending)).limit(limit).all()
-                .map { row in
-                    Delivery(
-                        eventId: try row.decode(column: "event_id", as: String.self), eventType: try row.decode(column: "event_type", as: String.self),
-                        appUserId: user, endpoint: try row.decode(column: "endpoint", as: String.self),
-                        status: DeliveryStatus(rawValue: try row.decode(column: "status", as: String.self)) ?? .pending,
-                        attempts: try row.decode(column: "attempts", as: Int.self), nextAttemptMs: nil,
-                        lastError: try row.decode(column: "last_error", as: String?.self), lastStatus: try row.decode(column: "last_status", as: Int?.self),
-                        deliveredAtMs: try row.decode(column: "delivered_at_ms", as: Int64?.self),
-                        createdAtMs: try row.decode(column: "created_at_ms", as: Int64.self)
-                    )
-                }
-        }
-    }
-
     // MARK: Counts
 
     /// Purchases, renewals, refunds and expirations of one UTC day.

@@ -70,8 +70,9 @@ extension CustomerDatabase {
         }
     }
 
-    /// The app's deliveries, newest first, optionally of one status.
-    public func deliveries(app: String, status: DeliveryStatus?, limit: Int) async throws -> [Delivery] {
+    /// The app's deliveries, newest first, optionally of one status and of one customer's events
+    /// (read through `events_by_user`).
+    public func deliveries(app: String, status: DeliveryStatus?, user: String? = nil, limit: Int) async throws -> [Delivery] {
         try await database.withConnection { sql in
             var query = sql.select()
                 .columns(["event_id", "endpoint", "status", "attempts", "next_attempt_ms", "last_error", "last_status", "delivered_at_ms"]
@@ -82,6 +83,10 @@ extension CustomerDatabase {
                       on: SQLBinaryExpression(SQLColumn("event_id", table: "e"), .equal, SQLColumn("event_id", table: "d")))
                 .where(SQLColumn("app_id", table: "d"), .equal, SQLBind(app))
             if let status { query = query.where(SQLColumn("status", table: "d"), .equal, SQLBind(status.rawValue)) }
+            if let user {
+                query = query.where(SQLColumn("app_id", table: "e"), .equal, SQLBind(app))
+                    .where(SQLColumn("app_user_id", table: "e"), .equal, SQLBind(user))
+            }
             return try await query.orderBy(SQLOrderBy(expression: SQLColumn("seq", table: "e"), direction: SQLDirection.descending)).limit(limit).all().map { row in
                 let status = try row.decode(column: "status", as: String.self)
                 return Delivery(
