@@ -1,3 +1,4 @@
+import CountersignAppStore
 import CountersignCore
 import Crypto
 import Foundation
@@ -32,8 +33,8 @@ struct DashboardTemplates: Sendable {
 
     static let bundleName = "Countersign_CountersignServer.resources"
 
-    /// Looks beside the executable (a build, an install that copied the folder along), then in
-    /// `COUNTERSIGN_DASHBOARD_RESOURCES`, then in the source tree this was built from.
+    /// Looks in `COUNTERSIGN_DASHBOARD_RESOURCES` when set, then beside the executable (a build,
+    /// an install that copied the folder along), then in the source tree this was built from.
     static func load() async throws -> DashboardTemplates {
         var candidates: [URL] = []
         if let variable = ProcessInfo.processInfo.environment["COUNTERSIGN_DASHBOARD_RESOURCES"] {
@@ -99,13 +100,11 @@ struct FormBody {
 enum DashboardToken {
     static func make() -> String {
         var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return Data((0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }).base64URLEncodedString
     }
 
     static func hash(_ token: String) -> String {
-        SHA256.hash(data: Data(token.utf8)).map { String(format: "%02x", $0) }.joined()
+        SHA256.hash(data: Data(token.utf8)).hexString
     }
 }
 
