@@ -16,6 +16,11 @@ public struct ServerConfiguration: Sendable {
     public var intermediatesDirectory: URL?
     /// Nil: SQLite in the data directory.
     public var database: DatabaseLocation?
+    /// PostgreSQL connections this instance keeps, split between its event loops (at least two
+    /// each). 16 measured best on two cores (BENCHMARKS.md): 8 left 64 concurrent requests
+    /// queueing for a connection (about 9 % more server CPU a read), 32 had PostgreSQL's
+    /// backends crowd the machine.
+    public var databaseConnections = Database.defaultPostgresConnections
     /// The apps' configuration; nil: `countersign.json` in the data directory (written with the
     /// demo app on first start). A given file must exist.
     public var configurationFile: URL?
@@ -93,7 +98,8 @@ public struct CountersignServer: Sendable {
             ?? .managed(dataDirectory: directory)
         keys = try SigningKeyRing(mode: mode, now: configuration.now, logger: logger)
         try keys.rotateIfNeeded()
-        database = try await Database.open(configuration.database ?? .embedded(in: directory), logger: logger)
+        database = try await Database.open(configuration.database ?? .embedded(in: directory), logger: logger,
+                                               postgresConnections: configuration.databaseConnections)
         store = CustomerDatabase(database: database)
         storeAPI = try StoreServerAPI(deployment: deployment, dataDirectory: directory, verifiers: verifiers, store: store,
                                       now: configuration.now, logger: logger)

@@ -81,11 +81,12 @@ struct StoreCommandTests {
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("keys").path))
     }
 
-    @Test("serve refuses dashboard settings out of range, naming the option")
+    @Test("serve refuses dashboard and database settings out of range, naming the option")
     func dashboardSettingsChecked() throws {
         let directory = try makeTemporaryDirectory("countersign-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
-        for (option, value) in [("--dashboard-session-seconds", "5"), ("--dashboard-cache-seconds", "100000")] {
+        for (option, value) in [("--dashboard-session-seconds", "5"), ("--dashboard-cache-seconds", "100000"),
+                                ("--database-connections", "1"), ("--database-connections", "5000")] {
             let serve = try CLIRunner.run(["serve", "--data-dir", directory.path, "--port", "0", option, value])
             #expect(serve.status != 0, "\(option) \(value)")
             #expect(serve.lines.contains { $0.contains(option) }, "\(serve.lines)")

@@ -92,6 +92,8 @@ struct HostileInputTests {
             post("NUL in app user id", receipt("u\u{0}1", good), .invalidAppUserId),
             post("newline in app user id", receipt("u1\nlevel=error", good), .invalidAppUserId),
             post("escape in app user id", receipt("u1\u{1B}[2J", good), .invalidAppUserId),
+            post("DEL in app user id", receipt("u1\u{7F}", good), .invalidAppUserId),
+            post("a C1 control (NEL) in app user id", receipt("u1\u{85}x", good), .invalidAppUserId),
             // Receipts: store data.
             post("JWS for another bundle", receipt("u1", otherBundle), .wrongApp),
             post("JWS from a foreign CA", receipt("u1", forged), .invalidStoreSignature),
@@ -113,6 +115,7 @@ struct HostileInputTests {
             // CustomerInfo paths.
             get("NUL in the path id", "/v1/subscribers/%00", .invalidAppUserId),
             get("newline in the path id", "/v1/subscribers/a%0Ab", .invalidAppUserId),
+            get("DEL in the path id", "/v1/subscribers/a%7Fb", .invalidAppUserId),
             get("invalid UTF-8 in the path id", "/v1/subscribers/%FF%FE", .invalidAppUserId),
             get("2 KB path id", "/v1/subscribers/\(longId)", .invalidAppUserId),
             get("traversal to a control character", "/v1/subscribers/..%2F..%2F%01", .invalidAppUserId),

@@ -40,6 +40,9 @@ struct LeanReaderTests {
                             .run()
                     }
                 }
+                if index % 4 == 1 {
+                    try await Self.insertTangledChain(sql, chain: "tangled-\(index)", user: user, variant: index)
+                }
                 if index % 6 == 0 {
                     try await sql.insert(into: "promotional_grants")
                         .columns("grant_id", "app_id", "app_user_id", "entitlement", "starts_ms", "expires_ms", "revoked_ms", "created_ms")
@@ -49,6 +52,39 @@ struct LeanReaderTests {
                 }
             }
         }
+    }
+
+    /// One chain with what the rules must untangle: upgraded transactions (one of them the
+    /// newest), two renewals equal in purchase date and expiry (the transaction id decides), a
+    /// row without a purchase date (its recording time stands in) that is the chain's first, a
+    /// refunded one, a lifetime purchase and consumables sharing the chain, and a row of a kind
+    /// the server no longer knows. `variant` moves the dates, so the chain's newest differs.
+    static func insertTangledChain(_ sql: any SQLDatabase, chain: String, user: String, variant: Int) async throws {
+        let day: Int64 = 86_400_000, base = Int64(1_789_000_000_000) + Int64(variant % 3) * day
+        let rows: [(id: String, product: String, kind: String, purchase: Int64?, expires: Int64?, revoked: Int64?, recorded: Int64, upgraded: Int)] = [
+            ("\(chain)-up", "pro_monthly", "autoRenewable", base + 20 * day, base + 50 * day, nil, base, 1),
+            ("\(chain)-b", "pro_monthly", "autoRenewable", base, base + 30 * day, nil, base, 0),
+            ("\(chain)-c", "pro_monthly", "autoRenewable", base, base + 30 * day, variant % 2 == 0 ? base + day : nil, base, 0),
+            ("\(chain)-a", "pro_monthly", "autoRenewable", base, base + Int64(variant % 5) * 10 * day, nil, base, 0),
+            ("\(chain)-old", "pro_monthly", "autoRenewable", nil, base - day, nil, base - Int64(5 + variant % 4) * day, 0),
+            ("\(chain)-old-up", "pro_monthly", "autoRenewable", base - 9 * day, base - 8 * day, nil, base, 1),
+            ("\(chain)-life", "lifetime", "nonConsumable", base + day, nil, variant % 3 == 0 ? base + 2 * day : nil, base, 0),
+            ("\(chain)-coins-1", "coins_100", "consumable", base + 2 * day, nil, nil, base, 0),
+            ("\(chain)-coins-2", "coins_100", "consumable", base + 2 * day, nil, nil, base, 0),
+            ("\(chain)-gone", "retired", "subscriptionOfOld", base + 40 * day, base + 70 * day, nil, base, 0),
+        ]
+        for row in rows {
+            try await sql.insert(into: "purchases")
+                .columns("transaction_id", "app_id", "original_transaction_id", "product_id", "product_type", "environment",
+                         "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "signed_date_ms", "signed_transaction",
+                         "recorded_at_ms", "is_upgraded", "period_type", "ownership_type")
+                .values(SQLBind(row.id), SQLBind("demo"), SQLBind(chain), SQLBind(row.product), SQLBind(row.kind), SQLBind("Production"),
+                        SQLBind(row.purchase), SQLBind(row.expires), SQLBind(row.revoked), SQLBind(row.recorded), SQLBind("jws"),
+                        SQLBind(row.recorded), SQLBind(row.upgraded), SQLBind(nil as String?), SQLBind(nil as String?))
+                .run()
+        }
+        try await sql.insert(into: "purchase_owners").columns("app_id", "original_transaction_id", "app_user_id", "updated_at_ms")
+            .values(SQLBind("demo"), SQLBind(chain), SQLBind(user), SQLBind(Int64(1))).run()
     }
 
     @Test("CustomerInfo read lean equals the sql-kit read for 60 varied customers; SQLite's statement is prepared once",
@@ -71,6 +107,15 @@ struct LeanReaderTests {
                 #expect(lean == expected, "customer \(index)")
             }
             #expect(try await store.existingCustomerInfo(app: app, user: "nobody", now: now) == nil)
+            // A subscription chain is read as one row however long it is: customer 4 has four
+            // renewals; customer 9 four renewals and the tangled chain (its newest subscription
+            // transaction, the lifetime purchase, two consumables, the unknown kind left out).
+            #expect(try await store.leanRead(app: app, user: "user '4' é")?.purchases.map(\.transactionId) == ["chain-4-3"])
+            let tangled = try #require(try await store.leanRead(app: app, user: "$CSAnonymousID:9")).purchases
+            #expect(tangled.filter(\.isSubscription).map(\.transactionId).sorted() == ["chain-9-3", "tangled-9-a"])
+            // Customer 5's two equal renewals: the greater transaction id, bytewise.
+            #expect(try await store.leanRead(app: app, user: "user '5' é")?.purchases.filter(\.isSubscription).map(\.transactionId) == ["tangled-5-c"])
+            #expect(tangled.filter { !$0.isSubscription }.map(\.transactionId).sorted() == ["tangled-9-coins-1", "tangled-9-coins-2", "tangled-9-life"])
             // One statement, prepared once per connection and never again.
             guard let reader = database.sqliteReader else { return try await database.close() }
             let reprepares = reader.reprepares()

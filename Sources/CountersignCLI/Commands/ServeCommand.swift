@@ -32,6 +32,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "postgres://user:password@host:5432/db, or an SQLite file (default: DATA/countersign.sqlite; env COUNTERSIGN_DATABASE_URL).")
     var database: String?
 
+    @Option(name: .customLong("database-connections"), help: "PostgreSQL connections this instance keeps (2 to 1000, split between its event loops).")
+    var databaseConnections = Database.defaultPostgresConnections
+
     @Option(help: "The apps' configuration file (default: DATA/countersign.json, written with the demo app on first start).")
     var config: String?
 
@@ -47,6 +50,7 @@ struct ServeCommand: AsyncParsableCommand {
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
         guard (0...86_400).contains(dashboardCacheSeconds) else { throw ValidationError("--dashboard-cache-seconds must be 0 to 86400") }
+        guard (2...1_000).contains(databaseConnections) else { throw ValidationError("--database-connections must be 2 to 1000") }
         guard (60...2_592_000).contains(dashboardSessionSeconds) else { throw ValidationError("--dashboard-session-seconds must be 60 to 2592000") }
     }
 
@@ -63,6 +67,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.port = port
         configuration.intermediatesDirectory = intermediates.map { URL(fileURLWithPath: $0) }
         configuration.configurationFile = config.map { URL(fileURLWithPath: $0) }
+        configuration.databaseConnections = databaseConnections
         configuration.dashboard.overviewCacheSeconds = dashboardCacheSeconds
         configuration.dashboard.sessionLifetime = dashboardSessionSeconds
         configuration.metricsBearerToken = ProcessInfo.processInfo.environment["COUNTERSIGN_METRICS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }

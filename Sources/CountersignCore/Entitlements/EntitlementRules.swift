@@ -28,12 +28,15 @@ public enum EntitlementRules {
         var candidates: [String: [EntitlementGrant]] = [:]
 
         // Subscriptions: the newest transaction of each chain, by purchase date (a renewal or an
-        // upgrade is purchased after what it replaces, even when it ends sooner); a transaction
-        // marked upgraded never counts while the chain has another.
+        // upgrade is purchased after what it replaces, even when it ends sooner), then expiry,
+        // then transaction id (bytewise, so every reader picks the same one); a transaction
+        // marked upgraded never counts while the chain has another. Storage may hand over only
+        // that transaction of a chain, with the chain's first purchase date as its
+        // `originalPurchaseDate` (``PurchaseRecord/chainOrder(_:_:)`` is the order it sorts by).
         let chains = Dictionary(grouping: purchases.filter(\.isSubscription), by: \.originalTransactionId)
         for (chainId, transactions) in chains {
             let current = transactions.contains { !$0.isUpgraded } ? transactions.filter { !$0.isUpgraded } : transactions
-            guard let latest = current.max(by: { ($0.purchaseDate, $0.expiresDate ?? $0.purchaseDate) < ($1.purchaseDate, $1.expiresDate ?? $1.purchaseDate) }) else { continue }
+            guard let latest = current.max(by: PurchaseRecord.chainOrder) else { continue }
             let status = statusByChain[chainId]
             // A refund ends access at once, billing grace period or not.
             let grace = latest.revocationDate != nil ? nil : status?.gracePeriodExpiresDate.flatMap { $0 > (latest.expiresDate ?? .distantPast) ? $0 : nil }
@@ -43,7 +46,7 @@ public enum EntitlementRules {
             var subscription = SubscriptionState(
                 productId: latest.productId,
                 purchaseDate: latest.purchaseDate,
-                originalPurchaseDate: transactions.map(\.purchaseDate).min() ?? latest.purchaseDate,
+                originalPurchaseDate: transactions.map { min($0.purchaseDate, $0.originalPurchaseDate ?? $0.purchaseDate) }.min() ?? latest.purchaseDate,
                 expiresDate: latest.expiresDate,
                 gracePeriodExpiresDate: grace,
                 revocationDate: latest.revocationDate,
@@ -85,7 +88,10 @@ public enum EntitlementRules {
             }
         }
         for productId in result.nonSubscriptions.keys {
-            result.nonSubscriptions[productId]?.sort { $0.purchaseDate < $1.purchaseDate }
+            // By purchase date, then transaction id: the same order whatever order storage read them in.
+            result.nonSubscriptions[productId]?.sort {
+                $0.purchaseDate != $1.purchaseDate ? $0.purchaseDate < $1.purchaseDate : $0.transactionId.utf8.lexicographicallyPrecedes($1.transactionId.utf8)
+            }
         }
 
         // Promotional grants.

@@ -9,6 +9,9 @@ public struct PurchaseRecord: Sendable, Hashable {
     /// `Production`, `Sandbox`, `TestStore`…
     public var environment: String
     public var purchaseDate: Date
+    /// The first purchase date of its chain as far as the reader knows (its own by default): a
+    /// reader that hands the rules only a chain's newest transaction puts the chain's first
+    /// purchase here.
     public var originalPurchaseDate: Date?
     /// For subscriptions: the end of the paid period.
     public var expiresDate: Date?
@@ -38,6 +41,16 @@ public struct PurchaseRecord: Sendable, Hashable {
     }
 
     public var isSubscription: Bool { kind == .autoRenewable || kind == .nonRenewing }
+
+    /// The order in which a chain's transactions supersede one another: purchase date, then
+    /// expiry (the purchase date when there is none), then transaction id compared byte by byte.
+    /// `lhs` comes before `rhs`. Storage sorts by the same keys in SQL (`ORDER BY … DESC`).
+    public static func chainOrder(_ lhs: PurchaseRecord, _ rhs: PurchaseRecord) -> Bool {
+        if lhs.purchaseDate != rhs.purchaseDate { return lhs.purchaseDate < rhs.purchaseDate }
+        let left = lhs.expiresDate ?? lhs.purchaseDate, right = rhs.expiresDate ?? rhs.purchaseDate
+        if left != right { return left < right }
+        return lhs.transactionId.utf8.lexicographicallyPrecedes(rhs.transactionId.utf8)
+    }
 }
 
 /// What App Store Server Notifications say about a subscription chain beyond its transactions.

@@ -386,10 +386,16 @@ struct PublicRoutes: Sendable {
     /// OpenAPI document count them) without control characters, and not reserved (see
     /// ``ReservedAppUserID``).
     static func appUserId(_ raw: String, percentEncoded: Bool) throws(APIError) -> String {
-        guard let decoded = percentEncoded ? raw.removingPercentEncoding : raw else {
+        // Foundation's decoding only where there is something to decode (it returns the text as
+        // it is otherwise), and the control-character check without a Unicode property lookup
+        // for ASCII (whose controls are U+0000–U+001F and U+007F): both ran on every request.
+        guard let decoded = percentEncoded && raw.utf8.contains(UInt8(ascii: "%")) ? raw.removingPercentEncoding : raw else {
             throw APIError(.invalidAppUserId, "app user id is not valid percent-encoded UTF-8")
         }
-        guard (1...256).contains(decoded.unicodeScalars.count), !decoded.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        let isControl = { (scalar: Unicode.Scalar) in
+            scalar.isASCII ? scalar.value < 0x20 || scalar.value == 0x7F : scalar.properties.generalCategory == .control
+        }
+        guard (1...256).contains(decoded.unicodeScalars.count), !decoded.unicodeScalars.contains(where: isControl) else {
             throw APIError(.invalidAppUserId, "app user id must be 1 to 256 characters without control characters")
         }
         guard !ReservedAppUserID.isReserved(decoded) else {

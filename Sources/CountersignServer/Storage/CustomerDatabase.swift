@@ -198,9 +198,10 @@ public struct CustomerDatabase: Sendable {
         "period_type", "ownership_type", "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "state_chain",
     ]
 
-    /// The one statement of the lean CustomerInfo read: the customer, their purchases, their
+    /// The one statement of the lean CustomerInfo read: the customer, the purchases the rules
+    /// need (each subscription chain's newest transaction, every one-time purchase), their
     /// chains' renewal states and their grants, each row tagged by `kind` (0 customer,
-    /// 1 purchase, 2 state, 3 grant) in the columns `kind, t1…t7, i1…i5` (``UnionRow`` maps them
+    /// 1 purchase, 2 state, 3 grant) in the columns `kind, t1…t7, i1…i6` (``UnionRow`` maps them
     /// back). One statement is one round trip on PostgreSQL and, on SQLite, one consistent
     /// read without `BEGIN … COMMIT`.
     ///
@@ -220,12 +221,12 @@ public struct CustomerDatabase: Sendable {
     ///   until the next `ANALYZE` (0.6 ms a read after a few thousand purchases). A test holds
     ///   the generic plan on an empty database to reading purchases and states by chain.
     static func leanStatement(app: String, user: String, dialect: Database.Dialect) -> String {
+        let owned = "SELECT original_transaction_id FROM purchase_owners WHERE app_id = \(app) AND app_user_id = \(user)"
         /// `kind` and `columns` (names or NULL) of `table`'s rows in the user's chains.
         func chainRows(_ kind: Int, _ table: String, _ columns: [String]) -> String {
             switch dialect {
             case .sqlite:
-                return "SELECT \(kind), \(columns.joined(separator: ", ")) FROM \(table) WHERE app_id = \(app) AND original_transaction_id IN "
-                    + "(SELECT original_transaction_id FROM purchase_owners WHERE app_id = \(app) AND app_user_id = \(user))"
+                return "SELECT \(kind), \(columns.joined(separator: ", ")) FROM \(table) WHERE app_id = \(app) AND original_transaction_id IN (\(owned))"
             case .postgres:
                 let read = columns.filter { $0 != "NULL" }
                 return "SELECT \(kind), \(columns.map { $0 == "NULL" ? $0 : "c." + $0 }.joined(separator: ", ")) FROM purchase_owners o "
@@ -233,22 +234,44 @@ public struct CustomerDatabase: Sendable {
                     + "AND original_transaction_id = o.original_transaction_id OFFSET 0) c WHERE o.app_id = \(app) AND o.app_user_id = \(user)"
             }
         }
-        let purchases = chainRows(1, "purchases", [
-            "transaction_id", "original_transaction_id", "product_id", "product_type", "environment", "period_type", "ownership_type",
-            "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms", "is_upgraded",
-        ])
+        // Of a subscription chain only its newest transaction (rank 1 in the order of
+        // `PurchaseRecord.chainOrder`, upgraded ones last, as the rules pick it) with the chain's
+        // first purchase date (`first_ms`); every one-time purchase. A customer who has paid
+        // monthly for years is read as one row, not one per renewal.
+        let subscription = "product_type IN ('\(AppConfiguration.ProductKind.autoRenewable.rawValue)', '\(AppConfiguration.ProductKind.nonRenewing.rawValue)')"
+        let byte = dialect == .postgres ? " COLLATE \"C\"" : ""
+        let purchaseDate = "COALESCE(purchase_date_ms, recorded_at_ms)"
+        let partition = (dialect == .postgres ? "" : "original_transaction_id, ") + subscription
+        let ranked = "transaction_id, original_transaction_id, product_id, product_type, environment, period_type, ownership_type, "
+            + "purchase_date_ms, expires_date_ms, revocation_date_ms, recorded_at_ms, is_upgraded, "
+            + "row_number() OVER (PARTITION BY \(partition) ORDER BY is_upgraded <> 0, \(purchaseDate) DESC, "
+            + "COALESCE(expires_date_ms, \(purchaseDate)) DESC, transaction_id\(byte) DESC) AS chain_rank, "
+            + "min(\(purchaseDate)) OVER (PARTITION BY \(partition)) AS first_ms FROM purchases WHERE app_id = \(app) AND "
+        let columns = ["transaction_id", "original_transaction_id", "product_id", "product_type", "environment", "period_type", "ownership_type",
+                       "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms", "is_upgraded", "first_ms"]
+        let keep = "(c.chain_rank = 1 OR NOT c.\(subscription))"
+        let purchases: String
+        switch dialect {
+        case .sqlite:
+            purchases = "SELECT 1, \(columns.map { "c." + $0 }.joined(separator: ", ")) FROM (SELECT \(ranked)original_transaction_id IN (\(owned))) c "
+                + "WHERE \(keep)"
+        case .postgres:
+            purchases = "SELECT 1, \(columns.map { "c." + $0 }.joined(separator: ", ")) FROM purchase_owners o "
+                + "CROSS JOIN LATERAL (SELECT \(ranked)original_transaction_id = o.original_transaction_id OFFSET 0) c "
+                + "WHERE o.app_id = \(app) AND o.app_user_id = \(user) AND \(keep)"
+        }
         let states = chainRows(2, "subscription_states", [
             "original_transaction_id", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL",
-            "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "NULL", "NULL",
+            "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "NULL", "NULL", "NULL",
         ])
         return """
             SELECT 0 AS kind, CAST(NULL AS TEXT) AS t1, CAST(NULL AS TEXT) AS t2, CAST(NULL AS TEXT) AS t3, CAST(NULL AS TEXT) AS t4, \
             CAST(NULL AS TEXT) AS t5, CAST(NULL AS TEXT) AS t6, CAST(NULL AS TEXT) AS t7, first_seen_ms AS i1, last_seen_ms AS i2, \
-            CAST(NULL AS BIGINT) AS i3, CAST(NULL AS BIGINT) AS i4, CAST(NULL AS BIGINT) AS i5 \
+            CAST(NULL AS BIGINT) AS i3, CAST(NULL AS BIGINT) AS i4, CAST(NULL AS BIGINT) AS i5, CAST(NULL AS BIGINT) AS i6 \
             FROM customers WHERE app_id = \(app) AND app_user_id = \(user) \
             UNION ALL \(purchases) \
             UNION ALL \(states) \
-            UNION ALL SELECT 3, grant_id, entitlement, NULL, NULL, NULL, NULL, NULL, starts_ms, expires_ms, revoked_ms, NULL, NULL \
+            UNION ALL SELECT 3, grant_id, entitlement, NULL, NULL, NULL, NULL, NULL, starts_ms, expires_ms, revoked_ms, NULL, NULL, NULL \
             FROM promotional_grants WHERE app_id = \(app) AND app_user_id = \(user)
             """
     }
@@ -271,7 +294,7 @@ public struct CustomerDatabase: Sendable {
         var grants: [PromotionalGrant] = []
 
         private static let customer: [Int32] = [8, 9]
-        private static let purchase: [Int32] = [1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 6, 7]
+        private static let purchase: [Int32] = [1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 6, 7, 13]
         private static let state: [Int32] = [8, 9, 10, 1]
         private static let grant: [Int32] = [1, 2, 8, 9, 10]
 
@@ -283,7 +306,13 @@ public struct CustomerDatabase: Sendable {
                     throw StoredRowError(description: "a customer lacks first_seen_ms or last_seen_ms")
                 }
                 self.seen = (first, last)
-            case 1: try readPurchase(UnionRow(row: row, map: Self.purchase), into: &purchases)
+            case 1:
+                let purchase = UnionRow(row: row, map: Self.purchase)
+                let count = purchases.count
+                try readPurchase(purchase, into: &purchases)
+                if purchases.count > count, let first = try purchase.integer(12, "first_ms") {
+                    purchases[count].originalPurchaseDate = CustomerDatabase.date(first)
+                }
             case 2: try readState(UnionRow(row: row, map: Self.state), at: 0, into: &statuses)
             default: grants.append(try readGrantRow(UnionRow(row: row, map: Self.grant)))
             }
@@ -367,29 +396,31 @@ public struct CustomerDatabase: Sendable {
         func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
     }
 
+    /// The rows of the lean statement for `user`, added up.
+    func leanRead(app: AppConfiguration, user: String) async throws -> LeanRead? {
+        if let reader = database.sqliteReader {
+            let statement = leanSQLiteStatement(for: app)
+            return try reader.read { connection in
+                var read = LeanRead()
+                try connection.query(statement, [.text(user)]) { row in try read.add(row) }
+                return read
+            }
+        }
+        return try await database.withPostgresConnection { connection in
+            var read = LeanRead()
+            for try await row in try await connection.execute(LeanPostgresStatement(app: app.id, user: user), logger: connection.logger) {
+                try read.add(PostgresStoredRow(row: row.makeRandomAccess()))
+            }
+            return read
+        }
+    }
+
     /// The CustomerInfo of a known customer without sql-kit, in one statement: on SQLite through
     /// the lean reader (prepared once, no thread hop), on PostgreSQL straight on a pooled
     /// PostgresNIO connection. Nil for an unknown customer or when `accepts` refuses its
     /// `last_seen`.
     func leanCustomerInfo(app: AppConfiguration, user: String, now: Date, accepts: @escaping @Sendable (Int64) -> Bool) async throws -> SubscriberResponse? {
-        let read: LeanRead?
-        if let reader = database.sqliteReader {
-            let statement = leanSQLiteStatement(for: app)
-            read = try reader.read { connection in
-                var read = LeanRead()
-                try connection.query(statement, [.text(user)]) { row in try read.add(row) }
-                return read
-            }
-        } else {
-            read = try await database.withPostgresConnection { connection in
-                var read = LeanRead()
-                for try await row in try await connection.execute(LeanPostgresStatement(app: app.id, user: user), logger: connection.logger) {
-                    try read.add(PostgresStoredRow(row: row.makeRandomAccess()))
-                }
-                return read
-            }
-        }
-        guard let read, let seen = read.seen, accepts(seen.last) else { return nil }
+        guard let read = try await leanRead(app: app, user: user), let seen = read.seen, accepts(seen.last) else { return nil }
         let entitlements = EntitlementRules.evaluate(
             purchases: read.purchases, statuses: Array(read.statuses.values), grants: read.grants, products: app.products, at: now
         )

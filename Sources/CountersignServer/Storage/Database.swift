@@ -57,8 +57,12 @@ public final class Database: Sendable {
         self.sqliteReports = sqliteReports
     }
 
-    /// Opens the database and brings its schema up to date.
-    public static func open(_ location: DatabaseLocation, logger: Logger) async throws -> Database {
+    /// PostgreSQL connections an instance keeps unless told otherwise (`serve --database-connections`).
+    public static let defaultPostgresConnections = 16
+
+    /// Opens the database and brings its schema up to date. `postgresConnections` is the
+    /// instance's PostgreSQL connection budget (unused on SQLite).
+    public static func open(_ location: DatabaseLocation, logger: Logger, postgresConnections: Int = defaultPostgresConnections) async throws -> Database {
         let database: Database
         switch location {
         case .sqlite(let path):
@@ -72,9 +76,7 @@ public final class Database: Sendable {
             database = Database(location: location, backend: .sqlite(connection, AsyncLock(), logger), sqliteReader: reader,
                                 sqliteReports: try SQLiteReader(path: path, count: 1))
         case .postgres(let url):
-            // Two event loops on the machines we target: enough connections to keep PostgreSQL
-            // busy without one instance of a cluster taking the server's whole connection budget.
-            let pools = PostgresPools(configuration: try clientConfiguration(url: url), totalConnections: 8, logger: logger)
+            let pools = PostgresPools(configuration: try clientConfiguration(url: url), totalConnections: postgresConnections, logger: logger)
             let running = Task { await pools.run() }
             database = Database(location: location, backend: .postgres(pools, running))
         }
