@@ -21,7 +21,8 @@ then once: purchase intake, POST /v1/receipts of distinct pre-minted transaction
 For each: requests/s and p50/p99 latency from wrk, and the server process's CPU time per
 request (user + system from /proc/PID/stat around the run, divided by the requests done) with
 its ratio to the floor's; with --database also the CPU time of all PostgreSQL processes per request
-(the database runs on the same two cores, unpinned). Prints a Markdown table; --update FILE replaces the table between
+(PostgreSQL is pinned to wrk's core for the run and given back its cores after, so the server's
+core is its own, as with a database on another machine; --postgres-anywhere leaves it unpinned). Prints a Markdown table; --update FILE replaces the table between
 `<!-- bench-server:sqlite -->` (or `:postgres`, `:sqlite-1m`, ... with --label) and
 `<!-- /bench-server:... -->` in FILE.
 """
@@ -66,6 +67,40 @@ def postgres_cpu_seconds():
         except OSError:
             continue  # gone meanwhile
     return total
+
+
+def postgres_pids():
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if open("/proc/%s/comm" % entry).read().strip() == "postgres":
+                    pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+def pin_postgres(cpus):
+    """Pins every PostgreSQL process (the postmaster too, so new backends inherit it) to `cpus`;
+    returns their affinities before, for restore_postgres."""
+    before = {}
+    for pid in postgres_pids():
+        try:
+            before[pid] = os.sched_getaffinity(pid)
+            os.sched_setaffinity(pid, {int(cpu) for cpu in cpus.split(",")})
+        except OSError:
+            continue  # gone meanwhile, or not ours to pin
+    return before
+
+
+def restore_postgres(before):
+    everything = os.sched_getaffinity(0) | {int(SERVER_CPU), int(WRK_CPU)}
+    for pid in postgres_pids():
+        try:
+            os.sched_setaffinity(pid, before.get(pid, everything))
+        except OSError:
+            continue
 
 
 def purchase_outcomes(port):
@@ -159,11 +194,16 @@ def main():
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--mint", type=int, default=30000, help="distinct transactions for the intake run")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; medians are reported")
+    parser.add_argument("--postgres-anywhere", action="store_true",
+                        help="leave PostgreSQL unpinned (by default it is pinned to wrk's core for the run)")
     parser.add_argument("--label", help="the section of --update (default: sqlite or postgres)")
     parser.add_argument("--update", help="a Markdown file whose bench-server section gets the table")
     arguments = parser.parse_args()
 
     data_dir = arguments.data_dir or tempfile.mkdtemp(prefix="countersign-bench-")
+    # PostgreSQL shares wrk's core, so the server's core is the server's alone, as with a
+    # database on another machine (its CPU is still measured and reported).
+    pinned = pin_postgres(WRK_CPU) if arguments.database and not arguments.postgres_anywhere else {}
     process, port = start_server(arguments.binary, data_dir, arguments.database, cpus=SERVER_CPU)
     floor, floor_port = start_listening([arguments.floor, "0"], cpus=SERVER_CPU)
     try:
@@ -242,6 +282,7 @@ def main():
             replace_section(arguments.update, arguments.label or backend.lower(), table)
         shutil.rmtree(work, ignore_errors=True)
     finally:
+        restore_postgres(pinned)
         for running in (process, floor):
             running.send_signal(signal.SIGTERM)
             running.wait(timeout=30)

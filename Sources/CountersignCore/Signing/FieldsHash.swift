@@ -24,13 +24,16 @@ public enum FieldsHash {
 extension Sequence<UInt8> {
     /// Lowercase hexadecimal.
     public var hexString: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        for byte in self {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
+        let bytes = Array(self)
+        // Written straight into the string's storage (every signed answer's ETag passes here).
+        return String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in
+            func digit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble }
+            for (index, byte) in bytes.enumerated() {
+                buffer[2 * index] = digit(byte >> 4)
+                buffer[2 * index + 1] = digit(byte & 0x0F)
+            }
+            return bytes.count * 2
         }
-        return String(decoding: out, as: UTF8.self)
     }
 }
 

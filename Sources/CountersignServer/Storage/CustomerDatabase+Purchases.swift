@@ -149,6 +149,7 @@ extension CustomerDatabase {
 
     /// ``purchaseFactsSQL`` prepared once per PostgreSQL connection.
     struct PurchaseFactsStatement: NumberedPreparedStatement {
+        static let name = "countersign_purchase_facts"
         static let sql = CustomerDatabase.purchaseFactsSQL
         typealias Row = PostgresRow
 
@@ -255,6 +256,7 @@ extension CustomerDatabase {
     /// owner, its event) as one statement prepared once per PostgreSQL connection: the commonest
     /// write of an app without webhooks.
     struct NewPurchaseStatement: NumberedPreparedStatement {
+        static let name = "countersign_new_purchase"
         static let sql = NumberedStatement.together([
             NumberedStatement(CustomerDatabase.insertCustomerSQL, []), NumberedStatement(CustomerDatabase.insertPurchaseSQL, []),
             NumberedStatement(CustomerDatabase.insertOwnerSQL, []), NumberedStatement(CustomerDatabase.insertEventSQL, []),
@@ -328,6 +330,9 @@ enum StatementValue: Sendable {
 }
 
 /// A PostgreSQL prepared statement whose parameters are ``StatementValue``s, `$1…$n` in order.
+///
+/// Each names itself with a constant (`static let name`): PostgresNIO's default name is
+/// `String(reflecting:)` of the type, built again on every execution (half a percent of a read).
 protocol NumberedPreparedStatement: PostgresPreparedStatement {
     var values: [StatementValue] { get }
 }

@@ -380,6 +380,8 @@ public struct CustomerDatabase: Sendable {
     /// The lean statement on PostgreSQL: prepared once per connection by PostgresNIO, then only
     /// bound and executed.
     struct LeanPostgresStatement: PostgresPreparedStatement {
+        /// A constant: PostgresNIO's default (the type's name) is built anew on every execution.
+        static let name = "countersign_lean_customer_info"
         static let sql = CustomerDatabase.leanStatement(app: "$1", user: "$2", dialect: .postgres)
         typealias Row = PostgresRow
 
