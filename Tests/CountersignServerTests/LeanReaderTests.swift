@@ -107,14 +107,23 @@ struct LeanReaderTests {
                 #expect(lean == expected, "customer \(index)")
             }
             #expect(try await store.existingCustomerInfo(app: app, user: "nobody", now: now) == nil)
-            // A subscription chain is read as one row however long it is: customer 4 has four
+            // On PostgreSQL a subscription chain is read as one row however long it is (SQLite
+            // reads them all: in-process, ranking costs more than it saves). Customer 4 has four
             // renewals; customer 9 four renewals and the tangled chain (its newest subscription
             // transaction, the lifetime purchase, two consumables, the unknown kind left out).
-            #expect(try await store.leanRead(app: app, user: "user '4' é")?.purchases.map(\.transactionId) == ["chain-4-3"])
+            let chain4 = try await store.leanRead(app: app, user: "user '4' é")?.purchases.map(\.transactionId).sorted()
             let tangled = try #require(try await store.leanRead(app: app, user: "$CSAnonymousID:9")).purchases
-            #expect(tangled.filter(\.isSubscription).map(\.transactionId).sorted() == ["chain-9-3", "tangled-9-a"])
-            // Customer 5's two equal renewals: the greater transaction id, bytewise.
-            #expect(try await store.leanRead(app: app, user: "user '5' é")?.purchases.filter(\.isSubscription).map(\.transactionId) == ["tangled-5-c"])
+            let tied = try await store.leanRead(app: app, user: "user '5' é")?.purchases.filter(\.isSubscription).map(\.transactionId).sorted()
+            if kind == .postgres {
+                #expect(chain4 == ["chain-4-3"])
+                #expect(tangled.filter(\.isSubscription).map(\.transactionId).sorted() == ["chain-9-3", "tangled-9-a"])
+                // Customer 5's two equal renewals: the greater transaction id, bytewise.
+                #expect(tied == ["tangled-5-c"])
+            } else {
+                #expect(chain4 == ["chain-4-0", "chain-4-1", "chain-4-2", "chain-4-3"])
+                #expect(tangled.filter(\.isSubscription).count == 10)
+                #expect(tied?.count == 6)
+            }
             #expect(tangled.filter { !$0.isSubscription }.map(\.transactionId).sorted() == ["tangled-9-coins-1", "tangled-9-coins-2", "tangled-9-life"])
             // One statement, prepared once per connection and never again.
             guard let reader = database.sqliteReader else { return try await database.close() }
