@@ -57,19 +57,16 @@ def cpu_seconds(pid):
 def postgres_cpu_seconds():
     """User + system CPU seconds of every running PostgreSQL process (its backends, WAL writer, ...)."""
     total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in postgres_pids():
         try:
-            if open("/proc/%s/comm" % entry).read().strip() != "postgres":
-                continue
-            total += cpu_seconds(int(entry))
+            total += cpu_seconds(pid)
         except OSError:
             continue  # gone meanwhile
     return total
 
 
 def postgres_pids():
+    """The ids of every running PostgreSQL process."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
