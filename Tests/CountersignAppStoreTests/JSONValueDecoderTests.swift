@@ -51,6 +51,9 @@ struct JSONValueDecoderTests {
     @Test("malformed JSON and wrong types are errors", arguments: [
         "", "{", #"{"transactionId":}"#, #"{"transactionId":1}"#, #"{"quantity":"1"}"#, #"{"quantity":1.5}"#,
         #"{"isUpgraded":1}"#, #"{"a":1,}"#, #"{"a":"\x"}"#, #"{"a":"\ud83d"}"#, "[]", #"{"a":01}"#, "{} x",
+        // Dates a 64-bit millisecond count cannot hold (the reader keeps a number's text, so
+        // these reach the date conversion; FuzzJWS found the 494-digit one).
+        #"{"expiresDate":1e300}"#, #"{"purchaseDate":-8640000000000001}"#, "{\"signedDate\":\(String(repeating: "9", count: 494))}",
     ])
     func errors(_ json: String) {
         #expect(throws: DecodingError.self) { _ = try AppStoreJSON.decode(TransactionPayload.self, from: Data(json.utf8)) }

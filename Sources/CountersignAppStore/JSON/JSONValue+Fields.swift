@@ -41,12 +41,24 @@ extension JSONValue {
         case .null: return nil
         case .number(let text):
             guard let milliseconds = Double(text) else { throw mismatch(key, "a number") }
-            return Date(timeIntervalSince1970: milliseconds / 1000)
+            guard let date = Date(jsonMilliseconds: milliseconds) else { throw mismatch(key, "a date within ±8.64e15 milliseconds") }
+            return date
         default: throw mismatch(key, "a date in milliseconds")
         }
     }
 
     func open<Value: OpenStringValue>(_ key: String, as type: Value.Type = Value.self) throws -> Value? {
         try string(key).map(Value.init(rawValue:))
+    }
+}
+
+extension Date {
+    /// A date from milliseconds since 1970 as App Store JSON carries them; nil when not finite or
+    /// beyond ±8.64e15 ms (ECMAScript's range of time values, about ±275,000 years). The reader
+    /// keeps a number's text, so `1e300` or a 500-digit integer arrive here; storage writes dates
+    /// as 64-bit milliseconds, which such a value would overflow (a trap, not an error).
+    init?(jsonMilliseconds milliseconds: Double) {
+        guard milliseconds.isFinite, abs(milliseconds) <= 8.64e15 else { return nil }
+        self.init(timeIntervalSince1970: milliseconds / 1000)
     }
 }

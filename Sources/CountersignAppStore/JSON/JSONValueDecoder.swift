@@ -38,7 +38,10 @@ struct JSONValueDecoder: Decoder {
 
     func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
         if T.self == Date.self {
-            return Date(timeIntervalSince1970: try SingleValue(value: value, parentPath: parentPath, key: key).decode(Double.self) / 1000) as! T
+            guard let date = Date(jsonMilliseconds: try SingleValue(value: value, parentPath: parentPath, key: key).decode(Double.self)) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "a date beyond ±8.64e15 milliseconds: \(value)"))
+            }
+            return date as! T
         }
         return try T(from: self)
     }

@@ -108,8 +108,11 @@ public enum AppStoreJSON {
     public static func makeDecoder() -> JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
-            let milliseconds = try decoder.singleValueContainer().decode(Double.self)
-            return Date(timeIntervalSince1970: milliseconds / 1000)
+            let container = try decoder.singleValueContainer()
+            guard let date = Date(jsonMilliseconds: try container.decode(Double.self)) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "a date beyond ±8.64e15 milliseconds")
+            }
+            return date
         }
         return decoder
     }
