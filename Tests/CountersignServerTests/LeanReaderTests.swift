@@ -20,19 +20,13 @@ struct LeanReaderTests {
                 let chain = "chain-\(index)"
                 for renewal in 0..<(index % 5) {
                     let start = Int64(1_780_000_000_000) + Int64(renewal) * 2_592_000_000
-                    try await sql.insert(into: "purchases")
-                        .columns("transaction_id", "app_id", "original_transaction_id", "product_id", "product_type", "environment",
-                                 "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "signed_date_ms", "signed_transaction",
-                                 "recorded_at_ms", "is_upgraded", "period_type", "ownership_type")
-                        .values(SQLBind("\(chain)-\(renewal)"), SQLBind("demo"), SQLBind(chain), SQLBind("pro_monthly"), SQLBind("autoRenewable"),
-                                SQLBind(index % 2 == 0 ? "Production" : "TestStore"), SQLBind(start), SQLBind(start + 2_592_000_000),
-                                SQLBind(index % 7 == 0 ? start + 86_400_000 : nil as Int64?), SQLBind(start), SQLBind("jws"), SQLBind(start),
-                                SQLBind(0), SQLBind(renewal == 0 ? "trial" : nil as String?), SQLBind(index % 4 == 0 ? "FAMILY_SHARED" : nil as String?))
-                        .run()
+                    try await Self.insertPurchase(sql, id: "\(chain)-\(renewal)", chain: chain, product: "pro_monthly", kind: "autoRenewable",
+                                                  environment: index % 2 == 0 ? "Production" : "TestStore", purchase: start,
+                                                  expires: start + 2_592_000_000, revoked: index % 7 == 0 ? start + 86_400_000 : nil, recorded: start,
+                                                  periodType: renewal == 0 ? "trial" : nil, ownershipType: index % 4 == 0 ? "FAMILY_SHARED" : nil)
                 }
                 if index % 5 > 0 {
-                    try await sql.insert(into: "purchase_owners").columns("app_id", "original_transaction_id", "app_user_id", "updated_at_ms")
-                        .values(SQLBind("demo"), SQLBind(chain), SQLBind(user), SQLBind(Int64(1))).run()
+                    try await Self.insertOwner(sql, chain: chain, user: user)
                     if index % 2 == 1 {
                         try await sql.insert(into: "subscription_states")
                             .columns("app_id", "original_transaction_id", "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "state_signed_date_ms")
@@ -74,15 +68,28 @@ struct LeanReaderTests {
             ("\(chain)-gone", "retired", "subscriptionOfOld", base + 40 * day, base + 70 * day, nil, base, 0),
         ]
         for row in rows {
-            try await sql.insert(into: "purchases")
-                .columns("transaction_id", "app_id", "original_transaction_id", "product_id", "product_type", "environment",
-                         "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "signed_date_ms", "signed_transaction",
-                         "recorded_at_ms", "is_upgraded", "period_type", "ownership_type")
-                .values(SQLBind(row.id), SQLBind("demo"), SQLBind(chain), SQLBind(row.product), SQLBind(row.kind), SQLBind("Production"),
-                        SQLBind(row.purchase), SQLBind(row.expires), SQLBind(row.revoked), SQLBind(row.recorded), SQLBind("jws"),
-                        SQLBind(row.recorded), SQLBind(row.upgraded), SQLBind(nil as String?), SQLBind(nil as String?))
-                .run()
+            try await insertPurchase(sql, id: row.id, chain: chain, product: row.product, kind: row.kind, environment: "Production",
+                                     purchase: row.purchase, expires: row.expires, revoked: row.revoked, recorded: row.recorded, upgraded: row.upgraded)
         }
+        try await insertOwner(sql, chain: chain, user: user)
+    }
+
+    /// A purchase row of app `demo` (signed when recorded, its JWS a placeholder).
+    static func insertPurchase(_ sql: any SQLDatabase, id: String, chain: String, product: String, kind: String, environment: String,
+                               purchase: Int64?, expires: Int64?, revoked: Int64?, recorded: Int64, upgraded: Int = 0,
+                               periodType: String? = nil, ownershipType: String? = nil) async throws {
+        try await sql.insert(into: "purchases")
+            .columns("transaction_id", "app_id", "original_transaction_id", "product_id", "product_type", "environment",
+                     "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "signed_date_ms", "signed_transaction",
+                     "recorded_at_ms", "is_upgraded", "period_type", "ownership_type")
+            .values(SQLBind(id), SQLBind("demo"), SQLBind(chain), SQLBind(product), SQLBind(kind), SQLBind(environment),
+                    SQLBind(purchase), SQLBind(expires), SQLBind(revoked), SQLBind(recorded), SQLBind("jws"),
+                    SQLBind(recorded), SQLBind(upgraded), SQLBind(periodType), SQLBind(ownershipType))
+            .run()
+    }
+
+    /// `user` owns `chain` (app `demo`).
+    static func insertOwner(_ sql: any SQLDatabase, chain: String, user: String) async throws {
         try await sql.insert(into: "purchase_owners").columns("app_id", "original_transaction_id", "app_user_id", "updated_at_ms")
             .values(SQLBind("demo"), SQLBind(chain), SQLBind(user), SQLBind(Int64(1))).run()
     }
