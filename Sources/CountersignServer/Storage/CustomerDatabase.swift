@@ -421,8 +421,12 @@ public struct CustomerDatabase: Sendable {
         /// `unnest` of a known array by its length, so a plan made for the values of one call
         /// always looked cheaper than the plan kept for every call, and each call was planned
         /// anew (about 150 µs of PostgreSQL's CPU against 40 for the whole read). Estimated alike
-        /// either way, the kept plan is used after PostgreSQL's first few calls.
-        static let sql = "SELECT x.*, w.n FROM generate_subscripts($1::text[], 1) AS w(n) CROSS JOIN LATERAL ("
+        /// either way, the kept plan is used after PostgreSQL's first few calls. Their count is
+        /// bounded by the largest batch (never reached: ``leanBatch(_:database:)`` sends no more),
+        /// which is also the estimate: `generate_subscripts` alone is estimated at a thousand
+        /// rows, a plan a thousand customers' reads dear, which at 1M customers passed the cost
+        /// that turns on PostgreSQL's JIT compilation.
+        static let sql = "SELECT x.*, w.n FROM (SELECT generate_subscripts($1::text[], 1) AS n LIMIT \(largestReadBatch)) w CROSS JOIN LATERAL ("
             + CustomerDatabase.leanStatement(app: "($1::text[])[w.n]", user: "($2::text[])[w.n]", dialect: .postgres) + ") x"
         typealias Row = PostgresRow
 
@@ -442,6 +446,7 @@ public struct CustomerDatabase: Sendable {
     /// The lean reads of `requests` in one statement on one pooled connection. A row that does
     /// not decode fails its own customer's read only.
     static func leanBatch(_ requests: [LeanRequest], database: Database) async throws -> [Result<LeanRead, any Error>] {
+        precondition(requests.count <= largestReadBatch, "the statement reads \(largestReadBatch) customers at most")
         let statement = LeanPostgresBatch(apps: requests.map(\.app), users: requests.map(\.user))
         let answers = try await database.withPostgresConnection { connection in
             var reads = [LeanRead](repeating: LeanRead(), count: requests.count)
