@@ -22,7 +22,9 @@ For each: requests/s and p50/p99 latency from wrk, and the server process's CPU 
 request (user + system from /proc/PID/stat around the run, divided by the requests done) with
 its ratio to the floor's; with --database also the CPU time of all PostgreSQL processes per request
 (PostgreSQL is pinned to wrk's core for the run and given back its cores after, so the server's
-core is its own, as with a database on another machine; --postgres-anywhere leaves it unpinned). Prints a Markdown table; --update FILE replaces the table between
+core is its own, as with a database on another machine; --postgres-anywhere leaves it unpinned;
+before the rounds, after the setup's writes, PostgreSQL is settled: a CHECKPOINT, then no
+autovacuum worker running). Prints a Markdown table; --update FILE replaces the table between
 `<!-- bench-server:sqlite -->` (or `:postgres`, `:sqlite-1m`, ... with --label) and
 `<!-- /bench-server:... -->` in FILE.
 """
@@ -89,6 +91,23 @@ def pin_postgres(cpus):
         except OSError:
             continue  # gone meanwhile, or not ours to pin
     return before
+
+
+def settle_postgres(url, limit=600):
+    """Waits until PostgreSQL's background work is done before a measurement: a CHECKPOINT (the
+    dirty pages of filling or of the last run written out), then no autovacuum worker running
+    (an intake run leaves enough new rows to start one, which on wrk's core took CPU from wrk
+    and, on a 13.8 GB database this VM does not cache, read the disk during the next run's
+    reads). Returns the seconds waited."""
+    started = time.time()
+    subprocess.run(["su", "postgres", "-c", "psql -qc CHECKPOINT"], check=True)
+    query = "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
+    while time.time() - started < limit:
+        workers = subprocess.run(["psql", url, "-Atc", query], check=True, capture_output=True, text=True).stdout.strip()
+        if workers == "0":
+            break
+        time.sleep(2)
+    return time.time() - started
 
 
 def restore_postgres(before):
@@ -216,6 +235,10 @@ def main():
         _, health_body = call(connection, "GET", "/v1/health", public)
         lines = mint_intake(connection, public, arguments.mint, "intake-%d" % int(time.time()))
         connection.close()
+        if arguments.database:
+            # The mint's writes are checkpointed and vacuumed now, not during the first targets.
+            waited = settle_postgres(arguments.database)
+            print("PostgreSQL settled in %.0f s (checkpoint, no autovacuum running)" % waited, file=sys.stderr)
         work = tempfile.mkdtemp(prefix="countersign-bench-work-")
         bodies = os.path.join(work, "bodies.txt")
         with open(bodies, "w") as handle:

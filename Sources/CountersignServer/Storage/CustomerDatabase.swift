@@ -486,8 +486,8 @@ public struct CustomerDatabase: Sendable {
 
     /// The CustomerInfo of a known customer without sql-kit, in one statement: on SQLite through
     /// the lean reader (prepared once, no thread hop), on PostgreSQL straight on a pooled
-    /// PostgresNIO connection, together with the reads that wait for one (``ReadBatcher``). Nil for an unknown customer or when `accepts` refuses its
-    /// `last_seen`.
+    /// PostgresNIO connection, together with the reads that wait for one (``ReadBatcher``). Nil
+    /// for an unknown customer or when `accepts` refuses its `last_seen`.
     func leanCustomerInfo(app: AppConfiguration, user: String, now: Date, accepts: @escaping @Sendable (Int64) -> Bool) async throws -> SubscriberResponse? {
         let read = try await leanRead(app: app, user: user)
         guard let seen = read.seen, accepts(seen.last) else { return nil }

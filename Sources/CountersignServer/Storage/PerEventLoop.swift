@@ -17,9 +17,6 @@ final class PerEventLoop<Value: Sendable>: Sendable {
         all = group.makeIterator().map { loop in (ObjectIdentifier(loop), make(loop)) }
     }
 
-    /// How many loops (and values) there are.
-    var count: Int { all.count }
-
     /// The value of the event loop the caller runs on, or the next one in turn.
     var current: Value {
         if let loop = MultiThreadedEventLoopGroup.currentEventLoop {
