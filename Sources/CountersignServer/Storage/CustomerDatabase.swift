@@ -416,7 +416,6 @@ public struct CustomerDatabase: Sendable {
         static let name = "countersign_lean_customer_infos"
         /// The column of a row's position in the batch (1-based), after the single statement's.
         static let positionColumn = 14
-        ///
         /// The positions come from `generate_subscripts`, not `unnest`: PostgreSQL estimates
         /// `unnest` of a known array by its length, so a plan made for the values of one call
         /// always looked cheaper than the plan kept for every call, and each call was planned

@@ -56,7 +56,7 @@ final class ReadBatcher<Request: Sendable, Answer: Sendable>: Sendable {
         if leads {
             let answer: Result<Answer, any Error>
             do {
-                answer = try await Self.single(run([request]))
+                answer = try await answers(to: [request])[0]
             } catch {
                 answer = .failure(error)
             }
@@ -101,9 +101,7 @@ final class ReadBatcher<Request: Sendable, Answer: Sendable>: Sendable {
         var batch = first
         while true {
             do {
-                let answers = try await run(batch.map(\.request))
-                guard answers.count == batch.count else { throw CountMismatch(asked: batch.count, answered: answers.count) }
-                for (waiting, answer) in zip(batch, answers) { waiting.continuation.resume(with: answer) }
+                for (waiting, answer) in zip(batch, try await answers(to: batch.map(\.request))) { waiting.continuation.resume(with: answer) }
             } catch {
                 for waiting in batch { waiting.continuation.resume(throwing: error) }
             }
@@ -112,9 +110,11 @@ final class ReadBatcher<Request: Sendable, Answer: Sendable>: Sendable {
         }
     }
 
-    private static func single(_ answers: [Result<Answer, any Error>]) throws -> Result<Answer, any Error> {
-        guard answers.count == 1, let answer = answers.first else { throw CountMismatch(asked: 1, answered: answers.count) }
-        return answer
+    /// One answer for each of `requests`, in their order, or a ``CountMismatch``.
+    private func answers(to requests: [Request]) async throws -> [Result<Answer, any Error>] {
+        let answers = try await run(requests)
+        guard answers.count == requests.count else { throw CountMismatch(asked: requests.count, answered: answers.count) }
+        return answers
     }
 
     /// The batch's run answered a different number of reads than it was asked: a bug.
