@@ -86,7 +86,7 @@ def main():
         headers = ["Authorization: Bearer " + public, nonce]
         floor_runs, runs = [], {}
         for _ in range(arguments.rounds):
-            floor, floor_port = start_listening([arguments.floor, "0"], cpus=bench.SERVER_CPU)
+            floor, floor_port = start_listening(bench.floor_command(arguments.floor), cpus=bench.SERVER_CPU)
             floor_runs.append(bench.run_wrk(floor.pid, "http://127.0.0.1:%d/" % floor_port, arguments.duration, arguments.connections))
             floor.send_signal(signal.SIGTERM)
             floor.wait(timeout=30)

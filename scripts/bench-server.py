@@ -169,14 +169,27 @@ def run_wrk(pid, url, duration, connections, headers=(), script=None):
     return result
 
 
+def floor_command(floor):
+    """The floor server's command: with as many event loops as the cores it is pinned to, the
+    count `countersign serve` chooses for itself from its CPU affinity (NIO alone would start
+    one per core of the machine)."""
+    return ["env", "NIO_SINGLETON_GROUP_LOOP_COUNT=%d" % len(SERVER_CPU.split(",")), floor, "0"]
+
+
 def pid_is_server(name):
     """Whether a row measures Countersign (the floor never touches the database)."""
     return not name.startswith("floor")
 
 
+def median(values):
+    """The middle value (the upper of the two middle ones for an even count)."""
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
 def median_run(runs):
     keys = ("rate", "p50", "p99", "cpu_us", "database_cpu_us", "non2xx", "requests")
-    return {key: sorted(run[key] for run in runs)[len(runs) // 2] for key in keys} | {"socket_errors": ""}
+    return {key: median(run[key] for run in runs) for key in keys} | {"socket_errors": ""}
 
 
 def mint_intake(connection, public, count, prefix):
@@ -221,7 +234,7 @@ def main():
     # database on another machine (its CPU is still measured and reported).
     pinned = pin_postgres(WRK_CPU) if arguments.database and not arguments.postgres_anywhere else {}
     process, port = start_server(arguments.binary, data_dir, arguments.database, cpus=SERVER_CPU)
-    floor, floor_port = start_listening([arguments.floor, "0"], cpus=SERVER_CPU)
+    floor, floor_port = start_listening(floor_command(arguments.floor), cpus=SERVER_CPU)
     try:
         public, secret = app_keys(data_dir)
         connection = connect(port)
@@ -273,8 +286,13 @@ def main():
         outcomes = {outcome: count for outcome, count in outcomes.items() if count}
 
         results = [(name, size, median_run(runs[name])) for name, size, *_ in targets]
+        # A target's ratio is the median of its ratios to the floor round by round (the floor ran
+        # seconds before it), so a slow minute of the shared machine moves both sides of a ratio.
+        floor_runs = runs[targets[0][0]]
+        for name, _, result in results:
+            result["ratio"] = median([run["cpu_us"] / floor["cpu_us"] for run, floor in zip(runs[name], floor_runs)])
         results.append(("POST /v1/receipts (distinct transactions)", None, intake))
-        floor_cpu = results[0][2]["cpu_us"]
+        intake["ratio"] = intake["cpu_us"] / results[0][2]["cpu_us"]
         backend = "PostgreSQL" if arguments.database else "SQLite"
         out = []
         postgres = bool(arguments.database)
@@ -285,11 +303,11 @@ def main():
             database = (" %.0f |" % result["database_cpu_us"] if pid_is_server(name) else " – |") if postgres else ""
             out.append("| %s | %s | %.0f | %.2f | %.2f | %.0f | %.2f× |%s %d |" % (
                 name, size if size is not None else "–", result["rate"], result["p50"], result["p99"], result["cpu_us"],
-                result["cpu_us"] / floor_cpu, database, result["non2xx"]))
+                result["ratio"], database, result["non2xx"]))
             if result["socket_errors"]:
                 print("  socket errors:", name, result["socket_errors"], file=sys.stderr)
         out.append("")
-        out.append("Medians of %d rounds of %d s (intake: one run); signing inside the server (its /metrics histogram, "
+        out.append("Medians of %d rounds of %d s (intake: one run; a ratio is the median of the rounds' ratios to the floor); signing inside the server (its /metrics histogram, "
                    "thread CPU time): %.1f µs per signed answer." % (arguments.repeat, arguments.duration, signing_us))
         out.append("Intake outcomes (the server's purchases counter): %s." % (
             ", ".join("%s %d" % item for item in sorted(outcomes.items())) or "none"))

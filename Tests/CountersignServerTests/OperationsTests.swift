@@ -5,6 +5,7 @@ import CountersignTesting
 import Foundation
 import HTTPTypes
 import Logging
+import NIOCore
 import Testing
 
 /// Metrics, request ids, verification-failure telemetry and restarts.
@@ -154,6 +155,27 @@ struct OperationsTests {
         #expect(!ServerProcess.prepare(environment: ["COUNTERSIGN_NIO_EXECUTOR": "0", "MALLOC_ARENA_MAX": "2"]))
         #if canImport(Glibc)
         #expect(AllocatorTuning.apply(environment: ["GLIBC_TUNABLES": "glibc.pthread.rseq=0"]))
+        #endif
+    }
+
+    @Test("serve runs one event loop per CPU its affinity allows when NIO would start more")
+    func eventLoopsFollowAffinity() throws {
+        #if os(Linux)
+        // Setting the mask with pid 0 pins the calling thread only: this test's, until restored.
+        let original = try #require(CPUAffinity.current())
+        let allowed = try #require(ServerProcess.allowedCPUCount())
+        #expect(allowed >= 1 && allowed <= ProcessInfo.processInfo.processorCount)
+        // Not pinned below the machine: NIO's own count stands.
+        if allowed >= NIOCore.System.coreCount { #expect(ServerProcess.eventLoopCount(environment: [:]) == nil) }
+        // Pinned to the first allowed CPU: one loop, unless the operator named a count.
+        let first = try #require((0..<original.count * 8).first { original[$0 / 8] & (1 << UInt8($0 % 8)) != 0 })
+        var one = [UInt8](repeating: 0, count: original.count)
+        one[first / 8] = 1 << UInt8(first % 8)
+        try #require(CPUAffinity.set(one))
+        defer { CPUAffinity.set(original) }
+        #expect(ServerProcess.allowedCPUCount() == 1)
+        #expect(ServerProcess.eventLoopCount(environment: [:]) == (NIOCore.System.coreCount > 1 ? 1 : nil))
+        #expect(ServerProcess.eventLoopCount(environment: ["NIO_SINGLETON_GROUP_LOOP_COUNT": "2"]) == nil)
         #endif
     }
 }
