@@ -8,7 +8,7 @@
 
 The server under test and the floor server are pinned to core 0 (taskset), wrk to core 1, so
 the server's CPU time per request is measured on one core while the load generator has the
-other. For one database (SQLite by default; --data-dir reuses a filled one, see
+other; both run one event loop there (`serve` counts its allowed cores itself, the floor is told). For one database (SQLite by default; --data-dir reuses a filled one, see
 generate-customers.py) it starts the server, records a pro_monthly purchase for `bench-user`,
 then measures at 64 connections, in rounds (every target once per round, --repeat rounds, the
 median of each reported), so the machine's drift hits all targets alike:
