@@ -27,9 +27,9 @@ public enum ServerProcess {
     }
 
     /// The event loops the server should run when that is fewer than NIO would start: the CPUs
-    /// the process may run on (`sched_getaffinity`: `taskset`, `numactl`, a container's
-    /// `--cpuset-cpus` seen from inside). NIO counts the machine's CPUs and cgroup quotas, not the
-    /// affinity mask, so a server pinned to one core of two ran two loops taking turns on it: each
+    /// the process may run on (`sched_getaffinity`, as `taskset` or `numactl` set it). NIO counts
+    /// the machine's CPUs and its cgroup's quota or cpuset, not the affinity mask, so a server
+    /// pinned with `taskset` to one core of two ran two loops taking turns on it: each
     /// request's connection, its batch of reads and its task could sit on a loop the kernel had to
     /// switch to (BENCHMARKS.md). Nil when NIO's own count is no larger, or when the operator set
     /// `NIO_SINGLETON_GROUP_LOOP_COUNT`.
@@ -60,12 +60,13 @@ enum CPUAffinity {
         return mask
     }
 
-    /// Sets the calling thread's mask; false when refused (or not on Linux).
+    /// Sets the calling thread's mask (CPUs past its bytes are left out); false when refused
+    /// (or not on Linux).
     @discardableResult
     static func set(_ mask: [UInt8]) -> Bool {
-        var mask = mask + [UInt8](repeating: 0, count: max(0, byteCount - mask.count))
-        guard let call = function("sched_setaffinity") else { return false }
-        return mask.withUnsafeMutableBytes { call(0, byteCount, $0.baseAddress!) } == 0
+        var mask = mask
+        guard let call = function("sched_setaffinity"), !mask.isEmpty else { return false }
+        return mask.withUnsafeMutableBytes { call(0, $0.count, $0.baseAddress!) } == 0
     }
 
     private static func function(_ name: String) -> Call? {
