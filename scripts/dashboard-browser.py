@@ -23,7 +23,7 @@ from countersign_process import app_keys, start_server  # noqa: E402
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 USER = "browser-buyer-%s" % os.urandom(4).hex()  # a database may be reused
@@ -60,8 +60,24 @@ def click(driver, by, value):
     """Clicks a link or a submit button and waits for the next page to replace this one."""
     page = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(by, value).click()
-    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(page))
+    WebDriverWait(driver, 20).until(lambda _: replaced(page))
     WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
+def replaced(element):
+    """Whether `element` no longer belongs to the page: expected_conditions.staleness_of, and also
+    when chromedriver, asked while the next page replaces this one, answers that the node "does
+    not belong to the document" (a WebDriverException, not a stale-element one: the flake a CI
+    run of the sign-in click hit)."""
+    try:
+        element.is_enabled()
+        return False
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as error:
+        if "does not belong to the document" in str(error):
+            return True
+        raise
 
 
 def screenshot(driver, folder, name):
