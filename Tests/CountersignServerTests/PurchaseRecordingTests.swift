@@ -3,6 +3,7 @@ import CountersignAppStore
 import CountersignCore
 import CountersignTesting
 import Foundation
+import Logging
 import SQLKit
 import Testing
 
@@ -130,6 +131,29 @@ struct PurchaseRecordingTests {
         #expect(both.values.map { "\($0)" } == (first.values + second.values).map { "\($0)" })
         #expect(NumberedStatement.together([second]).text == second.text)
         #expect(NumberedStatement.pieces("a $12b$").map { "\($0.literal)|\($0.parameter.map(String.init) ?? "-")" } == ["a |12", "b$|-"])
+    }
+
+    @Test("a numbered statement runs on the embedded database with $n bound to value n, whatever order the numbers appear in")
+    func numberedOnSQLite() async throws {
+        // SQLite would read `$2` as a named parameter and number it 1 (its first appearance).
+        #expect(NumberedStatement.sqliteText("INSERT INTO t VALUES ($2, $1, $2, '$x')") == "INSERT INTO t VALUES (?2, ?1, ?2, '$x')")
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let connection = try DirectSQLiteConnection(path: directory.appendingPathComponent("t.sqlite").path, readOnly: false)
+        defer { connection.close() }
+        try connection.query("CREATE TABLE t (a, b, c, d)", []) { _ in }
+        let sql = DirectSQLiteDatabase(connection: connection, logger: Logger(label: "test"))
+        for _ in 0..<2 { // prepared once, then kept: the same answer both times
+            try await sql.run(NumberedStatement("INSERT INTO t VALUES ($2, $1, $2, '$x')", [.text("first"), .integer(7)]))
+        }
+        try await sql.run(NumberedStatement("UPDATE t SET c = $2 WHERE rowid = 2 AND b = $1", [.text("first"), .integer(nil)]))
+        var rows: [String] = []
+        try await sql.query(NumberedStatement("SELECT a, b, c, d FROM t WHERE b = $1 ORDER BY rowid", [.text("first")])) { row in
+            rows.append([try row.integer(0, "a").map(String.init), try row.text(1, "b"), try row.integer(2, "c").map(String.init), try row.text(3, "d")]
+                .map { $0 ?? "NULL" }.joined(separator: " "))
+        }
+        #expect(rows == ["7 first 7 $x", "7 first NULL $x"])
+        #expect(connection.reprepares().count == 4)
     }
 
     // MARK: Against the databases

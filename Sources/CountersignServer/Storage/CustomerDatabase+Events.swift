@@ -40,7 +40,7 @@ extension CustomerDatabase {
     /// Stores `events` on `sql` (inside the caller's transaction).
     static func emit(_ events: [WebhookEvent], on sql: any SQLDatabase, app: AppConfiguration, now: Date) async throws {
         for event in events {
-            for statement in eventStatements(event, app: app, now: now) { try await sql.raw(statement.query).run() }
+            for statement in eventStatements(event, app: app, now: now) { try await sql.run(statement) }
         }
     }
 

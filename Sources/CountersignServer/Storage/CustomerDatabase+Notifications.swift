@@ -144,7 +144,7 @@ extension CustomerDatabase {
             .map { try $0.decode(column: "app_user_id", as: String?.self) }
         if owner == nil, let token = transaction.payload.appAccountToken?.lowercased(),
            let user = try await customer(sql, app: app.id, token: token) {
-            try await sql.raw(insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: user, now: now).query).run()
+            try await sql.run(insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: user, now: now))
             owner = .some(user)
         }
         guard let user = owner ?? nil else { return nil }
@@ -184,11 +184,11 @@ extension CustomerDatabase {
         let row = try await sql.raw("SELECT signed_date_ms, revocation_date_ms FROM purchases WHERE transaction_id = \(bind: transaction.transactionId)")
             .first()
         guard let row else {
-            try await sql.raw(insertPurchaseStatement(transaction, app: app, now: now).query).run()
+            try await sql.run(insertPurchaseStatement(transaction, app: app, now: now))
             return .inserted
         }
         guard milliseconds(transaction.payload.signedDate ?? now) > (try row.decode(column: "signed_date_ms", as: Int64.self)) else { return .unchanged }
-        try await sql.raw(refreshPurchaseStatement(transaction, now: now).query).run()
+        try await sql.run(refreshPurchaseStatement(transaction, now: now))
         let wasRevoked = try row.decode(column: "revocation_date_ms", as: Int64?.self) != nil
         let revoked = transaction.payload.revocationDate != nil
         return .refreshed(revoked: wasRevoked == revoked ? nil : revoked)

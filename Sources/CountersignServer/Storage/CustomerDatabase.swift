@@ -103,10 +103,10 @@ public struct CustomerDatabase: Sendable {
             guard milliseconds(now) - lastSeen >= lastSeenResolution else {
                 return (date(try row.decode(column: "first_seen_ms", as: Int64.self)), date(lastSeen))
             }
-            try await sql.raw(touchCustomerStatement(app: app, user: user, now: now).query).run()
+            try await sql.run(touchCustomerStatement(app: app, user: user, now: now))
             return (date(try row.decode(column: "first_seen_ms", as: Int64.self)), now)
         }
-        try await sql.raw(insertCustomerStatement(app: app, user: user, now: now).query).run()
+        try await sql.run(insertCustomerStatement(app: app, user: user, now: now))
         return (now, now)
     }
 

@@ -24,6 +24,9 @@ final class DirectSQLiteConnection: @unchecked Sendable {
 
     private var handle: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
+    /// Statements written with numbered parameters (`$1`, `$2`, …), by that text; prepared with
+    /// SQLite's own spelling of a numbered parameter, `?1`, `?2`, …
+    private var numberedStatements: [String: OpaquePointer] = [:]
 
     init(path: String, readOnly: Bool) throws {
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
@@ -39,13 +42,16 @@ final class DirectSQLiteConnection: @unchecked Sendable {
 
     func close() {
         for statement in statements.values { sqlite_nio_sqlite3_finalize(statement) }
+        for statement in numberedStatements.values { sqlite_nio_sqlite3_finalize(statement) }
         statements.removeAll()
+        numberedStatements.removeAll()
         sqlite_nio_sqlite3_close(handle)
         handle = nil
     }
 
     func reprepares() -> [String: Int] {
-        statements.mapValues { Int(sqlite_nio_sqlite3_stmt_status($0, SQLITE_STMTSTATUS_REPREPARE, 0)) }
+        statements.merging(numberedStatements) { kept, _ in kept }
+            .mapValues { Int(sqlite_nio_sqlite3_stmt_status($0, SQLITE_STMTSTATUS_REPREPARE, 0)) }
     }
 
     private func failure(_ what: String) -> SQLiteFailure {
@@ -54,20 +60,32 @@ final class DirectSQLiteConnection: @unchecked Sendable {
 
     /// Runs one statement (prepared once and kept) with `binds`, calling `row` for each result row.
     func query(_ sql: String, _ binds: [StoredValue], row: (SQLiteRowView) throws -> Void) throws {
+        try run(sql, kept: \.statements, prepare: { sql }, binds, row: row)
+    }
+
+    /// Runs a statement written with numbered parameters, `$n` standing for `binds[n - 1]`
+    /// (``NumberedStatement``'s text, as PostgreSQL reads it): kept by that text, so the text is
+    /// rewritten for SQLite once, when first prepared.
+    func query(numbered sql: String, _ binds: [StoredValue], row: (SQLiteRowView) throws -> Void) throws {
+        try run(sql, kept: \.numberedStatements, prepare: { NumberedStatement.sqliteText(sql) }, binds, row: row)
+    }
+
+    private func run(_ key: String, kept cache: ReferenceWritableKeyPath<DirectSQLiteConnection, [String: OpaquePointer]>,
+                     prepare text: () -> String, _ binds: [StoredValue], row: (SQLiteRowView) throws -> Void) throws {
         guard handle != nil else { throw SQLiteFailure(code: SQLITE_MISUSE, description: "the database connection is closed") }
         let statement: OpaquePointer
         let kept: Bool
-        if let cached = statements[sql] {
+        if let cached = self[keyPath: cache][key] {
             statement = cached
             kept = true
         } else {
             var prepared: OpaquePointer?
-            kept = statements.count < Self.statementCacheLimit
+            kept = statements.count + numberedStatements.count < Self.statementCacheLimit
             let flags = kept ? UInt32(SQLITE_PREPARE_PERSISTENT) : 0
-            guard sqlite_nio_sqlite3_prepare_v3(handle, sql, -1, flags, &prepared, nil) == SQLITE_OK, let prepared else {
+            guard sqlite_nio_sqlite3_prepare_v3(handle, text(), -1, flags, &prepared, nil) == SQLITE_OK, let prepared else {
                 throw failure("cannot prepare a statement")
             }
-            if kept { statements[sql] = prepared }
+            if kept { self[keyPath: cache][key] = prepared }
             statement = prepared
         }
         defer {
