@@ -156,6 +156,14 @@ struct PurchaseRecordingTests {
         #expect(connection.reprepares().count == 4)
     }
 
+    @Test("a token with a dot anywhere is a JWS, one without is a legacy receipt")
+    func legacyReceiptOrJWS() {
+        #expect(PublicRoutes.isLegacyReceipt("MIIUWAYJKoZIhvcNAQcCoIIUSTCCFEUCAQExDzANBglghkgBZQMEAgEFADCCA44GCSqGSIb3DQEHAaCCA38Eggh7+/=="))
+        #expect(PublicRoutes.isLegacyReceipt(""))
+        #expect(!PublicRoutes.isLegacyReceipt(String(repeating: "e", count: 3000) + ".payload.signature"))
+        #expect(!PublicRoutes.isLegacyReceipt("\u{e9}."), "a dot after a multi-byte character")
+    }
+
     // MARK: Against the databases
 
     static func purchase(_ server: CountersignServer) throws -> VerifiedTransaction {
