@@ -2,7 +2,7 @@
 """Fills a Countersign database as a real app's would, for the benchmarks at scale.
 
     scripts/generate-customers.py --binary .build/release/countersign --data-dir DIR [--database postgres://...]
-        [--customers 1000000] [--purchases 3000000] [--grants 50000] [--jws-bytes 3300] [--seed 1]
+        [--customers 1000000] [--purchases 3000000] [--grants 50000] [--jws-bytes 3300] [--seed 1] [--check]
 
 The server itself creates the schema (it starts once on DIR and is stopped), then the rows go in
 straight through the database's bulk path: Python's sqlite3 in one transaction for the embedded
@@ -37,7 +37,7 @@ import sys
 import time
 import uuid
 
-from countersign_process import start_server
+from countersign_process import app_keys, call, connect, start_server
 
 NAMESPACE = uuid.UUID(bytes=bytes([0x6F, 0x1B, 0x6A, 0x52, 0x3C, 0x0E, 0x4A, 0x8D, 0x9E, 0x21, 0x57, 0xC4, 0x0B, 0x3D, 0x88, 0x12]))
 DAY_MS = 86_400_000
@@ -202,6 +202,8 @@ def main():
     parser.add_argument("--grants", type=int, default=50_000)
     parser.add_argument("--jws-bytes", type=int, default=3300)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--check", action="store_true",
+                        help="then start the server on the filled database and read bench-user's CustomerInfo back")
     arguments = parser.parse_args()
 
     os.makedirs(arguments.data_dir, exist_ok=True)
@@ -226,6 +228,26 @@ def main():
     print("rows: " + ", ".join("%s %d" % item for item in counts.items()))
     print("took %.0f s; database size %.2f GB (%d bytes)" % (time.time() - started, size / 1e9, size))
     print("a subscriber with 36 renewals: bench-user")
+    if arguments.check:
+        check(arguments)
+
+
+def check(arguments):
+    """The server reads what was written as its own: bench-user's CustomerInfo lists its chain."""
+    import json
+    process, port = start_server(arguments.binary, arguments.data_dir, arguments.database)
+    try:
+        _, secret = app_keys(arguments.data_dir)
+        status, body = call(connect(port), "GET", "/v1/admin/customers/bench-user/customer_info", secret)
+        if status != 200:
+            sys.exit("error: bench-user's CustomerInfo answered %d: %s" % (status, body[:300]))
+        subscriptions = json.loads(body)["subscriber"]["subscriptions"]
+        if "pro_monthly" not in subscriptions:
+            sys.exit("error: bench-user's CustomerInfo lacks its pro_monthly chain: %s" % body[:300])
+        print("check: the server reads bench-user's pro_monthly chain back (expires %s)" % subscriptions["pro_monthly"]["expires_date"])
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 if __name__ == "__main__":
