@@ -29,6 +29,7 @@ with a long renewal history (`bench-user` is one too: bench-server.py reads it).
 import argparse
 import base64
 import io
+import json
 import os
 import random
 import sqlite3
@@ -211,7 +212,6 @@ def main():
     process, _ = start_server(arguments.binary, arguments.data_dir, arguments.database)
     process.terminate()
     process.wait(timeout=30)
-    import json
     app_id = json.load(open(os.path.join(arguments.data_dir, "countersign.json")))["apps"][0]["id"]
     now_ms = int(time.time() * 1000)
     started = time.time()
@@ -234,7 +234,6 @@ def main():
 
 def check(arguments):
     """The server reads what was written as its own: bench-user's CustomerInfo lists its chain."""
-    import json
     process, port = start_server(arguments.binary, arguments.data_dir, arguments.database)
     try:
         _, secret = app_keys(arguments.data_dir)

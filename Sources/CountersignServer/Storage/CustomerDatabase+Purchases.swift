@@ -412,10 +412,15 @@ struct NumberedStatement: Sendable {
     /// `$1` as a *named* parameter, numbered in the order names first appear, which is not `1`
     /// when `$2` comes first.
     static func sqliteText(_ text: String) -> String {
+        respelled(text) { "?\($0)" }
+    }
+
+    /// `text` with each parameter `$n` written as `spell(n)`, the rest as it is.
+    static func respelled(_ text: String, _ spell: (Int) -> String) -> String {
         var rewritten = ""
         for piece in pieces(text) {
             rewritten += piece.literal
-            if let number = piece.parameter { rewritten += "?\(number)" }
+            if let number = piece.parameter { rewritten += spell(number) }
         }
         return rewritten
     }
@@ -452,16 +457,11 @@ struct NumberedStatement: Sendable {
         var values: [StatementValue] = []
         var offset = 0
         for statement in statements {
-            var shifted = ""
             var highest = 0
-            for piece in pieces(statement.text) {
-                shifted += piece.literal
-                if let number = piece.parameter {
-                    shifted += "$\(number + offset)"
-                    highest = max(highest, number)
-                }
-            }
-            clauses.append(shifted)
+            clauses.append(respelled(statement.text) { number in
+                highest = max(highest, number)
+                return "$\(number + offset)"
+            })
             values += statement.values
             offset += highest
         }
