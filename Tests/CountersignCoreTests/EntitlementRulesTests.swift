@@ -37,6 +37,31 @@ struct EntitlementRulesTests {
         #expect(result.subscriptions["pro_monthly"]?.originalPurchaseDate == Self.start)
     }
 
+    @Test("within a chain an upgraded transaction yields to any other, however new; the chain starts at its earliest, upgraded or not")
+    func upgradedWithinChain() {
+        var first = Self.monthly("1", from: Self.start)
+        first.isUpgraded = true
+        let current = Self.monthly("2", chain: "1", from: Self.start.addingTimeInterval(30 * Self.day))
+        var newerUpgraded = Self.monthly("3", chain: "1", from: Self.start.addingTimeInterval(40 * Self.day), days: 90)
+        newerUpgraded.isUpgraded = true
+        var renewalOfAnotherChain = Self.monthly("4", chain: "9", from: Self.start.addingTimeInterval(50 * Self.day))
+        renewalOfAnotherChain.originalPurchaseDate = Self.start.addingTimeInterval(-100 * Self.day)
+        for order in [[first, current, newerUpgraded, renewalOfAnotherChain], [renewalOfAnotherChain, newerUpgraded, current, first]] {
+            let chainOne = EntitlementRules.evaluate(purchases: order.filter { $0.originalTransactionId == "1" }, products: Self.products, at: Self.start.addingTimeInterval(45 * Self.day))
+            #expect(chainOne.subscriptions["pro_monthly"]?.purchaseDate == current.purchaseDate)
+            #expect(chainOne.subscriptions["pro_monthly"]?.expiresDate == current.expiresDate)
+            #expect(chainOne.subscriptions["pro_monthly"]?.originalPurchaseDate == Self.start)
+            // Every transaction of a chain upgraded: the newest of them is shown, and grants nothing.
+            let allUpgraded = EntitlementRules.evaluate(purchases: order.filter(\.isUpgraded), products: Self.products, at: Self.start.addingTimeInterval(45 * Self.day))
+            #expect(allUpgraded.subscriptions["pro_monthly"]?.purchaseDate == newerUpgraded.purchaseDate)
+            #expect(allUpgraded.entitlements["pro"]?.isActive == false)
+            // A reader that handed over only a chain's newest transaction gave its first purchase date with it.
+            let both = EntitlementRules.evaluate(purchases: order, products: Self.products, at: Self.start.addingTimeInterval(55 * Self.day))
+            #expect(both.subscriptions["pro_monthly"]?.originalPurchaseDate == Self.start.addingTimeInterval(-100 * Self.day))
+            #expect(both.entitlements["pro"]?.purchaseDate == renewalOfAnotherChain.purchaseDate)
+        }
+    }
+
     @Test("grace period counts as active until it ends; billing retry without grace does not")
     func graceAndBillingRetry() {
         let purchase = Self.monthly("1", from: Self.start)

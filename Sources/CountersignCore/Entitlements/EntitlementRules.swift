@@ -33,10 +33,9 @@ public enum EntitlementRules {
         // marked upgraded never counts while the chain has another. Storage may hand over only
         // that transaction of a chain, with the chain's first purchase date as its
         // `originalPurchaseDate` (``PurchaseRecord/chainOrder(_:_:)`` is the order it sorts by).
-        let chains = Dictionary(grouping: purchases.filter(\.isSubscription), by: \.originalTransactionId)
-        for (chainId, transactions) in chains {
-            let current = transactions.contains { !$0.isUpgraded } ? transactions.filter { !$0.isUpgraded } : transactions
-            guard let latest = current.max(by: PurchaseRecord.chainOrder) else { continue }
+        for head in purchases.withUnsafeBufferPointer(chainHeads) {
+            let latest = purchases[head.latest]
+            let chainId = latest.originalTransactionId
             let status = statusByChain[chainId]
             // A refund ends access at once, billing grace period or not.
             let grace = latest.revocationDate != nil ? nil : status?.gracePeriodExpiresDate.flatMap { $0 > (latest.expiresDate ?? .distantPast) ? $0 : nil }
@@ -46,7 +45,7 @@ public enum EntitlementRules {
             var subscription = SubscriptionState(
                 productId: latest.productId,
                 purchaseDate: latest.purchaseDate,
-                originalPurchaseDate: transactions.map { min($0.purchaseDate, $0.originalPurchaseDate ?? $0.purchaseDate) }.min() ?? latest.purchaseDate,
+                originalPurchaseDate: head.firstPurchase,
                 expiresDate: latest.expiresDate,
                 gracePeriodExpiresDate: grace,
                 revocationDate: latest.revocationDate,
@@ -108,6 +107,30 @@ public enum EntitlementRules {
             result.entitlements[entitlement] = grants.max(by: EntitlementGrant.isLessRelevant)
         }
         return result
+    }
+
+    /// Each subscription chain's current transaction (its position in `purchases`) and the
+    /// chain's first purchase date. Chains hold positions, not copies, read through the buffer:
+    /// a record is seven strings, and copying a three-year monthly history into groups and
+    /// filters was most of ``evaluate(purchases:statuses:grants:products:at:)``.
+    static func chainHeads(_ purchases: UnsafeBufferPointer<PurchaseRecord>) -> [(latest: Int, firstPurchase: Date)] {
+        var chains: [String: [Int]] = [:]
+        for index in purchases.indices where purchases[index].isSubscription {
+            chains[purchases[index].originalTransactionId, default: []].append(index)
+        }
+        return chains.values.map { members in
+            let hasCurrent = members.contains { !purchases[$0].isUpgraded }
+            var latest: Int?
+            var firstPurchase = Date.distantFuture
+            for index in members {
+                firstPurchase = min(firstPurchase, purchases[index].purchaseDate, purchases[index].originalPurchaseDate ?? purchases[index].purchaseDate)
+                if hasCurrent && purchases[index].isUpgraded { continue }
+                if let best = latest, !PurchaseRecord.chainOrder(purchases[best], purchases[index]) { continue }
+                latest = index
+            }
+            // Some member counts: every one when none is current, else the current ones.
+            return (latest!, firstPurchase)
+        }
     }
 }
 
