@@ -57,7 +57,7 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
         LoggingSystem.bootstrap { label in
-            var handler = DeferredMetadataLogHandler(wrapping: StreamLogHandler.standardError(label: label))
+            var handler = LineLogHandler(label: label)
             handler.logLevel = level
             return handler
         }
