@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from urllib.parse import urlparse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from countersign_process import app_keys, call, connect, start_listening, start_server  # noqa: E402
@@ -36,12 +35,6 @@ bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
 CUSTOMERS = (("ab-one", 0), ("ab-long", 36))
-
-
-def empty_database(url):
-    name = urlparse(url).path.lstrip("/")
-    owner = urlparse(url).username
-    subprocess.run(["su", "postgres", "-c", "dropdb --if-exists %s && createdb -O %s %s" % (name, owner, name)], check=True)
 
 
 def make_customers(binary, data_dir, database):
@@ -78,7 +71,7 @@ def main():
 
     data_dir = tempfile.mkdtemp(prefix="countersign-ab-")
     if arguments.database:
-        empty_database(arguments.database)
+        bench.empty_database(arguments.database)
     pinned = bench.pin_postgres(bench.WRK_CPU) if arguments.database else {}
     try:
         public = make_customers(arguments.binaries[0], data_dir, arguments.database)

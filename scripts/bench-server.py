@@ -9,7 +9,8 @@
 The server under test and the floor server are pinned to core 0 (taskset), wrk to core 1, so
 the server's CPU time per request is measured on one core while the load generator has the
 other; both run one event loop there (`serve` counts its allowed cores itself, the floor is told). For one database (SQLite by default; --data-dir reuses a filled one, see
-generate-customers.py) it starts the server, records a pro_monthly purchase for `bench-user`,
+generate-customers.py; without it, --database is emptied first: dropped and created again) it
+starts the server, records a pro_monthly purchase for `bench-user`,
 then measures at 64 connections, in rounds (every target once per round, --repeat rounds, the
 median of each reported), so the machine's drift hits all targets alike:
   - floor: the FloorServer of Benchmarks/ (Hummingbird, a fixed 1 KiB body, one Ed25519
@@ -40,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from urllib.parse import urlparse
 
 from countersign_process import app_keys, call, connect, start_listening, start_server
 
@@ -91,6 +93,13 @@ def pin_postgres(cpus):
         except OSError:
             continue  # gone meanwhile, or not ours to pin
     return before
+
+
+def empty_database(url):
+    """Drops and creates the database of `url` (as the postgres superuser, owned by the URL's user)."""
+    name = urlparse(url).path.lstrip("/")
+    owner = urlparse(url).username
+    subprocess.run(["su", "postgres", "-c", "dropdb --if-exists %s && createdb -O %s %s" % (name, owner, name)], check=True)
 
 
 def settle_postgres(url, limit=600):
@@ -230,6 +239,10 @@ def main():
     arguments = parser.parse_args()
 
     data_dir = arguments.data_dir or tempfile.mkdtemp(prefix="countersign-bench-")
+    if arguments.database and not arguments.data_dir:
+        # A fresh data directory goes with an empty database: what an earlier run left there
+        # (bench-user's purchase of that run, its intake) would be read as this one's.
+        empty_database(arguments.database)
     # PostgreSQL shares wrk's core, so the server's core is the server's alone, as with a
     # database on another machine (its CPU is still measured and reported).
     pinned = pin_postgres(WRK_CPU) if arguments.database and not arguments.postgres_anywhere else {}

@@ -18,8 +18,8 @@ import Synchronization
 /// key, the source module in brackets, the message).
 ///
 /// Why not `StreamLogHandler` itself: the server writes a line for every request, and swift-log's
-/// handler made it dear, about 8 µs of server CPU a request on this VM in a profile (3.6 % of a
-/// signed CustomerInfo read): the logger's metadata merged into a new dictionary, then sorted and
+/// handler made it dear, about 9 µs of server CPU a request on this VM in a profile (3.6 % of a
+/// signed CustomerInfo read; BENCHMARKS.md): the logger's metadata merged into a new dictionary, then sorted and
 /// joined through intermediate strings, the time zone looked up and the time formatted for each
 /// line, the text copied into `FILE` and flushed. Here metadata stays a dictionary on the logger
 /// until a line is written (setting the request id on each request's logger renders nothing);
@@ -75,10 +75,11 @@ public struct LineLogHandler: LogHandler {
         let explicit = event.metadata ?? [:]
         var merged: [(key: String, value: Logger.MetadataValue)] = []
         merged.reserveCapacity(metadata.count + provided.count + explicit.count + 2)
-        for (key, value) in metadata where provided[key] == nil && explicit[key] == nil {
+        func isExplicit(_ key: String) -> Bool { !explicit.isEmpty && explicit[key] != nil }
+        for (key, value) in metadata where !isExplicit(key) && (provided.isEmpty || provided[key] == nil) {
             merged.append((key, value))
         }
-        for (key, value) in provided where explicit[key] == nil {
+        for (key, value) in provided where !isExplicit(key) {
             merged.append((key, value))
         }
         for (key, value) in explicit {
