@@ -19,12 +19,13 @@ import Synchronization
 ///
 /// Why not `StreamLogHandler` itself: the server writes a line for every request, and swift-log's
 /// handler made it dear, about 9 µs of server CPU a request on this VM in a profile (3.6 % of a
-/// signed CustomerInfo read; BENCHMARKS.md): the logger's metadata merged into a new dictionary, then sorted and
-/// joined through intermediate strings, the time zone looked up and the time formatted for each
-/// line, the text copied into `FILE` and flushed. Here metadata stays a dictionary on the logger
-/// until a line is written (setting the request id on each request's logger renders nothing);
-/// a line is rendered once into one byte buffer; the formatted time is kept for the second it
-/// names; and the line goes out in one `write(2)`, unbuffered as `StreamLogHandler` flushes.
+/// signed CustomerInfo read; BENCHMARKS.md): the logger's metadata merged into a new dictionary,
+/// then sorted and joined through intermediate strings, the time zone looked up and the time
+/// formatted for each line, the text copied into `FILE` and flushed. Here metadata stays a
+/// dictionary on the logger until a line is written (setting the request id on each request's
+/// logger renders nothing); a line is rendered once into one byte buffer; the formatted time is
+/// kept for the second it names; and the line goes out in one `write(2)`, unbuffered as
+/// `StreamLogHandler` flushes.
 public struct LineLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
     public var logLevel: Logger.Level = .info
@@ -65,7 +66,7 @@ public struct LineLogHandler: LogHandler {
         line.append(contentsOf: "] ".utf8)
         line.append(contentsOf: event.message.description.utf8)
         line.append(UInt8(ascii: "\n"))
-        Self.write(line, to: descriptor)
+        Self.writeLine(line, to: descriptor)
     }
 
     /// The logger's metadata, then the provider's, then the line's own (each later one wins a key
@@ -118,18 +119,12 @@ public struct LineLogHandler: LogHandler {
 
     /// All of `bytes` to `descriptor`, again after a partial write or an interrupted call. A
     /// failing descriptor (closed, full disk) loses the line, as `fwrite` to it would.
-    static func write(_ bytes: [UInt8], to descriptor: Int32) {
+    static func writeLine(_ bytes: [UInt8], to descriptor: Int32) {
         writing.withLock { _ in
             bytes.withUnsafeBytes { buffer in
                 var offset = 0
                 while offset < buffer.count {
-                    #if canImport(Darwin)
-                    let written = Darwin.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                    #elseif canImport(Musl)
-                    let written = Musl.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                    #else
-                    let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                    #endif
+                    let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
                     if written > 0 {
                         offset += written
                     } else if written < 0 && errno == EINTR {
