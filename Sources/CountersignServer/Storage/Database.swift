@@ -69,7 +69,11 @@ public final class Database: Sendable {
             try restrictToOwner(sqlitePath: path)
             let connection = try DirectSQLiteConnection(path: path, readOnly: false)
             // WAL: readers do not block the writer; FULL: a commit is on disk before it returns.
-            for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"] {
+            // temp_store=MEMORY keeps the savepoints' sub-journal of a group commit in memory:
+            // SQLite spills it to a temporary file past 64 KiB, and a profile of purchase intake
+            // put 6-9 % of the server's CPU in those writes. The sub-journal only serves a
+            // rollback to a savepoint of the open transaction, never recovery after a crash.
+            for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA temp_store=MEMORY"] {
                 try connection.query(pragma, []) { _ in }
             }
             let reader = try SQLiteReader(path: path, count: System.coreCount)
