@@ -144,20 +144,20 @@ struct DatabaseTests {
         }
     }
 
-    @Test("the SQLite writer: WAL, a commit on disk before it returns, foreign keys, savepoint journals in memory")
+    @Test("the SQLite writer: WAL, a commit on disk before it returns, foreign keys, savepoint journals in memory, checkpoints every 4000 pages")
     func sqliteWriterSettings() async throws {
         try await Self.withFreshDatabase(.sqlite) { location in
             let database = try await Database.open(location, logger: Self.logger)
             let settings = try await database.withConnection { sql in
                 var values: [String: String] = [:]
-                for pragma in ["journal_mode", "synchronous", "foreign_keys", "temp_store"] {
+                for pragma in ["journal_mode", "synchronous", "foreign_keys", "temp_store", "wal_autocheckpoint"] {
                     let row = try #require(try await sql.raw("PRAGMA \(unsafeRaw: pragma)").first())
                     values[pragma] = "\(try row.decode(column: pragma, as: String.self))"
                 }
                 return values
             }
             // synchronous 2 is FULL; temp_store 2 is MEMORY.
-            #expect(settings == ["journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "temp_store": "2"])
+            #expect(settings == ["journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "temp_store": "2", "wal_autocheckpoint": "4000"])
             try await database.close()
         }
     }
