@@ -152,7 +152,7 @@ struct DatabaseTests {
                 var values: [String: String] = [:]
                 for pragma in ["journal_mode", "synchronous", "foreign_keys", "temp_store", "wal_autocheckpoint"] {
                     let row = try #require(try await sql.raw("PRAGMA \(unsafeRaw: pragma)").first())
-                    values[pragma] = "\(try row.decode(column: pragma, as: String.self))"
+                    values[pragma] = try row.decode(column: pragma, as: String.self)
                 }
                 return values
             }
