@@ -159,12 +159,13 @@ struct PublicRoutes: Sendable {
         post(signed, "/v1/receipts", ReceiptRequest.self) { app, receipt, _ in
             let user = try Self.appUserId(receipt.appUserId, percentEncoded: false)
             let status: PurchaseStatus
+            var recordedInfo: SubscriberResponse?
             do {
                 if Self.isLegacyReceipt(receipt.fetchToken) {
                     status = try await recordLegacyReceipt(receipt.fetchToken, app: app, poster: user)
                 } else {
                     let transaction = try await verify(receipt.fetchToken, app: app)
-                    status = try await store.record(transaction, app: app, poster: user, now: now())
+                    (status, recordedInfo) = try await store.recordAndRead(transaction, app: app, poster: user, now: now())
                 }
             } catch let error as APIError {
                 metrics.recordPurchase(app: app.id, outcome: String(error.code))
@@ -174,7 +175,7 @@ struct PublicRoutes: Sendable {
             if status == .boundToAnotherUser {
                 throw APIError(.purchaseBoundToAnotherUser, "this purchase carries another user's app account token and stays with that user")
             }
-            let info = try await store.customerInfo(app: app, user: user, now: now())
+            let info = if let recordedInfo { recordedInfo } else { try await store.customerInfo(app: app, user: user, now: now()) }
             return SignedAnswer.customerInfo(info, member: "purchase_status", string: status.rawValue)
         }
         post(signed, "/v1/subscribers/identify", IdentifyRequest.self) { app, identify, _ in

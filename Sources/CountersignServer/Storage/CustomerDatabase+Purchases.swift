@@ -29,19 +29,41 @@ extension CustomerDatabase {
     /// which the purchase is decided again in a transaction). A purchase that moves a chain from
     /// one owner to another is always decided and written in one transaction.
     public func record(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws -> PurchaseStatus {
+        try await record(transaction, app: app, poster: poster, now: now, reading: false).status
+    }
+
+    /// As ``record(_:app:poster:now:)``, with the poster's CustomerInfo when it can be read
+    /// together with the purchase (on SQLite, see below); nil means it is to be read separately.
+    func recordAndRead(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws
+        -> (status: PurchaseStatus, info: SubscriberResponse?) {
+        try await record(transaction, app: app, poster: poster, now: now, reading: true)
+    }
+
+    /// Records the purchase and, when `reading` on SQLite, reads the poster's CustomerInfo as of
+    /// it on the writer inside the purchase's own transaction (nil otherwise, and when the
+    /// purchase stays with another user). A reader connection's page cache is dropped whenever
+    /// the database has changed since its last read, which during intake is every time: about
+    /// eleven page reads from disk for the answer to each purchase, where the writer's cache
+    /// holds the pages the purchase has just written. Answered, like the status, after the commit.
+    private func record(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date, reading: Bool) async throws
+        -> (status: PurchaseStatus, info: SubscriberResponse?) {
         if database.dialect == .postgres {
             do {
                 let status = try await database.withPostgresConnection { connection in
                     try await Self.record(connection.sql(), postgres: connection, transaction, app: app, poster: poster, now: now, movesChains: false)
                 }
-                if let status, let status { return status }
+                if let status, let status { return (status, nil) }
             } catch where Database.isUniqueViolation(error) {
                 // Another server recorded this purchase or its chain meanwhile: decide again below.
             }
         }
+        let statement = reading && database.dialect == .sqlite ? leanSQLiteStatement(for: app) : nil
         return try await database.transactionRetryingUniqueViolations { sql in
             // Never nil when chains may move.
-            try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: true)!
+            let status = try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: true)!
+            guard let statement, status != .boundToAnotherUser, let writer = sql as? DirectSQLiteDatabase else { return (status, nil) }
+            let read = try Self.leanRead(statement, user: poster, on: writer.connection)
+            return (status, Self.customerInfo(read, app: app, user: poster, now: now) { Self.isRecent($0, now: now) })
         }
     }
 

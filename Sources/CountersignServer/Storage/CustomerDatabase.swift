@@ -54,6 +54,9 @@ public struct CustomerDatabase: Sendable {
     static let lastSeenResolution: Int64 = 3_600_000
 
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+
+    /// Whether a customer last seen at `lastSeen` (milliseconds) needs no new `last_seen` at `now`.
+    static func isRecent(_ lastSeen: Int64, now: Date) -> Bool { milliseconds(now) - lastSeen < lastSeenResolution }
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000) }
 
     /// The customer's entitlements at `now`, creating the customer on first sight.
@@ -62,9 +65,7 @@ public struct CustomerDatabase: Sendable {
     /// each statement sees committed data, and this is the hot path of every app launch.
     public func customerInfo(app: AppConfiguration, user: String, now: Date) async throws -> SubscriberResponse {
         // Seen within the hour: last_seen needs no update, so no write and no transaction.
-        let known = try await leanCustomerInfo(app: app, user: user, now: now) { lastSeen in
-            Self.milliseconds(now) - lastSeen < Self.lastSeenResolution
-        }
+        let known = try await leanCustomerInfo(app: app, user: user, now: now) { lastSeen in Self.isRecent(lastSeen, now: now) }
         if let known { return known }
         return try await database.transaction { sql in
             let seen = try await Self.touchCustomer(sql, app: app.id, user: user, now: now)
@@ -474,13 +475,16 @@ public struct CustomerDatabase: Sendable {
         guard let postgresReads else {
             let statement = leanSQLiteStatement(for: app)
             guard let reader = database.sqliteReader else { throw StoredRowError(description: "no lean reader for this database") }
-            return try reader.read { connection in
-                var read = LeanRead()
-                try connection.query(statement, [.text(user)]) { row in try read.add(row) }
-                return read
-            }
+            return try reader.read { connection in try Self.leanRead(statement, user: user, on: connection) }
         }
         return try await postgresReads.current.read(LeanRequest(app: app.id, user: user))
+    }
+
+    /// The rows of an app's lean SQLite `statement` for `user`, read on `connection`.
+    static func leanRead(_ statement: String, user: String, on connection: DirectSQLiteConnection) throws -> LeanRead {
+        var read = LeanRead()
+        try connection.query(statement, [.text(user)]) { row in try read.add(row) }
+        return read
     }
 
     /// The CustomerInfo of a known customer without sql-kit, in one statement: on SQLite through
@@ -488,12 +492,17 @@ public struct CustomerDatabase: Sendable {
     /// PostgresNIO connection, together with the reads that wait for one (``ReadBatcher``). Nil
     /// for an unknown customer or when `accepts` refuses its `last_seen`.
     func leanCustomerInfo(app: AppConfiguration, user: String, now: Date, accepts: @escaping @Sendable (Int64) -> Bool) async throws -> SubscriberResponse? {
-        let read = try await leanRead(app: app, user: user)
+        Self.customerInfo(try await leanRead(app: app, user: user), app: app, user: user, now: now, accepts: accepts)
+    }
+
+    /// The CustomerInfo a lean read adds up to; nil for an unknown customer or when `accepts`
+    /// refuses its `last_seen`.
+    static func customerInfo(_ read: LeanRead, app: AppConfiguration, user: String, now: Date, accepts: (Int64) -> Bool) -> SubscriberResponse? {
         guard let seen = read.seen, accepts(seen.last) else { return nil }
         let entitlements = EntitlementRules.evaluate(
             purchases: read.purchases, statuses: Array(read.statuses.values), grants: read.grants, products: app.products, at: now
         )
-        return SubscriberResponse(appUserId: user, firstSeen: Self.date(seen.first), lastSeen: Self.date(seen.last),
+        return SubscriberResponse(appUserId: user, firstSeen: date(seen.first), lastSeen: date(seen.last),
                                   entitlements: entitlements, requestDate: now)
     }
 }
