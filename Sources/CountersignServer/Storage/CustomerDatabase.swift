@@ -57,6 +57,7 @@ public struct CustomerDatabase: Sendable {
 
     /// Whether a customer last seen at `lastSeen` (milliseconds) needs no new `last_seen` at `now`.
     static func isRecent(_ lastSeen: Int64, now: Date) -> Bool { milliseconds(now) - lastSeen < lastSeenResolution }
+
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000) }
 
     /// The customer's entitlements at `now`, creating the customer on first sight.
