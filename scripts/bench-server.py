@@ -321,7 +321,7 @@ def main():
                 print("  socket errors:", name, result["socket_errors"], file=sys.stderr)
         out.append("")
         out.append("Medians of %d rounds of %d s (intake: one run; a ratio is the median of the rounds' ratios to the floor); signing inside the server (its /metrics histogram, "
-                   "thread CPU time): %.1f µs per signed answer." % (arguments.repeat, arguments.duration, signing_us))
+                   "monotonic clock): %.1f µs per signed answer." % (arguments.repeat, arguments.duration, signing_us))
         out.append("Intake outcomes (the server's purchases counter): %s." % (
             ", ".join("%s %d" % item for item in sorted(outcomes.items())) or "none"))
         if intake["requests"] > arguments.mint:

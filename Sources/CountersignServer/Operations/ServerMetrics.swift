@@ -17,7 +17,7 @@ public final class ServerMetrics: Sendable {
 
     public init() {
         signingTime = registry.makeDurationHistogram(
-            descriptor: Self.name("response_signing", unit: "seconds", help: "CPU time to sign one answer (message assembly, Ed25519, blob and base64)."),
+            descriptor: Self.name("response_signing", unit: "seconds", help: "Time to sign one answer (message assembly, Ed25519, blob and base64), on the monotonic clock."),
             buckets: [.microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100), .microseconds(250),
                       .microseconds(500), .milliseconds(1), .milliseconds(5)]
         )
