@@ -138,12 +138,14 @@ public struct SignedExchange: Sendable {
             request: parts, response: SignedResponseParts(requestTime: requestTime, etag: etag, body: answer.body)
         )
         metrics?.recordSigning(ContinuousClock.now - signingStart)
-        var headers: HTTPFields = [
-            SignatureHeader.signature: signature,
-            SignatureHeader.requestTime: requestTime,
-        ]
-        if let etag { headers[SignatureHeader.etag] = etag }
-        if !answer.body.isEmpty { headers[.contentType] = "application/json" }
+        // Appended, not set through the subscript: each name is new, and the setter's search for
+        // an earlier field of the name was about 1 % of a signed CustomerInfo answer.
+        var headers = HTTPFields()
+        headers.reserveCapacity(4)
+        headers.append(HTTPField(name: SignatureHeader.signature, value: signature))
+        headers.append(HTTPField(name: SignatureHeader.requestTime, value: requestTime))
+        if let etag { headers.append(HTTPField(name: SignatureHeader.etag, value: etag)) }
+        if !answer.body.isEmpty { headers.append(HTTPField(name: .contentType, value: "application/json")) }
         return Response(status: answer.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
     }
 
