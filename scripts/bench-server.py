@@ -26,7 +26,7 @@ its ratio to the floor's; with --database also the CPU time of all PostgreSQL pr
 core is its own, as with a database on another machine; --postgres-anywhere leaves it unpinned;
 before the rounds, after the setup's writes, PostgreSQL is settled: a CHECKPOINT, then no
 autovacuum worker running). Prints a Markdown table; --update FILE replaces the table between
-`<!-- bench-server:sqlite -->` (or `:postgres`, `:sqlite-1m`, ... with --label) and
+`<!-- bench-server:sqlite -->` (or `:postgresql`, `:sqlite-1m`, ... with --label) and
 `<!-- /bench-server:... -->` in FILE.
 """
 import argparse
@@ -234,7 +234,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=3, help="rounds; medians are reported")
     parser.add_argument("--postgres-anywhere", action="store_true",
                         help="leave PostgreSQL unpinned (by default it is pinned to wrk's core for the run)")
-    parser.add_argument("--label", help="the section of --update (default: sqlite or postgres)")
+    parser.add_argument("--label", help="the section of --update (default: sqlite or postgresql)")
     parser.add_argument("--update", help="a Markdown file whose bench-server section gets the table")
     arguments = parser.parse_args()
 
