@@ -59,6 +59,7 @@ let package = Package(
                 "CountersignCore",
                 "CountersignAppStore",
                 "CountersignAppStoreServerAPI",
+                "CountersignSQLiteSettings",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -76,6 +77,8 @@ let package = Package(
             // The dashboard's templates and stylesheet (found at run time by DashboardResources).
             resources: [.copy("Dashboard/Resources")]
         ),
+        // One setting of the embedded SQLite that only a C caller can make (see its header).
+        .target(name: "CountersignSQLiteSettings"),
         // The client SDK: our own modules and Foundation only.
         .target(
             name: "Countersign",

@@ -44,6 +44,24 @@ struct DatabaseTests {
         }
     }
 
+    @Test("PostgreSQL stores signed transactions out of line without trying to compress them",
+          .enabled(if: TestDatabaseKind.available.contains(.postgres), "COUNTERSIGN_TEST_POSTGRES_URL is not set"))
+    func signedTransactionsUncompressed() async throws {
+        try await Self.withFreshDatabase(.postgres) { location in
+            let database = try await Database.open(location, logger: Self.logger)
+            let storage = try await database.withConnection { sql in
+                try await sql.raw("""
+                    SELECT c.relname AS table_name, a.attstorage::text AS storage FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+                    WHERE a.attname = 'signed_transaction' AND c.relname IN ('purchases', 'test_store_feed') AND c.relkind = 'r' \
+                    AND pg_table_is_visible(c.oid) ORDER BY c.relname
+                    """).all().map { "\(try $0.decode(column: "table_name", as: String.self))=\(try $0.decode(column: "storage", as: String.self))" }
+            }
+            // 'e': external (out of line, uncompressed); 'x', PostgreSQL's default for text, compresses first.
+            #expect(storage == ["purchases=e", "test_store_feed=e"])
+            try await database.close()
+        }
+    }
+
     @Test("the database refuses a second row with the same transaction id", arguments: TestDatabaseKind.available)
     func transactionIdIsUnique(_ kind: TestDatabaseKind) async throws {
         try await Self.withFreshDatabase(kind) { location in

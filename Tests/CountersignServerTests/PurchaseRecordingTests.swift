@@ -225,6 +225,34 @@ struct PurchaseRecordingTests {
         }
     }
 
+    @Test("SQLite: the statements of new, repeated, transferred and token-bound purchases are prepared once, never again")
+    func purchaseStatementsKept() async throws {
+        try await FreshDatabase.with(.sqlite) { location, directory in
+            let server = try await OperationsTests.server(location, directory)
+            let app = server.deployment.apps[0]
+            let now = Date()
+            // Migrations change the schema, which prepares statements again: counted from here.
+            let before = try #require(await server.store.database.sqliteWriterReprepares())
+            for index in 0..<3 {
+                let transaction = try Self.purchase(server)
+                #expect(try await server.store.record(transaction, app: app, poster: "buyer-\(index)", now: now) == .new)
+                #expect(try await server.store.record(transaction, app: app, poster: "buyer-\(index)", now: now) == .alreadyRecorded)
+                #expect(try await server.store.record(transaction, app: app, poster: "other-\(index)", now: now) == .transferred)
+                let token = AppAccountToken.forAppUserID("buyer-\(index)")
+                let (jws, payload) = try server.testStore!.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: app.bundleId,
+                                                                                  appAccountToken: token))
+                let bound = try VerifiedTransaction(jws: jws, payload: payload, app: app)
+                #expect(try await server.store.record(bound, app: app, poster: "other-\(index)", now: now) == .boundToAnotherUser)
+            }
+            let after = try #require(await server.store.database.sqliteWriterReprepares())
+            let purchaseStatements = after.keys.filter { before[$0] == nil }
+            #expect(purchaseStatements.contains(CustomerDatabase.purchaseFactsSQL))
+            let again = after.filter { $0.value > before[$0.key, default: 0] }
+            #expect(again.isEmpty, "prepared again: \(again)")
+            try await server.shutdown()
+        }
+    }
+
     @Test("a purchase that would move a chain is left to a transaction: the one-statement path writes nothing", arguments: TestDatabaseKind.available)
     func movingLeftToTransaction(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, directory in

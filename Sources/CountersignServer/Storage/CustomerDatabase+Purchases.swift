@@ -155,18 +155,21 @@ extension CustomerDatabase {
         var owner: OwnerWrite
     }
 
-    /// The facts of a purchase in one statement: one row of scalar subqueries, each on a key.
-    /// Parameters: $1 app, $2 poster, $3 app account token (lowercased; NULL: none), $4
-    /// transaction id, $5 original transaction id. (`LIMIT 1` without `ORDER BY` on the token: a
-    /// token is made from its user id, so two customers never share one; an `ORDER BY` would
-    /// invite a plan that walks the app's customers in key order.)
+    /// The facts of a purchase in one statement: one row, the poster's customer row and the
+    /// chain's owner row joined on their keys (either may be missing), the token's customer and
+    /// the stored transaction as scalar subqueries. Parameters: $1 app, $2 poster, $3 app
+    /// account token (lowercased; NULL: none), $4 transaction id, $5 original transaction id.
+    /// (`LIMIT 1` without `ORDER BY` on the token: a token is made from its user id, so two
+    /// customers never share one; an `ORDER BY` would invite a plan that walks the app's
+    /// customers in key order.)
     static let purchaseFactsSQL = """
-        SELECT (SELECT first_seen_ms FROM customers WHERE app_id = $1 AND app_user_id = $2) AS first_seen_ms, \
-        (SELECT last_seen_ms FROM customers WHERE app_id = $1 AND app_user_id = $2) AS last_seen_ms, \
+        SELECT c.first_seen_ms, c.last_seen_ms, \
         (SELECT app_user_id FROM customers WHERE app_id = $1 AND app_account_token = $3 LIMIT 1) AS token_user, \
         (SELECT signed_date_ms FROM purchases WHERE transaction_id = $4) AS stored_signed_ms, \
-        (SELECT COUNT(*) FROM purchase_owners WHERE app_id = $1 AND original_transaction_id = $5) AS owner_rows, \
-        (SELECT app_user_id FROM purchase_owners WHERE app_id = $1 AND original_transaction_id = $5) AS owner
+        CAST(CASE WHEN o.app_id IS NULL THEN 0 ELSE 1 END AS BIGINT) AS owner_rows, o.app_user_id AS owner \
+        FROM (SELECT 1 AS one) AS facts \
+        LEFT JOIN customers c ON c.app_id = $1 AND c.app_user_id = $2 \
+        LEFT JOIN purchase_owners o ON o.app_id = $1 AND o.original_transaction_id = $5
         """
 
     /// ``purchaseFactsSQL`` prepared once per PostgreSQL connection.

@@ -238,11 +238,11 @@ public struct CustomerDatabase: Sendable {
     ///
     /// The user's chains are joined in each database's own way, both chosen so that the plan
     /// cannot read all of an app's purchases:
-    /// - SQLite: `IN (SELECT …)` rather than a join. SQLite marks a join's statement for
-    ///   re-preparing on each new bind of a parameter its planner compared with other terms,
-    ///   which would prepare it anew on every request (a test holds the count at zero). Tried
-    ///   again as `purchase_owners CROSS JOIN purchases` to spare the `IN` list's ephemeral
-    ///   table: prepared again on every read, 158 → 260 µs of CPU a signed CustomerInfo.
+    /// - SQLite: `IN (SELECT …)`. As `purchase_owners CROSS JOIN purchases` (to spare the `IN`
+    ///   list's ephemeral table) the statement was prepared anew on every read, 158 → 260 µs of
+    ///   CPU a signed CustomerInfo, until the connections took the query planner stability
+    ///   guarantee (``DirectSQLiteConnection``); with it the join measured no faster than `IN`
+    ///   (a test holds the re-prepare count at zero either way).
     /// - PostgreSQL: from the user's owner rows, a `LATERAL` subquery per chain (`OFFSET 0`
     ///   keeps it a subquery). A prepared statement gets a generic plan after five runs and keeps
     ///   it; made while the tables were nearly empty (a new deployment), the `IN` form's plan read

@@ -50,6 +50,14 @@ public final class Database: Sendable {
     /// The most transactions committed together so far (for tests and benchmarks).
     let largestSQLiteBatch = NIOLockedValueBox(0)
 
+    /// How often each statement the SQLite writer keeps was prepared again since it was first
+    /// prepared (SQLite does so when it judges a bound value may change the plan): a statement
+    /// prepared on every use costs what keeping it saves. Nil on PostgreSQL; for tests.
+    func sqliteWriterReprepares() async -> [String: Int]? {
+        guard case .sqlite(let connection, let lock, _) = backend else { return nil }
+        return await lock.withLock { connection.reprepares() }
+    }
+
     private init(location: DatabaseLocation, backend: Backend, sqliteReader: SQLiteReader? = nil, sqliteReports: SQLiteReader? = nil) {
         self.location = location
         self.backend = backend

@@ -2,6 +2,7 @@
 // one copy of SQLite in the process, since two copies do not see each other's POSIX locks on
 // the same file.
 import VaporCSQLite
+import CountersignSQLiteSettings
 
 /// A failure of SQLite itself, with its extended result code.
 struct SQLiteFailure: Error, CustomStringConvertible {
@@ -36,6 +37,15 @@ final class DirectSQLiteConnection: @unchecked Sendable {
             throw SQLiteFailure(code: SQLITE_CANTOPEN, description: "cannot open \(path)\(readOnly ? " for reading" : ""): \(message)")
         }
         sqlite_nio_sqlite3_busy_timeout(handle, 5000)
+        // Kept statements keep their plans: without this SQLite prepares a statement again
+        // whenever its planner has compared a bound value with another term (a join whose two
+        // sides name the same parameter, for one), and a statement prepared on every use costs
+        // what keeping it saves. The server's statements all read and write by key.
+        guard countersign_sqlite_enable_qpsg(UnsafeMutableRawPointer(handle)) == 1 else {
+            let failure = failure("cannot turn on the query planner stability guarantee")
+            close()
+            throw failure
+        }
     }
 
     deinit { close() }
