@@ -166,9 +166,10 @@ struct PurchaseRecordingTests {
 
     // MARK: Against the databases
 
-    static func purchase(_ server: CountersignServer) throws -> VerifiedTransaction {
+    static func purchase(_ server: CountersignServer, appAccountToken: UUID? = nil) throws -> VerifiedTransaction {
         let app = server.deployment.apps[0]
-        let (jws, payload) = try server.testStore!.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: app.bundleId))
+        let (jws, payload) = try server.testStore!.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: app.bundleId,
+                                                                          appAccountToken: appAccountToken))
         return try VerifiedTransaction(jws: jws, payload: payload, app: app)
     }
 
@@ -238,10 +239,7 @@ struct PurchaseRecordingTests {
                 #expect(try await server.store.record(transaction, app: app, poster: "buyer-\(index)", now: now) == .new)
                 #expect(try await server.store.record(transaction, app: app, poster: "buyer-\(index)", now: now) == .alreadyRecorded)
                 #expect(try await server.store.record(transaction, app: app, poster: "other-\(index)", now: now) == .transferred)
-                let token = AppAccountToken.forAppUserID("buyer-\(index)")
-                let (jws, payload) = try server.testStore!.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: app.bundleId,
-                                                                                  appAccountToken: token))
-                let bound = try VerifiedTransaction(jws: jws, payload: payload, app: app)
+                let bound = try Self.purchase(server, appAccountToken: AppAccountToken.forAppUserID("buyer-\(index)"))
                 #expect(try await server.store.record(bound, app: app, poster: "other-\(index)", now: now) == .boundToAnotherUser)
             }
             let after = try #require(await server.store.database.sqliteWriterReprepares())
