@@ -187,7 +187,7 @@ public final class Purchases: @unchecked Sendable {
     /// The last CustomerInfo delivered for the current user, else the cached one.
     private var currentCustomerInfo: CustomerInfo? {
         let (user, last) = state.withLock { ($0.appUserID, $0.lastDelivered) }
-        if let last, last.originalAppUserId == user { return last }
+        if let last, AppUserID.same(last.originalAppUserId, user) { return last }
         return cachedCustomerInfo(for: user)?.info
     }
 
@@ -196,7 +196,7 @@ public final class Purchases: @unchecked Sendable {
     /// hand the new user the old user's entitlements).
     func deliver(_ info: CustomerInfo, force: Bool = false) {
         let receivers: (continuations: [AsyncStream<CustomerInfo>.Continuation], delegate: (any PurchasesDelegate)?)? = state.withLock { state in
-            guard info.originalAppUserId == state.appUserID else { return nil }
+            guard AppUserID.same(info.originalAppUserId, state.appUserID) else { return nil }
             if !force, let last = state.lastDelivered, last.sameContent(as: info) { return nil }
             state.lastDelivered = info
             return (Array(state.continuations.values), state.delegate)
@@ -286,7 +286,7 @@ public final class Purchases: @unchecked Sendable {
         var info: CustomerInfo
         do {
             info = try CustomerInfo(answer: answer.body, verification: answer.verification, failure: answer.failure, now: now)
-            if info.originalAppUserId != user && answer.verification == .verified {
+            if !AppUserID.same(info.originalAppUserId, user) && answer.verification == .verified {
                 try backend.reportFailure(.appUserMismatch, path: path, status: answer.status)
                 (answer.verification, answer.failure) = (.failed, .appUserMismatch)
                 info = try CustomerInfo(answer: answer.body, verification: .failed, failure: .appUserMismatch, now: now)
@@ -308,7 +308,7 @@ public final class Purchases: @unchecked Sendable {
         guard let cached = disk.read(CachedAnswer.self, CacheFiles.fileName("customer-info", user)) else { return nil }
         // Data cached while verification was disabled stays `notRequested` in a verifying mode.
         guard let info = try? CustomerInfo(answer: cached.body, verification: cached.verification, failure: nil, now: referenceNow),
-              info.originalAppUserId == user
+              AppUserID.same(info.originalAppUserId, user)
         else {
             return nil
         }
@@ -524,7 +524,7 @@ extension CustomerInfo {
     /// Same entitlements, subscriptions and verification (the request date aside).
     func sameContent(as other: CustomerInfo) -> Bool {
         entitlements == other.entitlements && activeSubscriptions == other.activeSubscriptions
-            && allPurchasedProductIdentifiers == other.allPurchasedProductIdentifiers && originalAppUserId == other.originalAppUserId
+            && allPurchasedProductIdentifiers == other.allPurchasedProductIdentifiers && AppUserID.same(originalAppUserId, other.originalAppUserId)
     }
 
 }

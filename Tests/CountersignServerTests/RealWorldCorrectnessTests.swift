@@ -51,37 +51,49 @@ struct RealWorldCorrectnessTests {
 
     /// A server that signs, with a real key ring, a CustomerInfo for "victim" whatever user is asked
     /// for: what a server bug like the duplicated key used to produce.
-    @Test("appUserMismatch: a verified CustomerInfo about another user is a tampering failure in the SDK")
+    /// A server that signs, with a real key ring, a CustomerInfo about another user than the one
+    /// asked for (what a server bug like the duplicated key used to produce): "victim" for "me",
+    /// and ids Swift's `==` holds equal to the one asked for (Unicode canonical equivalence) but
+    /// that are other customers to the server ("Kate" for the Kelvin sign's "\u{212A}ate", a
+    /// precomposed "é" for "e" and U+0301).
+    @Test("appUserMismatch: a verified CustomerInfo about another user is a tampering failure in the SDK, down to the id's bytes")
     func appUserMismatch() async throws {
         let directory = try makeTemporaryDirectory("countersign-mismatch")
         defer { try? FileManager.default.removeItem(at: directory) }
         var logger = Logger(label: "test")
         logger.logLevel = .error
         let keys = try SigningKeyRing(mode: .managed(dataDirectory: directory), logger: logger)
+        let answered = [("me", "victim"), ("\u{212A}ate", "Kate"), ("jose\u{301}", "jos\u{E9}")]
         let router = Router(context: ServerRequestContext.self)
-        router.group().add(middleware: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true))).get("/v1/subscribers/:id") { _, _ in
-            let info = SubscriberResponse(appUserId: "victim", firstSeen: Date(), lastSeen: Date(), entitlements: CustomerEntitlements(), requestDate: Date())
+        router.group().add(middleware: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true))).get("/v1/subscribers/:id") { request, _ in
+            let asked = request.uri.path.split(separator: "/").last.flatMap { String($0).removingPercentEncoding } ?? ""
+            let other = answered.first { AppUserID.same($0.0, asked) }?.1 ?? "victim"
+            let info = SubscriberResponse(appUserId: other, firstSeen: Date(), lastSeen: Date(), entitlements: CustomerEntitlements(), requestDate: Date())
             return SignedAnswer.customerInfo(info)
         }
         try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: logger).test(.live) { client in
-            for mode in [EntitlementVerificationMode.informational, .enforced] {
+            for ((user, _), mode) in answered.flatMap({ pair in [EntitlementVerificationMode.informational, .enforced].map { (pair, $0) } }) {
+                let place = "\(answered.firstIndex { $0.0 == user }!)-\(mode)"
                 let store = try TestStore(serverURL: URL(string: "http://127.0.0.1:\(client.port!)")!, apiKey: "cs_pub_test",
                                           rootPublicKeys: [keys.managedRootPublicKey!.rawRepresentation.base64EncodedString()],
-                                          directory: directory.appendingPathComponent("store-\(mode)"))
-                var configuration = Configuration(apiKey: "cs_pub_test", appUserID: "me", serverURL: URL(string: "http://127.0.0.1:\(client.port!)")!,
+                                          directory: directory.appendingPathComponent("store-\(place)"))
+                var configuration = Configuration(apiKey: "cs_pub_test", appUserID: user, serverURL: URL(string: "http://127.0.0.1:\(client.port!)")!,
                                                   rootPublicKeys: [keys.managedRootPublicKey!.rawRepresentation.base64EncodedString()],
-                                                  store: store, storageDirectory: directory.appendingPathComponent("sdk-\(mode)"))
+                                                  store: store, storageDirectory: directory.appendingPathComponent("sdk-\(place)"))
                 configuration.entitlementVerificationMode = mode
                 configuration.reportsVerificationFailures = false
                 let purchases = try Purchases(configuration: configuration)
                 if mode == .enforced {
-                    await #expect(throws: PurchasesError.signatureVerificationFailed(path: "/v1/subscribers/me", statusCode: 200, reason: .appUserMismatch)) {
-                        try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+                    do {
+                        _ = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+                        Issue.record("a CustomerInfo about another user than \(user.unicodeScalars.map(\.value)) was accepted")
+                    } catch let PurchasesError.signatureVerificationFailed(_, statusCode, reason) {
+                        #expect(statusCode == 200 && reason == .appUserMismatch, "\(place)")
                     }
                 } else {
                     let info = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
-                    #expect(info.entitlements.verification == .failed)
-                    #expect(info.verificationFailure == .appUserMismatch)
+                    #expect(info.entitlements.verification == .failed, "\(place)")
+                    #expect(info.verificationFailure == .appUserMismatch, "\(place)")
                     #expect(VerificationFailure.appUserMismatch.category == .tampering)
                 }
                 await #expect(throws: PurchasesError.self) { try await purchases.customerInfo(fetchPolicy: .fromCacheOnly) }
@@ -99,6 +111,10 @@ struct RealWorldCorrectnessTests {
         for id in ["$CSAnonymousID:\(UUID().uuidString.lowercased())", "$CSAnonymousID:x", "alice", "$", "$C", "CS$", "＄CS"] {
             #expect(!ReservedAppUserID.isReserved(id), "\(id)")
         }
+        // The anonymous prefix is matched on bytes: a combining mark after it makes an id that is
+        // neither anonymous nor free to use (its first bytes are still "$CS").
+        #expect(!ReservedAppUserID.isAnonymous("$CSAnonymousID:\u{301}ab") && ReservedAppUserID.isReserved("$CSAnonymousID:\u{301}ab"))
+        #expect(AppUserID.same("alice", "alice") && !AppUserID.same("jos\u{E9}", "jose\u{301}") && !AppUserID.same("Kate", "\u{212A}ate"))
     }
 
     // MARK: 4. Production works

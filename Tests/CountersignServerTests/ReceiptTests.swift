@@ -48,7 +48,7 @@ struct ReceiptTests {
             let nonce = SignedRequestParts.makeNonce()
             var headers: HTTPFields = [.authorization: "Bearer \(key)"]
             headers[SignatureHeader.nonce] = nonce.base64EncodedString()
-            let path = "/v1/subscribers/\(user.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+            let path = "/v1/subscribers/\(user.addingPercentEncoding(withAllowedCharacters: Self.unreserved)!)"
             return try await client.execute(uri: path, method: .get, headers: headers) { response in
                 let data = Data(response.body.readableBytesView)
                 #expect(response.status == .ok)
@@ -56,6 +56,9 @@ struct ReceiptTests {
                 return try JSONSerialization.jsonObject(with: data) as! [String: Any]
             }
         }
+
+        /// RFC 3986's unreserved characters (ASCII only: every other byte of an id is escaped).
+        static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
         func verify(_ response: TestResponse, data: Data, request: SignedRequestParts) -> VerificationOutcome {
             SignatureVerifier(rootKeys: [server.keys.managedRootPublicKey!]).verify(
@@ -130,6 +133,43 @@ struct ReceiptTests {
             #expect(refused.json["code"] as? Int == APIErrorCode.purchaseOwnedByAnotherUser.rawValue)
             #expect(Self.entitlement(try await harness.customerInfo("u1"), "pro") != nil)
             #expect(Self.entitlement(try await harness.customerInfo("u2"), "pro") == nil)
+        }
+    }
+
+    /// Ids that Swift's `==` holds equal (Unicode canonical equivalence) and the database does not:
+    /// "é" as one code point or as "e" and U+0301, "K" or the Kelvin sign U+212A. RevenueCat and
+    /// the databases keep them as two customers, so every ownership rule must too: a restore by
+    /// the other spelling moves the purchase (or is refused by keepWithOriginal), and a token
+    /// bound to one is not the other's.
+    @Test("ids that differ only in their Unicode spelling are two customers to every ownership rule", arguments: TestDatabaseKind.available)
+    func canonicallyEquivalentIds(_ kind: TestDatabaseKind) async throws {
+        let (composed, decomposed, kelvin) = ("jos\u{E9}", "jose\u{301}", "\u{212A}ate")
+        #expect(composed == decomposed && kelvin == "Kate", "Swift's == is canonical equivalence")
+        try await Self.withHarness(kind) { harness in
+            let (jws, _) = try harness.mint("lifetime", type: .nonConsumable)
+            #expect(try await harness.post(user: composed, jws: jws).json["purchase_status"] as? String == "new")
+            let restored = try await harness.post(user: decomposed, jws: jws)
+            #expect(restored.json["purchase_status"] as? String == "transferred")
+            #expect((restored.json["subscriber"] as? [String: Any])?["original_app_user_id"] as? String == decomposed)
+            #expect(Self.entitlement(restored.json, "pro") != nil)
+            #expect(Self.entitlement(try await harness.customerInfo(composed), "pro") == nil)
+
+            _ = try await harness.customerInfo("Kate")
+            let (bound, _) = try harness.mint("lifetime", type: .nonConsumable, token: AppAccountToken.forAppUserID("Kate"))
+            let posted = try await harness.post(user: kelvin, jws: bound)
+            #expect(posted.status == 409)
+            #expect(posted.json["code"] as? Int == APIErrorCode.purchaseBoundToAnotherUser.rawValue)
+            #expect(Self.entitlement(try await harness.customerInfo("Kate"), "pro") != nil)
+            #expect(Self.entitlement(try await harness.customerInfo(kelvin), "pro") == nil)
+        }
+        try await Self.withHarness(kind, transferBehavior: .keepWithOriginal) { harness in
+            let (jws, _) = try harness.mint("lifetime", type: .nonConsumable)
+            #expect(try await harness.post(user: composed, jws: jws).status == 200)
+            let refused = try await harness.post(user: decomposed, jws: jws)
+            #expect(refused.status == 409)
+            #expect(refused.json["code"] as? Int == APIErrorCode.purchaseOwnedByAnotherUser.rawValue)
+            #expect(Self.entitlement(try await harness.customerInfo(composed), "pro") != nil)
+            #expect(Self.entitlement(try await harness.customerInfo(decomposed), "pro") == nil)
         }
     }
 

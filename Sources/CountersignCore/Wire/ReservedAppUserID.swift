@@ -11,7 +11,7 @@ public enum ReservedAppUserID {
     /// Whether `appUserID` is an anonymous id in the SDK's format: the prefix and then 1 to 128
     /// ASCII letters, digits or `-` (the SDK writes a lowercase UUID).
     public static func isAnonymous(_ appUserID: String) -> Bool {
-        guard appUserID.hasPrefix(anonymousPrefix) else { return false }
+        guard appUserID.utf8.starts(with: anonymousPrefix.utf8) else { return false }
         let suffix = appUserID.utf8.dropFirst(anonymousPrefix.utf8.count)
         return (1...128).contains(suffix.count) && suffix.allSatisfy { byte in
             (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || byte == UInt8(ascii: "-")
@@ -26,5 +26,21 @@ public enum ReservedAppUserID {
         let letters = String(decoding: head[1...], as: UTF8.self).lowercased()
         guard letters == "cs" || letters == "rc" else { return false }
         return !isAnonymous(appUserID)
+    }
+}
+
+/// App user ids compared as everything that stores or derives from them compares them.
+///
+/// SQLite and PostgreSQL (with a deterministic collation) hold two ids equal only when their
+/// bytes are; the app account token is made from the id's UTF-8 bytes, and RevenueCat keeps ids
+/// as given. Swift's `==` on `String` is Unicode canonical equivalence instead: "é" written as one
+/// code point equals "e" followed by U+0301, and the Kelvin sign U+212A equals "K". Two customers
+/// the database keeps apart would be one customer to a rule written with `==` (a purchase posted
+/// by one of them read as "already recorded" where it moves to them, a token bound to the other
+/// read as the poster's own), so every decision about whose an id is compares with ``same(_:_:)``.
+public enum AppUserID {
+    /// Whether `a` and `b` are one app user id: the same UTF-8 bytes.
+    public static func same(_ a: String, _ b: String) -> Bool {
+        a.utf8.elementsEqual(b.utf8)
     }
 }

@@ -17,7 +17,7 @@ extension CustomerDatabase {
         try await database.transaction { sql in
             let existed = try await Self.customerExists(sql, app: app.id, user: newUser)
             try await Self.touchCustomer(sql, app: app.id, user: newUser, now: now)
-            if currentUser != newUser, Self.isAnonymous(currentUser) {
+            if !AppUserID.same(currentUser, newUser), Self.isAnonymous(currentUser) {
                 for table in ["purchase_owners", "promotional_grants"] {
                     try await sql.update(table).set("app_user_id", to: newUser)
                         .where("app_id", .equal, app.id).where("app_user_id", .equal, currentUser).run()

@@ -69,7 +69,7 @@ extension CustomerDatabase {
         try await database.withConnection { sql in
             var found: [(String, String)] = []
             func add(_ user: String?, _ matched: String) {
-                guard let user, !found.contains(where: { $0.0 == user }) else { return }
+                guard let user, !found.contains(where: { AppUserID.same($0.0, user) }) else { return }
                 found.append((user, matched))
             }
             // A prefix as a range over the primary key: every id that starts with `query` sorts
@@ -81,7 +81,7 @@ extension CustomerDatabase {
                 .orderBy("app_user_id").limit(limit).all()
             for row in rows {
                 let user = try row.decode(column: "app_user_id", as: String.self)
-                if user.hasPrefix(query) { add(user, user == query ? "app user id" : "app user id prefix") }
+                if user.utf8.starts(with: query.utf8) { add(user, AppUserID.same(user, query) ? "app user id" : "app user id prefix") }
             }
             if let row = try await sql.select().column(SQLColumn("app_user_id", table: "o"))
                 .from(SQLAlias(SQLIdentifier("purchases"), as: SQLIdentifier("p")))

@@ -253,19 +253,21 @@ extension CustomerDatabase {
            let bound = facts.tokenUser, !isAnonymous(bound) {
             owner = bound
         }
+        // Ids compare by their bytes, as the database compares them (`AppUserID`).
+        let ownerIsPoster = AppUserID.same(owner, poster)
         let current: String?
         switch facts.chainOwner {
         case .none:
-            return plan(owner != poster ? .boundToAnotherUser : .new, .insert(owner))
-        case .user(let user) where user == owner:
-            if owner != poster { return plan(.boundToAnotherUser, .none) }
+            return plan(ownerIsPoster ? .new : .boundToAnotherUser, .insert(owner))
+        case .user(let user) where AppUserID.same(user, owner):
+            if !ownerIsPoster { return plan(.boundToAnotherUser, .none) }
             return plan(purchase == .insert ? .new : .alreadyRecorded, .none)
         case .user(let user):
             current = user
         case .deleted:
             current = nil
         }
-        if owner != poster {
+        if !ownerIsPoster {
             // The token's user wins over whoever holds the chain now.
             return plan(.boundToAnotherUser, .update(owner))
         }
