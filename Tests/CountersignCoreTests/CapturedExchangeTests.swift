@@ -50,6 +50,7 @@ struct CapturedExchangeTests {
         ("GET /x HTTP/1.1", "HTTP/1.1 200 OK\n\n", "request: truncated: the start line has no line end"),
         ("GET /x HTTP/1.1\nX-Nonce: abc", "HTTP/1.1 200 OK\n\n", "truncated: the last header line"),
         ("GET /x HTTP/1.1\nX-Nonce: abc\n", "HTTP/1.1 200 OK\n\n", "X-Nonce is not base64 of 12 bytes"),
+        ("GET /x HTTP/1.1\nX-Nonce: AAAAAAAAAAAAAAAA==\n", "HTTP/1.1 200 OK\n\n", "X-Nonce is not base64 of 12 bytes"),
         ("GET /x\n", "HTTP/1.1 200 OK\n\n", "start line is not"),
         ("GET x HTTP/1.1\n", "HTTP/1.1 200 OK\n\n", "is not a path"),
         ("GET /x HTTP/1.1\nBad Header\n", "HTTP/1.1 200 OK\n\n", "malformed header line"),

@@ -67,6 +67,7 @@ struct HealthTests {
             let cases: [([HTTPField], APIErrorCode)] = [
                 ([HTTPField(name: SignatureHeader.nonce, value: "not base64")], .malformedNonce),
                 ([HTTPField(name: SignatureHeader.nonce, value: Data(count: 11).base64EncodedString())], .malformedNonce),
+                ([HTTPField(name: SignatureHeader.nonce, value: SignedRequestParts.makeNonce().base64EncodedString() + "==")], .malformedNonce),
                 ([HTTPField(name: SignatureHeader.headersHash, value: "X-Is-Sandbox:sha256:00"), HTTPField(name: SignatureHeader.isSandbox, value: "true")], .headersHashMismatch),
                 ([HTTPField(name: SignatureHeader.postParamsHash, value: "a:sha256:00")], .postParamsHashMismatch),
             ]

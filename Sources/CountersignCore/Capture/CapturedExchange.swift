@@ -34,7 +34,7 @@ public struct CapturedExchange: Sendable, Hashable {
         let path = try requestPath(String(parts[1]))
         var nonce: Data?
         if let value = message[header: WireHeader.nonce] {
-            guard let raw = Data(base64Encoded: value), raw.count == SignedRequestParts.nonceCount else {
+            guard let raw = SignedRequestParts.nonce(header: value) else {
                 throw HTTPMessageError("request: X-Nonce is not base64 of \(SignedRequestParts.nonceCount) bytes")
             }
             nonce = raw

@@ -29,6 +29,14 @@ public struct SignedRequestParts: Sendable, Hashable {
         var generator = SystemRandomNumberGenerator()
         return Data((0..<nonceCount).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
     }
+
+    /// The nonce an `X-Nonce` header value carries: 12 bytes in exactly 16 base64 characters, its
+    /// one spelling (Foundation's decoder also takes padding after them, which Apple's refuses);
+    /// nil for anything else.
+    public static func nonce(header value: String) -> Data? {
+        guard value.utf8.count == 16, let raw = Data(base64Encoded: value), raw.count == nonceCount else { return nil }
+        return raw
+    }
 }
 
 /// The response side of a signed exchange, as the server produced it.

@@ -70,7 +70,7 @@ public struct ResponseSigning: RouterMiddleware {
     func requestParts(_ request: Request, endpoint: SignedEndpoint, apiKey: String?) throws(APIError) -> SignedRequestParts {
         var nonce: Data?
         if let value = request.headers[SignatureHeader.nonce] {
-            guard let raw = Data(base64Encoded: value), raw.count == SignedRequestParts.nonceCount else {
+            guard let raw = SignedRequestParts.nonce(header: value) else {
                 throw APIError(.malformedNonce, "X-Nonce must be base64 of 12 random bytes")
             }
             nonce = raw
