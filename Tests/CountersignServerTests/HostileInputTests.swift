@@ -195,6 +195,22 @@ struct HostileInputTests {
         }
     }
 
+    @Test("a fraction or an out-of-range number where an integer belongs is a 400 naming the field, and changes nothing", arguments: TestDatabaseKind.available)
+    func numbersNamed(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            _ = try await harness.customerInfo("u1")
+            for number in ["1.5", "1e400", "99999999999999999999", "-9223372036854775809"] {
+                let reply = try await harness.send(.post, "/v1/admin/customers/u1/entitlements/pro/promotional", key: harness.secretKey,
+                                                   body: Data(#"{"end_time_ms": \#(number)}"#.utf8), headers: [.contentType: "application/json"])
+                #expect(reply.status == 400 && reply.code == APIErrorCode.invalidField.rawValue, "\(number)")
+                #expect(reply.json["message"] as? String == "invalid body: 'end_time_ms' must be an integer of at most 64 bits, not \(number)")
+            }
+            #expect(ReceiptTests.entitlement(try await harness.customerInfo("u1"), "pro") == nil)
+            #expect(JSONBody.unreadableNumber(in: Data(#"{"a":[1,{"b":2.5}],"c":1e3}"#.utf8))?.path == "a.1.b")
+            #expect(JSONBody.unreadableNumber(in: Data(#"{"a":-0,"b":1e3,"c":9223372036854775807}"#.utf8)) == nil)
+        }
+    }
+
     @Test("a method a path lacks is answered 405 with the methods it takes", arguments: TestDatabaseKind.available)
     func methodNotAllowed(_ kind: TestDatabaseKind) async throws {
         try await ReceiptTests.withHarness(kind) { harness in

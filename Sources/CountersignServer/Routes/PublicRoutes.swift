@@ -486,9 +486,34 @@ enum JSONBody {
         do {
             return try JSONDecoder().decode(T.self, from: data)
         } catch let error as DecodingError {
+            // Foundation answers a number it cannot store in the field's type (1.5 or 1e400 for an
+            // integer) with "The given data was not valid JSON." and no path: name the number.
+            if case .dataCorrupted(let context) = error, context.codingPath.isEmpty, let number = unreadableNumber(in: data) {
+                throw APIError(.invalidField, "invalid body: '\(number.path)' must be an integer of at most 64 bits, not \(number.text.prefix(40))")
+            }
             throw APIError(.invalidField, "invalid body: \(error.shortDescription)")
         } catch {
             throw APIError(.malformedJSON, "the body is not valid JSON")
         }
+    }
+
+    /// The first number of a (syntactically valid) body that is no 64-bit integer, with its path:
+    /// no field of a request body takes a fraction.
+    static func unreadableNumber(in data: Data) -> (path: String, text: Substring)? {
+        func find(_ value: JSONValue, _ path: [String]) -> (path: String, text: Substring)? {
+            switch value {
+            case .number(let text):
+                if Int64(text) != nil { return nil }
+                if let double = Double(text), double.rounded() == double, abs(double) < 0x1p63 { return nil }
+                return (path.joined(separator: "."), text)
+            case .array(let elements):
+                return elements.indices.lazy.compactMap { find(elements[$0], path + ["\($0)"]) }.first
+            case .object(let members):
+                return members.keys.sorted().lazy.compactMap { find(members[$0]!, path + [$0]) }.first
+            case .null, .bool, .string:
+                return nil
+            }
+        }
+        return (try? JSONValue.parse(data)).flatMap { find($0, []) }
     }
 }
