@@ -146,7 +146,8 @@ struct HostileInputTests {
             get("failure counts for 0 days", "/v1/admin/diagnostics/verification_failures?days=0", key: .secretKey, .invalidField),
             // Notifications and telemetry.
             post("notification not JSON", to: "/v1/notifications/apple", Data("signedPayload=x".utf8), key: .none, .malformedJSON),
-            post("notification with a forged payload", to: "/v1/notifications/apple", json(["signedPayload": forged]), key: .none, .wrongApp),
+            post("notification with a transaction for a payload", to: "/v1/notifications/apple", json(["signedPayload": forged]), key: .none,
+                 .invalidStoreSignature),
             post("telemetry with a secret key", to: "/v1/diagnostics/verification_failures",
                  json(["failures": [["reason": "x", "path": "/", "mode": "enforced"]]]), key: .secretKey, .wrongKeyKind),
             post("telemetry with a made-up reason", to: "/v1/diagnostics/verification_failures",

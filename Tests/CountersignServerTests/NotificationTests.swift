@@ -142,6 +142,7 @@ extension ReceiptTests {
                 (try JSONSerialization.data(withJSONObject: ["signedPayload": forged]), APIErrorCode.invalidStoreSignature),
                 (try JSONSerialization.data(withJSONObject: ["signedPayload": foreign]), .wrongApp),
                 (Data("not json".utf8), .malformedJSON),
+                (Data(#"{"signedPayload":"a.b.c"}"#.utf8), .invalidStoreSignature),
                 (Data(#"{"signedPayload":1}"#.utf8), .invalidField),
                 (Data(#"{"signedPayload":"a","signed\u0050ayload":"b"}"#.utf8), .duplicateJSONKey),
             ] {

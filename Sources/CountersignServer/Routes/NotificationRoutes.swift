@@ -22,10 +22,11 @@ struct NotificationRoutes: Sendable {
             // Anything but a 200 (a refusal, or an error RequestObservation logs) makes Apple retry.
             var request = request
             let body = try await JSONBody.body(Body.self, of: &request, context: context)
-            guard let bundleId = SignedDataVerifier.claimedBundleId(ofNotification: body.signedPayload),
-                  let app = deployment.apps.first(where: { $0.bundleId == bundleId }), let verifier = verifiers[app.id]
-            else {
-                throw APIError(.wrongApp, "the notification is not for an app this server serves")
+            guard let bundleId = SignedDataVerifier.claimedBundleId(ofNotification: body.signedPayload) else {
+                throw APIError(.invalidStoreSignature, "signedPayload is not an App Store notification: no JWS whose payload names a bundleId")
+            }
+            guard let app = deployment.apps.first(where: { $0.bundleId == bundleId }), let verifier = verifiers[app.id] else {
+                throw APIError(.wrongApp, "the notification is for bundle \"\(bundleId.prefix(155))\", not an app this server serves")
             }
             let notification: SignedDataVerifier.VerifiedNotification
             do throws(SignedDataError) {
