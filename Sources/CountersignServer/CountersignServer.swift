@@ -85,9 +85,7 @@ public struct CountersignServer: Sendable {
             try deployment.save(toDataDirectory: directory)
             logger.info("wrote the default configuration", metadata: ["file": "\(DataDirectory(directory).configurationFile.path)"])
         }
-        if deployment.appleRootCertificates != nil {
-            logger.warning("appleRootCertificates replaces Apple's root: data signed under it counts as App Store data (testing only)")
-        }
+        for warning in Self.configurationWarnings(deployment) { logger.warning("\(warning)") }
         (verifiers, testStore) = try Self.makeVerifiers(for: deployment, dataDirectory: directory)
         var signers: [String: PromotionalOfferSigner] = [:]
         for app in deployment.apps {
@@ -109,6 +107,20 @@ public struct CountersignServer: Sendable {
             logger.warning("the dashboard is unavailable", metadata: ["error": "\(error)"])
             dashboardTemplates = nil
         }
+    }
+
+    /// What a configuration allows that an operator rarely means, logged at start.
+    static func configurationWarnings(_ deployment: DeploymentConfiguration) -> [String] {
+        var warnings: [String] = []
+        if deployment.appleRootCertificates != nil {
+            warnings.append("appleRootCertificates replaces Apple's root: data signed under it counts as App Store data (testing only)")
+        }
+        for app in deployment.apps where app.environments.contains("Production") && !app.environments.contains("Sandbox") {
+            // App Review buys with the release build in Apple's sandbox, as TestFlight testers do.
+            warnings.append("app '\(app.id)' accepts Production but not Sandbox: purchases made in App Review and TestFlight "
+                + "(Sandbox) will be refused; list Sandbox too (answers mark them is_sandbox)")
+        }
+        return warnings
     }
 
     static func makeVerifiers(for deployment: DeploymentConfiguration, dataDirectory: URL) throws -> ([String: SignedDataVerifier], TestStoreCA?) {

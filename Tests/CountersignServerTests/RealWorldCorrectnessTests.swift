@@ -152,6 +152,17 @@ struct RealWorldCorrectnessTests {
         }
     }
 
+    @Test("reviewSandbox: an app that takes Production data but not Sandbox is warned about at start (App Review and TestFlight buy in the sandbox)")
+    func reviewSandbox() {
+        var app = AppConfiguration.makeDemo()
+        app.appAppleId = 1_234_567_890
+        for (environments, warned) in [(["Production"], true), (["Production", "Sandbox"], false), (["Sandbox"], false), (["TestStore"], false)] {
+            app.environments = environments
+            let warnings = CountersignServer.configurationWarnings(DeploymentConfiguration(apps: [app]))
+            #expect(warnings.contains { $0.contains("'\(app.id)' accepts Production but not Sandbox") } == warned, "\(environments)")
+        }
+    }
+
     // MARK: 5. Signed refusals
 
     @Test("signedRefusals: error answers of signed endpoints are signed and verify")
