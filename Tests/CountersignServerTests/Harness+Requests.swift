@@ -20,6 +20,14 @@ struct Reply: Sendable {
     var code: Int? { json["code"] as? Int }
 }
 
+extension String {
+    /// The id as one path segment, escaped as the SDK escapes it (`pathSegmentEncoded`): every
+    /// byte but RFC 3986's unreserved ASCII characters, so no raw UTF-8 goes into a request line.
+    var pathSegment: String {
+        addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"))!
+    }
+}
+
 extension ReceiptTests.Harness {
     var secretKey: String { app.secretApiKeys[0] }
 

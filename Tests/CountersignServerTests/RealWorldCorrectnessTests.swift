@@ -49,8 +49,6 @@ struct RealWorldCorrectnessTests {
         #expect(JSONSyntax.check(Data(#"{"a":{"a":1},"b":[{"a":1},{"a":2}]}"#.utf8), topLevel: .object) == nil, "one key per object is fine")
     }
 
-    /// A server that signs, with a real key ring, a CustomerInfo for "victim" whatever user is asked
-    /// for: what a server bug like the duplicated key used to produce.
     /// A server that signs, with a real key ring, a CustomerInfo about another user than the one
     /// asked for (what a server bug like the duplicated key used to produce): "victim" for "me",
     /// and ids Swift's `==` holds equal to the one asked for (Unicode canonical equivalence) but
@@ -72,8 +70,8 @@ struct RealWorldCorrectnessTests {
             return SignedAnswer.customerInfo(info)
         }
         try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: logger).test(.live) { client in
-            for ((user, _), mode) in answered.flatMap({ pair in [EntitlementVerificationMode.informational, .enforced].map { (pair, $0) } }) {
-                let place = "\(answered.firstIndex { $0.0 == user }!)-\(mode)"
+            for ((index, (user, _)), mode) in answered.enumerated().flatMap({ pair in [EntitlementVerificationMode.informational, .enforced].map { (pair, $0) } }) {
+                let place = "\(index)-\(mode)"
                 let store = try TestStore(serverURL: URL(string: "http://127.0.0.1:\(client.port!)")!, apiKey: "cs_pub_test",
                                           rootPublicKeys: [keys.managedRootPublicKey!.rawRepresentation.base64EncodedString()],
                                           directory: directory.appendingPathComponent("store-\(place)"))
