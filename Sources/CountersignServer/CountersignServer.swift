@@ -30,6 +30,9 @@ public struct ServerConfiguration: Sendable {
     /// sustained rate and a burst; beyond them the server answers 429.
     public var telemetryReportsPerSecond: Double = 20
     public var telemetryReportBurst: Double = 200
+    /// Per-client and per-app limits on the public routes, legacy receipt lookups and telemetry;
+    /// nil: none (`countersign serve` sets ``RateLimitSettings/standard`` unless told otherwise).
+    public var rateLimits: RateLimitSettings?
     /// How often the key rotation service checks the intermediate key.
     public var keyCheckInterval: Duration = .seconds(3_600)
     /// How often subscriptions in doubt are checked with the App Store Server API (apps with an
@@ -100,7 +103,7 @@ public struct CountersignServer: Sendable {
                                                postgresConnections: configuration.databaseConnections)
         store = CustomerDatabase(database: database)
         storeAPI = try StoreServerAPI(deployment: deployment, dataDirectory: directory, verifiers: verifiers, store: store,
-                                      now: configuration.now, logger: logger)
+                                      lookupRate: configuration.rateLimits?.storeLookupsPerApp, now: configuration.now, logger: logger)
         do {
             dashboardTemplates = try await DashboardTemplates.load()
         } catch {

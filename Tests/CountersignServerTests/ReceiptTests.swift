@@ -70,16 +70,18 @@ struct ReceiptTests {
 
     static func withHarness(
         _ kind: TestDatabaseKind, transferBehavior: AppConfiguration.TransferBehavior = .transfer, environments: [String]? = nil,
-        clock: ManualClock? = nil, _ body: @Sendable @escaping (Harness) async throws -> Void
+        clock: ManualClock? = nil, configure: @Sendable (inout AppConfiguration, inout ServerConfiguration) -> Void = { _, _ in },
+        _ body: @Sendable @escaping (Harness) async throws -> Void
     ) async throws {
         try await FreshDatabase.with(kind) { location, directory in
             var app = AppConfiguration.makeDemo()
             app.transferBehavior = transferBehavior
             if let environments { app.environments = environments }
-            try DeploymentConfiguration(apps: [app]).save(toDataDirectory: directory)
             var configuration = ServerConfiguration(dataDirectory: directory)
             configuration.database = location
             if let clock { configuration.now = { clock.now } }
+            configure(&app, &configuration)
+            try DeploymentConfiguration(apps: [app]).save(toDataDirectory: directory)
             let configuredApp = app
             try await LiveServer.run(configuration) { server, client in
                 let ca = try TestStoreCA.loadOrCreate(for: DataDirectory(directory))

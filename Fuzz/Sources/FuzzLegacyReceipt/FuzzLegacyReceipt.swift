@@ -9,11 +9,12 @@ public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutableP
 }
 
 /// Input: the bytes of a legacy app receipt (PKCS#7 BER) or the base64 text of one. The reader
-/// must answer a transaction id, nil or a format error, never crash or hang.
+/// (everything the verifier does before the signature) must answer contents or a format error,
+/// never crash or hang.
 private func fuzzOne(_ input: Data) -> CInt {
-    if let id = try? LegacyReceipt.transactionId(fromBase64: input.base64EncodedString()) {
-        precondition(!id.isEmpty, "an empty transaction id")
+    if let receipt = try? AppReceiptVerifier.unverifiedContents(base64: input.base64EncodedString()) {
+        precondition(!receipt.transactionIds.contains(""), "an empty transaction id")
     }
-    _ = try? LegacyReceipt.transactionId(fromBase64: String(decoding: input, as: UTF8.self))
+    _ = try? AppReceiptVerifier.unverifiedContents(base64: String(decoding: input, as: UTF8.self))
     return 0
 }

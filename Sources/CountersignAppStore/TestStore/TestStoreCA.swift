@@ -2,7 +2,7 @@ import CountersignCore
 import Crypto
 import Foundation
 import SwiftASN1
-import X509
+@_spi(CMS) import X509
 
 /// A deployment's own certificate authority for the **test store**: a root, an intermediate and
 /// a signing leaf shaped like Apple's (same marker OIDs, our own names), so that the whole
@@ -81,6 +81,39 @@ public struct TestStoreCA: Sendable {
         let signingInput = header.base64URLEncodedString + "." + body.base64URLEncodedString
         let signature = try leafKey.signature(for: Data(signingInput.utf8))
         return signingInput + "." + signature.rawRepresentation.base64URLEncodedString
+    }
+}
+
+extension TestStoreCA {
+    /// A legacy PKCS#7 app receipt for `bundleId` listing `transactionIds` (each as an in-app
+    /// record's field 1703), created at `creationDate`: CMS SignedData with the receipt attached,
+    /// signed by the test store leaf (ECDSA P-256) with the intermediate included, as Apple
+    /// includes its WWDR intermediate. Base64, as apps send it.
+    public func mintAppReceipt(bundleId: String, transactionIds: [String], creationDate: Date) throws -> String {
+        func der(_ value: some DERSerializable) throws -> [UInt8] {
+            var serializer = DER.Serializer()
+            try serializer.serialize(value)
+            return serializer.serializedBytes
+        }
+        /// `SET OF SEQUENCE { type INTEGER, version INTEGER, value OCTET STRING }`.
+        func attributes(_ fields: [(Int, [UInt8])]) throws -> [UInt8] {
+            var serializer = DER.Serializer()
+            try serializer.appendConstructedNode(identifier: .set) { set in
+                for (type, value) in fields {
+                    try set.appendConstructedNode(identifier: .sequence) { sequence in
+                        try sequence.serialize(type)
+                        try sequence.serialize(1)
+                        try sequence.serialize(ASN1OctetString(contentBytes: value[...]))
+                    }
+                }
+            }
+            return serializer.serializedBytes
+        }
+        let content = try attributes([(2, try der(ASN1UTF8String(bundleId))), (12, try der(try ASN1IA5String(creationDate.formatted(.iso8601))))]
+            + transactionIds.map { (17, try attributes([(1703, try der(ASN1UTF8String($0)))])) })
+        let signed = try CMS.sign(content, additionalIntermediateCertificates: [intermediate], certificate: leaf,
+                                  privateKey: .init(leafKey), detached: false)
+        return Data(signed).base64EncodedString()
     }
 }
 

@@ -24,6 +24,10 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
     /// The app's In-App Purchase key from App Store Connect: the server signs promotional
     /// offers with it (and, later, calls the App Store Server API).
     public var inAppPurchaseKey: InAppPurchaseKey?
+    /// Accept legacy PKCS#7 app receipts in `POST /v1/receipts` (apps older than StoreKit 2).
+    /// Off unless true: a receipt is resolved through the App Store Server API, which needs
+    /// ``inAppPurchaseKey``, and is trusted only once its signature chains to Apple's root.
+    public var legacyReceipts: Bool?
     /// Endpoints of the app's backend that hear about every purchase, renewal, refund, expiry
     /// and transfer (docs/webhooks.md).
     public var webhooks: [Webhook]?

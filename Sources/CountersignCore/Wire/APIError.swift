@@ -6,12 +6,15 @@ public struct APIError: Error, Codable, Hashable, Sendable, CustomStringConverti
     public var message: String
     public var storeStatus: String?
     public var storeReason: String?
+    /// Seconds to wait before asking again, sent as `Retry-After` (not in the body).
+    public var retryAfter: Int?
 
-    public init(_ code: APIErrorCode, _ message: String, storeStatus: String? = nil, storeReason: String? = nil) {
+    public init(_ code: APIErrorCode, _ message: String, storeStatus: String? = nil, storeReason: String? = nil, retryAfter: Int? = nil) {
         self.code = code.rawValue
         self.message = message
         self.storeStatus = storeStatus
         self.storeReason = storeReason
+        self.retryAfter = retryAfter
     }
 
     enum CodingKeys: String, CodingKey {
@@ -73,6 +76,8 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     /// The request needs the App Store Server API (a legacy receipt, a refresh) and the app has
     /// no In-App Purchase key configured.
     case storeAPINotConfigured = 4211
+    /// `fetch_token` is a legacy receipt and the app does not accept them (`legacyReceipts`).
+    case legacyReceiptsDisabled = 4212
     /// Too many requests of one kind from one app (telemetry); try again later.
     case rateLimited = 4290
     // 500
@@ -102,7 +107,7 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
         case .malformedRequest, .malformedNonce, .postParamsHashMismatch, .headersHashMismatch, .malformedJSON, .invalidField, .invalidAppUserId,
              .duplicateJSONKey, .reservedAppUserId, .invalidSubscriberAttributes: 400
         case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement, .promotionalOfferUnavailable,
-             .storeAPINotConfigured: 422
+             .storeAPINotConfigured, .legacyReceiptsDisabled: 422
         case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: 409
         case .bodyTooLarge: 413
         case .missingAPIKey, .invalidAPIKey: 401

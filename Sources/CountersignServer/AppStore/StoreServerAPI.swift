@@ -27,9 +27,12 @@ public final class StoreServerAPI: Sendable {
     private let logger: Logger
     /// Clients by app and base URL, made on first use.
     private let clients = NIOLockedValueBox<[String: AppStoreServerAPIClient]>([:])
+    /// Legacy receipts that reach the App Store Server API, per app (nil: no limit).
+    private let lookups: RateLimiter?
 
     init(deployment: DeploymentConfiguration, dataDirectory: URL, verifiers: [String: SignedDataVerifier], store: CustomerDatabase,
-         now: @escaping @Sendable () -> Date, logger: Logger) throws {
+         lookupRate: RateLimitSettings.Rate?, now: @escaping @Sendable () -> Date, logger: Logger) throws {
+        lookups = lookupRate.map { RateLimiter($0, now: now) }
         var keys: [String: Key] = [:]
         for app in deployment.apps {
             guard let configured = app.inAppPurchaseKey, let (pem, _) = try PromotionalOfferSigner.keyPEM(for: app, dataDirectory: dataDirectory) else { continue }
@@ -143,19 +146,36 @@ public final class StoreServerAPI: Sendable {
 
     // MARK: Legacy receipts
 
-    /// The signed transactions behind a legacy receipt: its transaction id read (never trusted),
-    /// then the customer's whole history fetched and each transaction verified. Throws 422
-    /// without an In-App Purchase key, 422 for a receipt that cannot be read.
-    func transactions(inLegacyReceipt receipt: String, app: AppConfiguration) async throws -> (receiptTransaction: String, transactions: [VerifiedTransaction]) {
+    /// The signed transactions behind a legacy receipt: the receipt verified (its signature
+    /// chains to Apple's root, its bundle id is the app's; ``AppReceiptVerifier``), then the
+    /// customer's whole history fetched and each transaction verified. Refused with 422 when the
+    /// app does not accept legacy receipts or has no In-App Purchase key, 400 for a receipt that
+    /// cannot be read, 422 for one the App Store did not sign for this app, 429 past the app's
+    /// rate of App Store Server API lookups.
+    func transactions(inLegacyReceipt text: String, app: AppConfiguration) async throws -> (receiptTransaction: String, transactions: [VerifiedTransaction]) {
+        guard app.legacyReceipts == true else {
+            throw APIError(.legacyReceiptsDisabled, "fetch_token is a legacy receipt, and app '\(app.id)' does not accept them (legacyReceipts in countersign.json)")
+        }
         _ = try inAppPurchaseKey(of: app, needed: "fetch_token is a legacy receipt")
-        let id: String
+        guard let verifier = verifiers[app.id] else { throw APIError(.internalError, "no store verifier for app '\(app.id)'") }
+        var receiptVerifier = AppReceiptVerifier(anchors: AppReceiptVerifier.anchors(for: verifier.configuration.anchors), bundleId: app.bundleId)
+        receiptVerifier.now = now
+        let receipt: AppReceipt
         do {
-            guard let found = try LegacyReceipt.transactionId(fromBase64: receipt) else {
-                throw APIError(.invalidField, "fetch_token is a legacy receipt without any in-app purchase")
+            receipt = try await receiptVerifier.verify(base64: text)
+        } catch {
+            switch error.kind {
+            case .malformed: throw APIError(.invalidField, "fetch_token is neither a signed transaction nor a readable legacy receipt: \(error.description)")
+            case .untrusted: throw APIError(.invalidStoreSignature, "fetch_token is a legacy receipt the App Store did not sign: \(error.description)")
+            case .wrongApp: throw APIError(.wrongApp, "fetch_token is a legacy receipt of another app: \(error.description)")
             }
-            id = found
-        } catch let error as LegacyReceipt.FormatError {
-            throw APIError(.invalidField, "fetch_token is neither a signed transaction nor a readable legacy receipt: \(error.description)")
+        }
+        guard let id = receipt.transactionIds.first else {
+            throw APIError(.invalidField, "fetch_token is a legacy receipt without any in-app purchase")
+        }
+        // Only a receipt the App Store signed spends the app's App Store Server API rate.
+        if let wait = lookups?.admit(app.id) {
+            throw APIError(.rateLimited, "too many legacy receipts for app '\(app.id)' at once; try again later", retryAfter: wait)
         }
         for environment in environments(for: app) {
             do {

@@ -146,6 +146,7 @@ public struct SignedExchange: Sendable {
         headers.append(HTTPField(name: SignatureHeader.requestTime, value: requestTime))
         if let etag { headers.append(HTTPField(name: SignatureHeader.etag, value: etag)) }
         if !answer.body.isEmpty { headers.append(HTTPField(name: .contentType, value: "application/json")) }
+        if let retryAfter = answer.retryAfter { headers.append(HTTPField(name: .retryAfter, value: String(retryAfter))) }
         return Response(status: answer.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
     }
 
@@ -180,11 +181,9 @@ public struct UnsignedRefusal: Error, Sendable {
 public enum ErrorAnswer {
     public static func response(_ error: APIError) -> Response {
         let body = (try? WireJSON.encode(error)) ?? Data()
-        return Response(
-            status: error.status,
-            headers: [.contentType: "application/json"],
-            body: .init(byteBuffer: ByteBuffer(bytes: body))
-        )
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let retryAfter = error.retryAfter { headers[.retryAfter] = String(retryAfter) }
+        return Response(status: error.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }
 

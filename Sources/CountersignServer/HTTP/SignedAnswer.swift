@@ -13,6 +13,8 @@ public struct SignedAnswer: Sendable {
     public var cacheable: Bool
     /// What the ETag is computed from, when not the whole body.
     public var etagSource: Data?
+    /// Sent as `Retry-After` (a refusal for asking too often).
+    public var retryAfter: Int?
 
     public init(status: HTTPResponse.Status = .ok, body: Data, cacheable: Bool, etagSource: Data? = nil) {
         self.status = status
@@ -52,7 +54,9 @@ public struct SignedAnswer: Sendable {
 
     /// An error answer (`{"code", "message"}` with the code's HTTP status), signed like any other.
     public static func error(_ error: APIError) -> SignedAnswer {
-        SignedAnswer(status: error.status, body: (try? WireJSON.encode(error)) ?? Data(), cacheable: false)
+        var answer = SignedAnswer(status: error.status, body: (try? WireJSON.encode(error)) ?? Data(), cacheable: false)
+        answer.retryAfter = error.retryAfter
+        return answer
     }
 
     /// The ETag of a body: 16 lowercase hex characters (the first 8 bytes of its SHA-256), the

@@ -364,15 +364,25 @@ struct PublicRoutes: Sendable {
         }
     }
 
-    /// Records every transaction of the customer a legacy receipt belongs to (fetched from the
-    /// App Store Server API and verified, see ``StoreServerAPI/transactions(inLegacyReceipt:app:)``);
-    /// the status is that of the receipt's own transaction. Each is recorded as if posted
-    /// (ownership rules and transfer behaviour included); a refusal of any stops the rest.
+    /// Records every transaction of the customer a legacy receipt belongs to (the receipt
+    /// verified, then the history fetched from the App Store Server API and verified, see
+    /// ``StoreServerAPI/transactions(inLegacyReceipt:app:)``); the status is that of the
+    /// receipt's own transaction. Each is recorded as if posted, except that a legacy receipt
+    /// never moves a chain another user owns, whatever the app's transfer behaviour (409): the
+    /// receipt names a whole account's history, which is more than its poster shows to hold.
+    /// A refusal of any stops the rest.
     private func recordLegacyReceipt(_ receipt: String, app: AppConfiguration, poster: String) async throws -> PurchaseStatus {
         let (id, transactions) = try await storeAPI.transactions(inLegacyReceipt: receipt, app: app)
+        var keeping = app
+        keeping.transferBehavior = .keepWithOriginal
         var status: PurchaseStatus = .alreadyRecorded
         for transaction in transactions {
-            let recorded = try await store.record(transaction, app: app, poster: poster, now: now())
+            let recorded: PurchaseStatus
+            do {
+                recorded = try await store.record(transaction, app: keeping, poster: poster, now: now())
+            } catch let error as APIError where error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue {
+                throw APIError(.purchaseOwnedByAnotherUser, "a purchase in this legacy receipt belongs to another user, and a legacy receipt never moves one")
+            }
             if transaction.transactionId == id || transactions.count == 1 { status = recorded }
         }
         return status
