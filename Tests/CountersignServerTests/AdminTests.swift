@@ -88,7 +88,7 @@ struct AdminTests {
             #expect(deleted.json["deleted"] as? Bool == true)
             #expect(try await harness.send(.get, "/v1/admin/customers/u1", key: harness.secretKey).status == 404)
             #expect(try await harness.send(.delete, "/v1/admin/customers/u1", key: harness.secretKey).status == 404)
-            #expect(try await harness.server.store.purchaseCount(transactionId: payload.transactionId!) == 1)
+            #expect(try await harness.server.store.purchaseCount(app: harness.app.id, transactionId: payload.transactionId!) == 1)
             #expect(try await harness.post(user: "u2", jws: jws).json["code"] as? Int == APIErrorCode.purchaseOwnedByAnotherUser.rawValue)
         }
     }

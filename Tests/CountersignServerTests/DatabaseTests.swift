@@ -44,6 +44,28 @@ struct DatabaseTests {
         }
     }
 
+    @Test("migration 9 keeps every purchase row and keys them by app, environment and transaction id", arguments: TestDatabaseKind.available)
+    func purchasesRekeyed(_ kind: TestDatabaseKind) async throws {
+        try await Self.withFreshDatabase(kind) { location in
+            let database = try await Database.open(location, logger: Self.logger)
+            for id in ["0", "1", "2"] { try await database.withConnection { try await Self.insertPurchase($0, id: id) } }
+            // Its statements run again over a filled table (as over version 8's): nothing is lost.
+            let nine = try #require(Migrations.all.first { $0.version == 9 })
+            try await Migrations.run(on: database, migrations: [Migrations.Migration(
+                version: 900, name: nine.name, statements: nine.statements, postgresStatements: nine.postgresStatements
+            )])
+            #expect(try await Self.purchaseCount(database) == 3)
+            // The same id in another app is another purchase; in the same app and environment it is refused.
+            try await database.withConnection { sql in
+                try await sql.raw("UPDATE purchases SET app_id = 'other' WHERE transaction_id = '1'").run()
+                try await Self.insertPurchase(sql, id: "1")
+            }
+            #expect(try await Self.purchaseCount(database) == 4)
+            await #expect(throws: (any Error).self) { try await database.withConnection { try await Self.insertPurchase($0, id: "2") } }
+            try await database.close()
+        }
+    }
+
     @Test("PostgreSQL stores signed transactions out of line without trying to compress them",
           .enabled(if: TestDatabaseKind.available.contains(.postgres), "COUNTERSIGN_TEST_POSTGRES_URL is not set"))
     func signedTransactionsUncompressed() async throws {

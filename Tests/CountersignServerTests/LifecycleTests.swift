@@ -343,7 +343,7 @@ struct LifecycleTests {
             // Through a notification, with nobody known to own it: recorded all the same.
             let orphan = try world.mint("mystery_box", type: .nonConsumable)
             try await world.notify(.oneTimeCharge, transaction: orphan.jws)
-            #expect(try await world.server.store.purchaseCount(transactionId: orphan.payload.transactionId!) == 1)
+            #expect(try await world.server.store.purchaseCount(app: world.app.id, transactionId: orphan.payload.transactionId!) == 1)
         }
     }
 

@@ -113,7 +113,7 @@ struct ReceiptTests {
 
             let again = try await harness.post(user: "u1", jws: jws)
             #expect(again.json["purchase_status"] as? String == "already_recorded")
-            #expect(try await harness.server.store.purchaseCount(transactionId: payload.transactionId!) == 1)
+            #expect(try await harness.server.store.purchaseCount(app: harness.app.id, transactionId: payload.transactionId!) == 1)
 
             let moved = try await harness.post(user: "u2", jws: jws)
             #expect(moved.json["purchase_status"] as? String == "transferred")
@@ -215,7 +215,7 @@ struct ReceiptTests {
                 #expect(result.json["store_status"] as? String == status)
                 #expect(result.json["store_reason"] as? String == reason)
             }
-            #expect(try await harness.server.store.purchaseCount(transactionId: otherPayload.transactionId!) == 0)
+            #expect(try await harness.server.store.purchaseCount(app: harness.app.id, transactionId: otherPayload.transactionId!) == 0)
             #expect(Self.entitlement(try await harness.customerInfo("u1"), "pro") == nil)
         }
     }
@@ -246,7 +246,7 @@ struct ReceiptTests {
             #expect(answers.filter { $0.status == 200 }.count == 100)
             #expect(answers.filter { $0.json["purchase_status"] == "new" }.count == 1)
             #expect(answers.filter { $0.json["purchase_status"] == "already_recorded" }.count == 99)
-            #expect(try await harness.server.store.purchaseCount(transactionId: payload.transactionId!) == 1)
+            #expect(try await harness.server.store.purchaseCount(app: harness.app.id, transactionId: payload.transactionId!) == 1)
         }
     }
 
@@ -268,7 +268,7 @@ struct ReceiptTests {
             #expect(answers.filter { $0.status == 409 && $0.code == String(APIErrorCode.purchaseOwnedByAnotherUser.rawValue) }.count == 99)
             let owner = try #require(winners.first?.user)
             #expect(Self.entitlement(try await harness.customerInfo(owner), "pro") != nil)
-            #expect(try await harness.server.store.purchaseCount(transactionId: payload.transactionId!) == 1)
+            #expect(try await harness.server.store.purchaseCount(app: harness.app.id, transactionId: payload.transactionId!) == 1)
         }
     }
 }

@@ -135,6 +135,9 @@ public final class SignedDataVerifier: Sendable {
         case let entries? where entries.count == 3:
             environments = try await verifyChainAndSignature(token, signature: signature, x5c: entries, cached: cached, at: signedDate)
         case let entries? where entries.count == 1 && configuration.allowsXcode:
+            // The same bound on the signed date as Apple-signed data: a far-future date would
+            // make this copy outrank every later genuine one.
+            try checkFutureDate(signedDate ?? configuration.now(), now: configuration.now())
             try verifyXcode(token, certificate: entries[0], signature: signature)
             environments = [.xcode]
         case let entries?:
@@ -205,9 +208,7 @@ public final class SignedDataVerifier: Sendable {
     ) async throws(SignedDataError) -> Set<AppStoreEnvironment> {
         let now = configuration.now()
         let validationTime = signedDate ?? now
-        if validationTime.timeIntervalSince(now) > configuration.futureTolerance {
-            throw .failure(.futureSignedDate, "signedDate is \(validationTime.timeIntervalSince(now).rounded()) s in the future")
-        }
+        try checkFutureDate(validationTime, now: now)
         let chain: VerifiedChain
         if let cached, cached.validity.contains(validationTime) {
             chain = cached
@@ -230,6 +231,12 @@ public final class SignedDataVerifier: Sendable {
             throw .failure(.signature, "signature does not verify with the leaf key (ES256 needs a 64-byte R‖S signature)")
         }
         return chain.environments
+    }
+
+    private func checkFutureDate(_ signedDate: Date, now: Date) throws(SignedDataError) {
+        if signedDate.timeIntervalSince(now) > configuration.futureTolerance {
+            throw .failure(.futureSignedDate, "signedDate is \(signedDate.timeIntervalSince(now).rounded()) s in the future")
+        }
     }
 
     /// One `x5c` entry: standard, padded base64 of a DER certificate.

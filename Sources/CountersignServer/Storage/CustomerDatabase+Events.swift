@@ -303,7 +303,7 @@ extension CustomerDatabase {
                 UNION \
                 SELECT s.original_transaction_id, p.environment FROM subscription_states s \
                 JOIN purchase_owners o ON o.app_id = s.app_id AND o.original_transaction_id = s.original_transaction_id \
-                JOIN purchases p ON p.transaction_id = s.original_transaction_id \
+                JOIN purchases p ON p.app_id = s.app_id AND p.transaction_id = s.original_transaction_id \
                 LEFT JOIN chain_checks c ON c.app_id = s.app_id AND c.original_transaction_id = s.original_transaction_id \
                 WHERE s.app_id = \(bind: app) AND (s.in_billing_retry = 1 OR s.grace_period_expires_ms > \(bind: time)) \
                 AND o.app_user_id IS NOT NULL AND (c.checked_at_ms IS NULL OR c.checked_at_ms < \(bind: checkedBefore)) \

@@ -181,14 +181,16 @@ extension CustomerDatabase {
     /// one (revocation and upgrade state); an older copy changes nothing.
     @discardableResult
     static func storeTransaction(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws -> StoredTransaction {
-        let row = try await sql.raw("SELECT signed_date_ms, revocation_date_ms FROM purchases WHERE transaction_id = \(bind: transaction.transactionId)")
-            .first()
+        let row = try await sql.raw("""
+            SELECT signed_date_ms, revocation_date_ms FROM purchases \
+            WHERE app_id = \(bind: app.id) AND environment = \(bind: transaction.environment) AND transaction_id = \(bind: transaction.transactionId)
+            """).first()
         guard let row else {
             try await sql.run(insertPurchaseStatement(transaction, app: app, now: now))
             return .inserted
         }
         guard milliseconds(transaction.payload.signedDate ?? now) > (try row.decode(column: "signed_date_ms", as: Int64.self)) else { return .unchanged }
-        try await sql.run(refreshPurchaseStatement(transaction, now: now))
+        try await sql.run(refreshPurchaseStatement(transaction, app: app.id, now: now))
         let wasRevoked = try row.decode(column: "revocation_date_ms", as: Int64?.self) != nil
         let revoked = transaction.payload.revocationDate != nil
         return .refreshed(revoked: wasRevoked == revoked ? nil : revoked)

@@ -158,14 +158,15 @@ extension CustomerDatabase {
     /// The facts of a purchase in one statement: one row, the poster's customer row and the
     /// chain's owner row joined on their keys (either may be missing), the token's customer and
     /// the stored transaction as scalar subqueries. Parameters: $1 app, $2 poster, $3 app
-    /// account token (lowercased; NULL: none), $4 transaction id, $5 original transaction id.
+    /// account token (lowercased; NULL: none), $4 transaction id, $5 original transaction id,
+    /// $6 environment (a transaction is known by app, environment and id).
     /// (`LIMIT 1` without `ORDER BY` on the token: a token is made from its user id, so two
     /// customers never share one; an `ORDER BY` would invite a plan that walks the app's
     /// customers in key order.)
     static let purchaseFactsSQL = """
         SELECT c.first_seen_ms, c.last_seen_ms, \
         (SELECT app_user_id FROM customers WHERE app_id = $1 AND app_account_token = $3 LIMIT 1) AS token_user, \
-        (SELECT signed_date_ms FROM purchases WHERE transaction_id = $4) AS stored_signed_ms, \
+        (SELECT signed_date_ms FROM purchases WHERE app_id = $1 AND environment = $6 AND transaction_id = $4) AS stored_signed_ms, \
         CAST(CASE WHEN o.app_id IS NULL THEN 0 ELSE 1 END AS BIGINT) AS owner_rows, o.app_user_id AS owner \
         FROM (SELECT 1 AS one) AS facts \
         LEFT JOIN customers c ON c.app_id = $1 AND c.app_user_id = $2 \
@@ -189,7 +190,7 @@ extension CustomerDatabase {
                               app: String, poster: String) async throws -> PurchaseFacts {
         let values: [StatementValue] = [
             .text(app), .text(poster), .text(transaction.payload.appAccountToken?.lowercased()), .text(transaction.transactionId),
-            .text(transaction.originalTransactionId),
+            .text(transaction.originalTransactionId), .text(transaction.environment),
         ]
         var facts: PurchaseFacts?
         if let postgres {
@@ -325,7 +326,7 @@ extension CustomerDatabase {
         switch plan.purchase {
         case .none: break
         case .insert: statements.append(insertPurchaseStatement(transaction, app: app, now: now))
-        case .refresh: statements.append(refreshPurchaseStatement(transaction, now: now))
+        case .refresh: statements.append(refreshPurchaseStatement(transaction, app: app.id, now: now))
         }
         switch plan.owner {
         case .none: break

@@ -80,11 +80,12 @@ public struct CustomerDatabase: Sendable {
         try await leanCustomerInfo(app: app, user: user, now: now) { _ in true }
     }
 
-    /// The number of purchase rows, for tests and the admin API.
-    public func purchaseCount(transactionId: String) async throws -> Int {
+    /// The number of purchase rows of `app` with this transaction id (in any environment), for
+    /// tests and the admin API.
+    public func purchaseCount(app: String, transactionId: String) async throws -> Int {
         try await database.withConnection { sql in
             try await sql.select().column(SQLFunction("COUNT", args: SQLLiteral.all), as: "n").from("purchases")
-                .where("transaction_id", .equal, transactionId).first()!.decode(column: "n", as: Int.self)
+                .where("app_id", .equal, app).where("transaction_id", .equal, transactionId).first()!.decode(column: "n", as: Int.self)
         }
     }
 
@@ -139,7 +140,7 @@ public struct CustomerDatabase: Sendable {
         let payload = transaction.payload
         return NumberedStatement(insertPurchaseSQL, [
             .text(transaction.transactionId), .text(app.id), .text(transaction.originalTransactionId), .text(transaction.productId),
-            .text(transaction.kind.rawValue), .text(payload.environment?.rawValue ?? ""), .integer(payload.purchaseDate.map(milliseconds)),
+            .text(transaction.kind.rawValue), .text(transaction.environment), .integer(payload.purchaseDate.map(milliseconds)),
             .integer(payload.expiresDate.map(milliseconds)), .integer(payload.revocationDate.map(milliseconds)),
             .integer(milliseconds(payload.signedDate ?? now)), .text(payload.appAccountToken), .text(transaction.jws), .integer(milliseconds(now)),
             .integer((payload.isUpgraded ?? false) ? 1 : 0), .text(payload.periodType),
@@ -156,14 +157,15 @@ public struct CustomerDatabase: Sendable {
 
     /// A copy of a stored transaction signed later than the stored one: its revocation and
     /// upgrade state win (the condition keeps an older copy from undoing a newer one).
-    static func refreshPurchaseStatement(_ transaction: VerifiedTransaction, now: Date) -> NumberedStatement {
+    static func refreshPurchaseStatement(_ transaction: VerifiedTransaction, app: String, now: Date) -> NumberedStatement {
         let payload = transaction.payload
         return NumberedStatement("""
             UPDATE purchases SET revocation_date_ms = $2, is_upgraded = $3, signed_date_ms = $4
-            WHERE transaction_id = $1 AND signed_date_ms < $4
+            WHERE app_id = $5 AND environment = $6 AND transaction_id = $1 AND signed_date_ms < $4
             """, [
             .text(transaction.transactionId), .integer(payload.revocationDate.map(milliseconds)),
             .integer((payload.isUpgraded ?? false) ? 1 : 0), .integer(milliseconds(payload.signedDate ?? now)),
+            .text(app), .text(transaction.environment),
         ])
     }
 
@@ -556,6 +558,8 @@ public struct VerifiedTransaction: Sendable {
     public let product: AppConfiguration.Product?
     /// The configured kind, or the kind the App Store names.
     public let kind: AppConfiguration.ProductKind
+    /// The environment the signed data names (part of the transaction's key with the app and id).
+    public var environment: String { payload.environment?.rawValue ?? "" }
 
     /// Checks the fields the server relies on; throws an ``APIError`` naming what is missing.
     public init(jws: String, payload: TransactionPayload, app: AppConfiguration) throws(APIError) {

@@ -210,6 +210,43 @@ enum Migrations {
             "ALTER TABLE purchases ALTER COLUMN signed_transaction SET STORAGE EXTERNAL",
             "ALTER TABLE test_store_feed ALTER COLUMN signed_transaction SET STORAGE EXTERNAL",
         ]),
+        // A transaction id is unique within one app's environment, not across a deployment:
+        // Xcode numbers its transactions 0, 1, 2… for every app, and data signed for one app
+        // must never reach another's rows. SQLite cannot change a primary key in place: the table
+        // is copied (its columns as versions 1, 3 and 4 left them).
+        Migration(version: 9, name: "purchases keyed by app, environment and transaction id", statements: [
+            """
+            CREATE TABLE purchases_v9 (
+                transaction_id TEXT NOT NULL,
+                app_id TEXT NOT NULL,
+                original_transaction_id TEXT NOT NULL,
+                product_id TEXT NOT NULL,
+                product_type TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                purchase_date_ms BIGINT,
+                expires_date_ms BIGINT,
+                revocation_date_ms BIGINT,
+                signed_date_ms BIGINT NOT NULL,
+                app_account_token TEXT,
+                signed_transaction TEXT NOT NULL,
+                recorded_at_ms BIGINT NOT NULL,
+                is_upgraded INTEGER NOT NULL DEFAULT 0,
+                period_type TEXT,
+                ownership_type TEXT,
+                PRIMARY KEY (app_id, environment, transaction_id)
+            )
+            """,
+            "INSERT INTO purchases_v9 SELECT transaction_id, app_id, original_transaction_id, product_id, product_type, environment, "
+                + "purchase_date_ms, expires_date_ms, revocation_date_ms, signed_date_ms, app_account_token, signed_transaction, "
+                + "recorded_at_ms, is_upgraded, period_type, ownership_type FROM purchases",
+            "DROP TABLE purchases",
+            "ALTER TABLE purchases_v9 RENAME TO purchases",
+            "CREATE INDEX purchases_by_original ON purchases (app_id, original_transaction_id)",
+            "CREATE INDEX purchases_by_expiry ON purchases (expires_date_ms)",
+        ], postgresStatements: [
+            "ALTER TABLE purchases DROP CONSTRAINT purchases_pkey",
+            "ALTER TABLE purchases ADD PRIMARY KEY (app_id, environment, transaction_id)",
+        ]),
     ]
 
     /// Version 6 with `seq`, the one column whose definition differs between the databases.
