@@ -69,7 +69,7 @@ wait_healthy() {
 start_instance() {
     local n=$1 port=$((PORT + $1))
     COUNTERSIGN_DATABASE_URL="$DATABASE" nohup "$(binary)" serve --port "$port" --data-dir "$DIR/data" \
-        --intermediates "$DIR/intermediates" --log-level notice >>"$DIR/instance-$n.log" 2>&1 &
+        --intermediates "$DIR/intermediates" --log-level notice --rate-limits off >>"$DIR/instance-$n.log" 2>&1 &
     echo $! >"$DIR/instance-$n.pid"
     wait_healthy "$port"
 }

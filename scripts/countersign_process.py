@@ -9,10 +9,11 @@ import threading
 import time
 
 
-def start_server(binary, data_dir, database=None, stderr=subprocess.DEVNULL, log_level="warning", cpus=None):
+def start_server(binary, data_dir, database=None, stderr=subprocess.DEVNULL, log_level="warning", cpus=None, rate_limits="off"):
     """Starts `countersign serve` on a free port; returns (process, port) once it listens.
-    `cpus` (e.g. "0") pins it to those cores with taskset."""
-    command = [binary, "serve", "--data-dir", data_dir, "--port", "0", "--log-level", log_level]
+    `cpus` (e.g. "0") pins it to those cores with taskset. Rate limits are off: the scripts
+    load the server from one address on purpose."""
+    command = [binary, "serve", "--data-dir", data_dir, "--port", "0", "--log-level", log_level, "--rate-limits", rate_limits]
     if database:
         command += ["--database", database]
     return start_listening(command, stderr, cpus)

@@ -25,7 +25,7 @@ wait_for_port() {
     exit 1
 }
 
-"$binary" serve --data-dir "$work/data" --port 0 --log-level error >"$work/server.out" 2>"$work/server.err" &
+"$binary" serve --data-dir "$work/data" --port 0 --log-level error --rate-limits off >"$work/server.out" 2>"$work/server.err" &
 server_pid=$!
 server_port=$(wait_for_port "$work/server.out")
 "$binary" proxy --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$server_port" --attack none >"$work/proxy.out" 2>&1 &

@@ -177,13 +177,14 @@ public struct CountersignServer: Sendable {
         PublicRoutes(
             signing: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true), metrics: metrics, now: now),
             authentication: authentication, store: store, verifiers: verifiers, testStore: testStore,
-            offerSigners: offerSigners, storeAPI: storeAPI, metrics: metrics, now: now
+            offerSigners: offerSigners, storeAPI: storeAPI, metrics: metrics, rateLimits: configuration.rateLimits, now: now
         ).add(to: router)
         NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, now: now).add(to: router)
         AdminRoutes(authentication: authentication, store: store, keys: keys, verifiers: verifiers, testStore: testStore, storeAPI: storeAPI,
                     now: now).add(to: router)
         let limiter = RateLimiter(perSecond: configuration.telemetryReportsPerSecond, burst: configuration.telemetryReportBurst, now: now)
-        DiagnosticsRoutes(authentication: authentication, store: store, metrics: metrics, limiter: limiter, now: now).add(to: router)
+        DiagnosticsRoutes(authentication: authentication, store: store, metrics: metrics, limiter: limiter,
+                          perClient: configuration.rateLimits.map { RateLimiter($0.telemetryPerClient, now: now) }, now: now).add(to: router)
         DashboardRoutes(deployment: deployment, store: store, keys: keys, templates: dashboardTemplates, settings: configuration.dashboard,
                         now: now).add(to: router)
         let metricsToken = configuration.metricsBearerToken

@@ -42,6 +42,15 @@ extension ReceiptTests.Harness {
         }
     }
 
+    /// Makes `user` a customer the server knows, as an app's logIn does (from a fresh anonymous
+    /// id): a read alone writes no customer.
+    func logIn(_ user: String) async throws {
+        let anonymous = "$CSAnonymousID:" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        let reply = try await signed(.post, "/v1/subscribers/identify", json: ["app_user_id": anonymous, "new_app_user_id": user],
+                                     paramKeys: ParamKeys.identify).reply
+        precondition(reply.status == 200 || reply.status == 201, "logIn of \(user) answered \(reply.status)")
+    }
+
     /// A request to a signed endpoint with a fresh nonce; returns the answer and what the
     /// verifier makes of it.
     func signed(

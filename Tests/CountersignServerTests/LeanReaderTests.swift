@@ -276,8 +276,8 @@ struct LeanReaderTests {
                 try await connection.simpleQuery("SHOW jit").get().first?.decode(String.self)
             }
             #expect(jit == "off")
-            let facts = try await Self.genericPlan(database, CustomerDatabase.purchaseFactsSQL, types: "text, text, text, text, text",
-                                                   arguments: "'demo', 'someone', 'token', '2000', '1000'")
+            let facts = try await Self.genericPlan(database, CustomerDatabase.purchaseFactsSQL, types: "text, text, text, text, text, text",
+                                                   arguments: "'demo', 'someone', 'token', '2000', '1000', 'TestStore'")
             Self.expectKeyedScans(facts, ["purchases": "transaction_id", "purchase_owners": "original_transaction_id"])
             // The customer by id and by token: each scan names the one or the other.
             for line in facts.indices where facts[line].contains(" on customers") {

@@ -153,7 +153,7 @@ struct ReceiptTests {
             #expect(Self.entitlement(restored.json, "pro") != nil)
             #expect(Self.entitlement(try await harness.customerInfo(composed), "pro") == nil)
 
-            _ = try await harness.customerInfo("Kate")
+            try await harness.logIn("Kate")
             let (bound, _) = try harness.mint("lifetime", type: .nonConsumable, token: AppAccountToken.forAppUserID("Kate"))
             let posted = try await harness.post(user: kelvin, jws: bound)
             #expect(posted.status == 409)
@@ -175,7 +175,7 @@ struct ReceiptTests {
     @Test("a transaction carrying u1's app account token, posted by u2, stays with u1", arguments: TestDatabaseKind.available)
     func appAccountTokenBinding(_ kind: TestDatabaseKind) async throws {
         try await Self.withHarness(kind) { harness in
-            _ = try await harness.customerInfo("u1")
+            try await harness.logIn("u1")
             let (jws, _) = try harness.mint("lifetime", type: .nonConsumable, token: AppAccountToken.forAppUserID("u1"))
             let posted = try await harness.post(user: "u2", jws: jws)
             #expect(posted.status == 409)

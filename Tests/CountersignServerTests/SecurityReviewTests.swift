@@ -136,4 +136,130 @@ struct SecurityReviewTests {
             #expect(try await harness.server.store.purchaseCount(app: harness.app.id, transactionId: bought.payload.transactionId!) == 2)
         }
     }
+
+    // MARK: Finding 4: one purchase makes unbounded events and deliveries
+
+    static func limits(_ change: (inout RateLimitSettings) -> Void) -> RateLimitSettings {
+        var limits = RateLimitSettings.standard
+        change(&limits)
+        return limits
+    }
+
+    @Test("finding 4: the public routes are limited per address and per app, with a signed 429 and Retry-After", arguments: TestDatabaseKind.available)
+    func publicRoutesRateLimited(_ kind: TestDatabaseKind) async throws {
+        let perClient = Self.limits { $0.publicPerClient = .init(perSecond: 0.01, burst: 3) }
+        try await ReceiptTests.withHarness(kind, configure: { _, configuration in configuration.rateLimits = perClient }) { harness in
+            for _ in 0..<3 { #expect(try await harness.signed(.get, "/v1/subscribers/u").reply.status == 200) }
+            let (limited, outcome) = try await harness.signed(.get, "/v1/subscribers/u")
+            #expect(limited.status == 429 && limited.code == APIErrorCode.rateLimited.rawValue)
+            #expect(outcome == .verified)
+            #expect(limited.headers[.retryAfter].flatMap(Int.init).map { (1...100).contains($0) } == true)
+            // A purchase from that address is refused too, and records nothing.
+            let before = try await harness.snapshot()
+            #expect(try await harness.post(user: "u", jws: try harness.mint("lifetime", type: .nonConsumable).jws).status == 429)
+            #expect(try await harness.snapshot() == before)
+        }
+        let perApp = Self.limits { $0.publicPerApp = .init(perSecond: 0.01, burst: 2) }
+        try await ReceiptTests.withHarness(kind, configure: { _, configuration in configuration.rateLimits = perApp }) { harness in
+            for _ in 0..<2 { #expect(try await harness.signed(.get, "/v1/subscribers/u").reply.status == 200) }
+            let limited = try await harness.signed(.get, "/v1/subscribers/u").reply
+            #expect(limited.status == 429 && (limited.json["message"] as? String)?.contains("app 'demo'") == true)
+            #expect(limited.headers[.retryAfter] != nil)
+        }
+    }
+
+    @Test("finding 4: a purchase posted alternately as two ids moves once and makes one TRANSFER", arguments: TestDatabaseKind.available)
+    func pingPongDamped(_ kind: TestDatabaseKind) async throws {
+        let clock = ManualClock(Date())
+        try await ReceiptTests.withHarness(kind, clock: clock) { harness in
+            var payload = try harness.mint("lifetime", type: .nonConsumable).payload
+            payload.signedDate = clock.now
+            let jws = try harness.ca.sign(payload)
+            #expect(try await harness.post(user: "a", jws: jws).status == 200)
+            #expect(try await harness.post(user: "b", jws: jws).json["purchase_status"] as? String == "transferred")
+            var refused = 0
+            for user in ["a", "b", "a", "b", "a"] {
+                let reply = try await harness.send(.post, "/v1/receipts", key: harness.key,
+                                                   body: try JSONSerialization.data(withJSONObject: ["app_user_id": user, "fetch_token": jws]))
+                if user == "a" {
+                    #expect(reply.status == 409 && reply.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue)
+                    #expect(reply.headers[.retryAfter].flatMap(Int.init).map { (1...600).contains($0) } == true)
+                    refused += 1
+                } else {
+                    #expect(reply.status == 200) // b already owns it
+                }
+            }
+            #expect(refused == 3)
+            let transfers = { try await harness.server.store.events(app: harness.app.id, user: $0).filter { $0.type == "TRANSFER" }.count }
+            #expect(try await transfers("b") == 1)
+            #expect(try await transfers("a") == 0)
+            // After the window it may move again, once.
+            clock.now = clock.now.addingTimeInterval(601)
+            #expect(try await harness.post(user: "a", jws: jws).json["purchase_status"] as? String == "transferred")
+            #expect(try await transfers("a") == 1)
+        }
+    }
+
+    @Test("finding 4: a read of an unknown id writes no customer row", arguments: TestDatabaseKind.available)
+    func readCreatesNothing(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            let before = try await harness.snapshot()
+            for id in ["nobody", "$CSAnonymousID:6b7f3ad2a8a34f6f9a3a1c7d2e4f5a6b", "made-up-\(UUID())"] {
+                let (reply, outcome) = try await harness.signed(.get, "/v1/subscribers/\(id.pathSegment)")
+                #expect(reply.status == 200 && outcome == .verified)
+                #expect(ReceiptTests.entitlement(reply.json, "pro") == nil)
+            }
+            #expect(try await harness.snapshot() == before)
+            #expect(try await harness.server.store.existingCustomerInfo(app: harness.app, user: "nobody", now: Date()) == nil)
+            // A purchase still makes the customer.
+            #expect(try await harness.post(user: "nobody", jws: try harness.mint("pro_monthly").jws).status == 200)
+            #expect(try await harness.server.store.existingCustomerInfo(app: harness.app, user: "nobody", now: Date()) != nil)
+        }
+    }
+
+    @Test("finding 4: delivered deliveries and their events are deleted past the retention; pending ones stay", arguments: TestDatabaseKind.available)
+    func retention(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind, configure: { app, _ in
+            // Nothing listens there: the delivery stays pending.
+            app.webhooks = [.init(url: "http://127.0.0.1:9/hooks")]
+        }) { harness in
+            #expect(try await harness.post(user: "kept", jws: try harness.mint("pro_monthly").jws).status == 200)
+            #expect(try await harness.post(user: "gone", jws: try harness.mint("pro_monthly").jws).status == 200)
+            try await harness.server.database.withConnection { sql in
+                try await sql.raw("""
+                    UPDATE webhook_deliveries SET status = 'delivered', delivered_at_ms = 1 \
+                    WHERE event_id IN (SELECT event_id FROM events WHERE app_user_id = 'gone')
+                    """).run()
+            }
+            let store = harness.server.store
+            // Nothing is older than a day yet.
+            let first = try await store.pruneEvents(before: Date().addingTimeInterval(-86_400))
+            #expect(first.events == 0 && first.deliveries == 1)
+            let second = try await store.pruneEvents(before: Date().addingTimeInterval(60))
+            #expect(second.events == 1 && second.deliveries == 0)
+            #expect(try await store.events(app: harness.app.id, user: "gone").isEmpty)
+            #expect(try await store.events(app: harness.app.id, user: "kept").count == 1)
+            #expect(ReceiptTests.isActive(try await harness.customerInfo("gone"), "pro"))
+        }
+    }
+
+    // MARK: Finding 9: tamper telemetry floods
+
+    @Test("finding 9: telemetry is limited per address before the app's budget, with Retry-After", arguments: TestDatabaseKind.available)
+    func telemetryPerAddress(_ kind: TestDatabaseKind) async throws {
+        let limits = Self.limits { $0.telemetryPerClient = .init(perSecond: 0.01, burst: 2) }
+        try await ReceiptTests.withHarness(kind, configure: { _, configuration in configuration.rateLimits = limits }) { harness in
+            let report = try JSONSerialization.data(withJSONObject: ["failures": [["reason": "payloadMismatch", "mode": "enforced", "path": "/v1/subscribers/x"]]])
+            func send() async throws -> Reply {
+                try await harness.send(.post, "/v1/diagnostics/verification_failures", key: harness.key, body: report, headers: [.contentType: "application/json"])
+            }
+            #expect(try await send().status == 202)
+            #expect(try await send().status == 202)
+            let limited = try await send()
+            #expect(limited.status == 429 && (limited.json["message"] as? String)?.contains("address") == true)
+            #expect(limited.headers[.retryAfter] != nil)
+            let counted = try await harness.server.store.verificationFailures(app: harness.app.id, days: 1, now: Date())
+            #expect(counted.map(\.count).reduce(0, +) == 2)
+        }
+    }
 }

@@ -47,11 +47,19 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("dashboard-session-seconds"), help: "How long a dashboard sign-in lasts (60 to 2592000; default 12 hours).")
     var dashboardSessionSeconds: Double = DashboardSettings().sessionLifetime
 
+    @Option(name: .customLong("rate-limits"), help: "on: 429 with Retry-After past the per-address and per-app limits of the public routes, legacy receipt lookups and telemetry (docs/operations.md); off: no limits (benchmarks, a proxy that hides client addresses).")
+    var rateLimits = "on"
+
+    @Option(name: .customLong("event-retention-days"), help: "How long delivered webhook deliveries and events are kept (1 to 3650).")
+    var eventRetentionDays: Double = WebhookDeliveryService.Settings().retention / 86_400
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
         guard (0...86_400).contains(dashboardCacheSeconds) else { throw ValidationError("--dashboard-cache-seconds must be 0 to 86400") }
         guard (2...1_000).contains(databaseConnections) else { throw ValidationError("--database-connections must be 2 to 1000") }
         guard (60...2_592_000).contains(dashboardSessionSeconds) else { throw ValidationError("--dashboard-session-seconds must be 60 to 2592000") }
+        guard ["on", "off"].contains(rateLimits) else { throw ValidationError("--rate-limits must be on or off") }
+        guard (1...3_650).contains(eventRetentionDays) else { throw ValidationError("--event-retention-days must be 1 to 3650") }
     }
 
     func run() async throws {
@@ -70,6 +78,8 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.databaseConnections = databaseConnections
         configuration.dashboard.overviewCacheSeconds = dashboardCacheSeconds
         configuration.dashboard.sessionLifetime = dashboardSessionSeconds
+        configuration.rateLimits = rateLimits == "on" ? .standard : nil
+        configuration.webhooks.retention = eventRetentionDays * 86_400
         configuration.metricsBearerToken = ProcessInfo.processInfo.environment["COUNTERSIGN_METRICS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         // A database URL holds a password: the environment keeps it out of `ps`.
         if let database = database ?? ProcessInfo.processInfo.environment["COUNTERSIGN_DATABASE_URL"] {

@@ -31,6 +31,11 @@ public struct WebhookDeliveryService: Service {
         public var attemptTimeout: TimeInterval = 10
         /// Deliveries sent at once.
         public var batchSize = 32
+        /// How long delivered deliveries, and events with nothing left to deliver, are kept
+        /// (seconds; the admin API, the dashboard's charts and `countersign` read them until then).
+        public var retention: TimeInterval = 90 * 86_400
+        /// How often what is past the retention is deleted.
+        public var pruneInterval: Duration = .seconds(3_600)
 
         public init() {}
     }
@@ -64,6 +69,9 @@ public struct WebhookDeliveryService: Service {
                 group.addTask {
                     await repeatUntilShutdown(every: settings.pollInterval, "expiry check", logger: logger) { try await checkExpirations() }
                 }
+                group.addTask {
+                    await repeatUntilShutdown(every: settings.pruneInterval, "event retention", logger: logger) { try await prune() }
+                }
                 for app in deployment.apps {
                     for webhook in app.webhooks ?? [] {
                         group.addTask {
@@ -83,6 +91,14 @@ public struct WebhookDeliveryService: Service {
     func checkExpirations() async throws {
         let reported = try await store.recordExpirations(apps: deployment.apps, now: now())
         if reported > 0 { logger.info("subscriptions expired", metadata: ["events": "\(reported)"]) }
+    }
+
+    /// Deletes delivered deliveries and undeliverable-or-delivered events older than the retention.
+    func prune() async throws {
+        let removed = try await store.pruneEvents(before: now().addingTimeInterval(-settings.retention))
+        if removed.events + removed.deliveries > 0 {
+            logger.info("pruned past the retention", metadata: ["events": "\(removed.events)", "deliveries": "\(removed.deliveries)"])
+        }
     }
 
     /// Sends every delivery to one endpoint whose turn has come, a batch at a time; returns how

@@ -228,14 +228,20 @@ struct AdminRoutes: Sendable {
 /// failures they saw, in batches. Counted by app, UTC day, reason and mode; nothing personal is
 /// stored (not even the app user id the report may carry).
 ///
-/// Only the failure reasons and modes the SDK knows are taken (anything else is a 400), so
-/// stored rows and metric label values stay a small fixed set; each app's reports are rate
-/// limited (429), so one noisy or hostile client cannot flood the table.
+/// The counts are client-reported: the route takes the app's public API key, which every copy
+/// of the app holds, so a report says what a client claims, not what the server saw. They are
+/// kept in their own table and shown as such (the dashboard says so), apart from anything the
+/// server measures itself. Only the failure reasons and modes the SDK knows are taken (anything
+/// else is a 400), so stored rows and metric label values stay a small fixed set; reports are
+/// rate limited per client address and per app (429 with `Retry-After`), so one noisy or hostile
+/// client can neither flood the table nor use up the app's budget for everyone else.
 struct DiagnosticsRoutes: Sendable {
     let authentication: APIKeyAuthentication
     let store: CustomerDatabase
     let metrics: ServerMetrics
     let limiter: RateLimiter
+    /// Per client address (nil: no limit).
+    let perClient: RateLimiter?
     let now: @Sendable () -> Date
 
     static let maximumBatch = 100
@@ -249,9 +255,13 @@ struct DiagnosticsRoutes: Sendable {
         group.post("/v1/diagnostics/verification_failures") { request, context in
             var request = request
             let app = try context.authenticatedApp()
-            guard limiter.allow(app.id) else {
+            if let wait = perClient?.admit(context.clientAddress) {
                 metrics.recordTelemetryRateLimited(app: app.id)
-                throw APIError(.rateLimited, "too many verification failure reports from this app; try again later")
+                throw APIError(.rateLimited, "too many verification failure reports from this address; try again in \(wait) s", retryAfter: wait)
+            }
+            if let wait = limiter.admit(app.id) {
+                metrics.recordTelemetryRateLimited(app: app.id)
+                throw APIError(.rateLimited, "too many verification failure reports from this app; try again in \(wait) s", retryAfter: wait)
             }
             let counts = try Self.validated(try await JSONBody.body(Report.self, of: &request, context: context))
             try await store.addVerificationFailures(app: app.id, counts: counts, at: now())

@@ -30,6 +30,8 @@ struct PublicRoutes: Sendable {
     /// The App Store Server API (legacy receipts).
     let storeAPI: StoreServerAPI
     let metrics: ServerMetrics
+    /// Per-address and per-app limits (nil: none).
+    let rateLimits: RateLimitSettings?
     let now: @Sendable () -> Date
 
     /// The body of `POST /v1/receipts`.
@@ -134,9 +136,10 @@ struct PublicRoutes: Sendable {
     }
 
     func add(to router: ServerRouter) {
-        let signed = router.group()
+        var signed = router.group()
             .add(middleware: signing)
             .add(middleware: AppAuthentication(authentication: authentication, kind: .publicKey))
+        if let rateLimits { signed = signed.add(middleware: PublicRateLimit(rateLimits, now: now)) }
         get(signed, "/v1/subscribers/:app_user_id") { app, _, context in
             let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
             return SignedAnswer.customerInfo(try await store.customerInfo(app: app, user: user, now: now()))

@@ -172,6 +172,23 @@ extension CustomerDatabase {
         }
     }
 
+    /// Deletes what is past its retention: deliveries delivered before `cutoff`, then events made
+    /// before it that no delivery refers to any more (pending and failed deliveries keep theirs).
+    @discardableResult
+    public func pruneEvents(before cutoff: Date) async throws -> (events: Int, deliveries: Int) {
+        let time = Self.milliseconds(cutoff)
+        return try await database.transaction { sql in
+            let deliveries = try await sql.raw("""
+                DELETE FROM webhook_deliveries WHERE status = 'delivered' AND delivered_at_ms < \(bind: time) RETURNING event_id
+                """).all().count
+            let events = try await sql.raw("""
+                DELETE FROM events WHERE created_at_ms < \(bind: time) \
+                AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = events.event_id) RETURNING seq
+                """).all().count
+            return (events, deliveries)
+        }
+    }
+
     /// Fails the pending deliveries to endpoints no longer in the configuration (redeliverable
     /// once the endpoint is back).
     func failUnconfiguredDeliveries(apps: [AppConfiguration], now: Date) async throws {

@@ -125,6 +125,8 @@ extension CustomerDatabase {
         /// When the stored copy of the transaction was signed; nil when it is new.
         var storedSignedDate: Int64?
         var chainOwner: ChainOwner
+        /// When the chain last moved from one user to another (milliseconds); nil if never.
+        var chainMoved: Int64? = nil
     }
 
     /// What recording a purchase writes, and what the poster hears.
@@ -167,7 +169,7 @@ extension CustomerDatabase {
         SELECT c.first_seen_ms, c.last_seen_ms, \
         (SELECT app_user_id FROM customers WHERE app_id = $1 AND app_account_token = $3 LIMIT 1) AS token_user, \
         (SELECT signed_date_ms FROM purchases WHERE app_id = $1 AND environment = $6 AND transaction_id = $4) AS stored_signed_ms, \
-        CAST(CASE WHEN o.app_id IS NULL THEN 0 ELSE 1 END AS BIGINT) AS owner_rows, o.app_user_id AS owner \
+        CAST(CASE WHEN o.app_id IS NULL THEN 0 ELSE 1 END AS BIGINT) AS owner_rows, o.app_user_id AS owner, o.moved_at_ms \
         FROM (SELECT 1 AS one) AS facts \
         LEFT JOIN customers c ON c.app_id = $1 AND c.app_user_id = $2 \
         LEFT JOIN purchase_owners o ON o.app_id = $1 AND o.original_transaction_id = $5
@@ -222,9 +224,15 @@ extension CustomerDatabase {
             posterSeen: first.flatMap { first in last.map { (first, $0) } },
             tokenUser: try row.text(2, "token_user"),
             storedSignedDate: try row.integer(3, "stored_signed_ms"),
-            chainOwner: owner
+            chainOwner: owner,
+            chainMoved: try row.integer(6, "moved_at_ms")
         )
     }
+
+    /// How long (milliseconds) a chain that moved to another user stays where it went: a restore
+    /// on a new install moves it once; the same purchase posted alternately as two ids (events
+    /// and webhook deliveries without end) moves at most once a window.
+    static let transferCooldown: Int64 = 600_000
 
     /// The ownership rules of ``record(_:app:poster:now:)``: who owns the purchase's chain after
     /// it is posted, and what that writes. `ownerHasActiveEntitlement` answers, for
@@ -271,6 +279,12 @@ extension CustomerDatabase {
         if !ownerIsPoster {
             // The token's user wins over whoever holds the chain now.
             return plan(.boundToAnotherUser, .update(owner))
+        }
+        if let moved = facts.chainMoved, milliseconds(now) - moved < transferCooldown {
+            // Posted back and forth: the chain stays where it went last, one TRANSFER per window.
+            let wait = Int((transferCooldown - (milliseconds(now) - moved) + 999) / 1000)
+            throw APIError(.purchaseOwnedByAnotherUser, "this purchase moved to another user less than \(transferCooldown / 60_000) minutes ago; "
+                + "it can move again in \(wait) s", retryAfter: wait)
         }
         switch app.transferBehavior {
         case .transfer:

@@ -60,7 +60,10 @@ public struct CustomerDatabase: Sendable {
 
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000) }
 
-    /// The customer's entitlements at `now`, creating the customer on first sight.
+    /// The customer's entitlements at `now`. A read never creates a customer: an id nobody has
+    /// purchased, logged in or been granted anything as is answered as seen first now, with
+    /// nothing written (a flood of made-up ids leaves no rows; the row comes with the first
+    /// purchase, logIn, grant or attribute).
     ///
     /// A known customer seen within the hour is answered with reads only, outside a transaction:
     /// each statement sees committed data, and this is the hot path of every app launch.
@@ -69,7 +72,7 @@ public struct CustomerDatabase: Sendable {
         let known = try await leanCustomerInfo(app: app, user: user, now: now) { lastSeen in Self.isRecent(lastSeen, now: now) }
         if let known { return known }
         return try await database.transaction { sql in
-            let seen = try await Self.touchCustomer(sql, app: app.id, user: user, now: now)
+            let seen = try await Self.touchCustomer(sql, app: app.id, user: user, now: now, creating: false) ?? (now, now)
             let entitlements = try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
             return SubscriberResponse(appUserId: user, firstSeen: seen.first, lastSeen: seen.last, entitlements: entitlements, requestDate: now)
         }
@@ -96,8 +99,10 @@ public struct CustomerDatabase: Sendable {
     // all), which cost more than running the statement. One text serves both databases through
     // sql-kit (``NumberedStatement/query``) and PostgreSQL's prepared statements.
 
+    /// Notes a visit of the customer (at most one write an hour), adding them unless `creating`
+    /// is false; nil for an unknown customer not added.
     @discardableResult
-    static func touchCustomer(_ sql: any SQLDatabase, app: String, user: String, now: Date) async throws -> (first: Date, last: Date) {
+    static func touchCustomer(_ sql: any SQLDatabase, app: String, user: String, now: Date, creating: Bool = true) async throws -> (first: Date, last: Date)? {
         if let row = try await sql.raw("""
             SELECT first_seen_ms, last_seen_ms FROM customers WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)
             """).first() {
@@ -109,6 +114,7 @@ public struct CustomerDatabase: Sendable {
             try await sql.run(touchCustomerStatement(app: app, user: user, now: now))
             return (date(try row.decode(column: "first_seen_ms", as: Int64.self)), now)
         }
+        guard creating else { return nil }
         try await sql.run(insertCustomerStatement(app: app, user: user, now: now))
         return (now, now)
     }
@@ -178,7 +184,7 @@ public struct CustomerDatabase: Sendable {
         """
 
     static func updateOwnerStatement(app: String, chain: String, user: String, now: Date) -> NumberedStatement {
-        NumberedStatement("UPDATE purchase_owners SET app_user_id = $3, updated_at_ms = $4 WHERE app_id = $1 AND original_transaction_id = $2",
+        NumberedStatement("UPDATE purchase_owners SET app_user_id = $3, updated_at_ms = $4, moved_at_ms = $4 WHERE app_id = $1 AND original_transaction_id = $2",
                           [.text(app), .text(chain), .text(user), .integer(milliseconds(now))])
     }
 

@@ -212,8 +212,10 @@ enum Migrations {
         ]),
         // A transaction id is unique within one app's environment, not across a deployment:
         // Xcode numbers its transactions 0, 1, 2… for every app, and data signed for one app
-        // must never reach another's rows. SQLite cannot change a primary key in place: the table
-        // is copied (its columns as versions 1, 3 and 4 left them).
+        // must never reach another's rows. The id leads the key, so a read of a chain by app
+        // (`purchases_by_original`) is never planned as a scan of the key's app prefix. SQLite
+        // cannot change a primary key in place: the table is copied (its columns as versions 1, 3
+        // and 4 left them).
         Migration(version: 9, name: "purchases keyed by app, environment and transaction id", statements: [
             """
             CREATE TABLE purchases_v9 (
@@ -233,7 +235,7 @@ enum Migrations {
                 is_upgraded INTEGER NOT NULL DEFAULT 0,
                 period_type TEXT,
                 ownership_type TEXT,
-                PRIMARY KEY (app_id, environment, transaction_id)
+                PRIMARY KEY (transaction_id, app_id, environment)
             )
             """,
             "INSERT INTO purchases_v9 SELECT transaction_id, app_id, original_transaction_id, product_id, product_type, environment, "
@@ -245,7 +247,12 @@ enum Migrations {
             "CREATE INDEX purchases_by_expiry ON purchases (expires_date_ms)",
         ], postgresStatements: [
             "ALTER TABLE purchases DROP CONSTRAINT purchases_pkey",
-            "ALTER TABLE purchases ADD PRIMARY KEY (app_id, environment, transaction_id)",
+            "ALTER TABLE purchases ADD PRIMARY KEY (transaction_id, app_id, environment)",
+        ]),
+        // When a chain last moved from one user to another: a chain moved within the cool-down
+        // does not move again (one TRANSFER per window, however often it is posted back and forth).
+        Migration(version: 10, name: "when each chain last moved", statements: [
+            "ALTER TABLE purchase_owners ADD COLUMN moved_at_ms BIGINT",
         ]),
     ]
 
