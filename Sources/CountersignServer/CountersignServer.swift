@@ -188,11 +188,14 @@ public struct CountersignServer: Sendable {
         DashboardRoutes(deployment: deployment, store: store, keys: keys, templates: dashboardTemplates, settings: configuration.dashboard,
                         now: now).add(to: router)
         let metricsToken = configuration.metricsBearerToken
-        router.get("/metrics") { request, _ in
+        router.get("/metrics") { request, context in
             if let metricsToken {
                 guard let presented = try? APIKeyAuthentication.bearer(request), APIKeyAuthentication.constantTimeEqual(presented, metricsToken) else {
                     throw APIError(.invalidAPIKey, "GET /metrics needs 'Authorization: Bearer <metrics token>'")
                 }
+            } else if !context.isLoopbackPeer {
+                // Without a token the figures (apps, routes, purchase outcomes) are for this machine only.
+                throw APIError(.missingAPIKey, "GET /metrics from another host needs a metrics token (COUNTERSIGN_METRICS_TOKEN) on the server")
             }
             let text = metrics.exposition(keyExpiresIn: keys.daysUntilExpiry * 86_400)
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(bytes: text)))

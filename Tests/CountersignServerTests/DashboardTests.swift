@@ -52,9 +52,11 @@ struct DashboardTests {
             return String(html[range.upperBound...].prefix { $0 != "\"" })
         }
 
-        func signIn(_ key: String) async throws -> Reply {
+        /// Signs in with `key`; `keep` ticks the box that keeps the session's other apps.
+        func signIn(_ key: String, keep: Bool = false) async throws -> Reply {
             let page = try await get("/dashboard/login")
-            return try await request(.post, "/dashboard/login", form: [("csrf_token", try csrf(of: page)), ("secret_key", key)])
+            return try await request(.post, "/dashboard/login", form: [("csrf_token", try csrf(of: page)), ("secret_key", key)]
+                + (keep ? [("keep_apps", "1")] : []))
         }
     }
 
@@ -231,8 +233,9 @@ struct DashboardTests {
             let switched = try await browser.request(.post, "/dashboard/switch", form: [("csrf_token", try browser.csrf(of: page)), ("app_id", "other")])
             #expect(switched.status == 403)
             #expect(try await browser.get("/dashboard/customers/olga").status == 404)
-            // Signing in with the other app's key adds it: the switcher shows both.
-            #expect(try await browser.signIn(setup.other.secretApiKeys[0]).status == 303)
+            // Signing in with the other app's key, keeping the first, adds it: the switcher shows both.
+            #expect(Self.text(try await browser.get("/dashboard/login")).contains("Keep demo signed in"))
+            #expect(try await browser.signIn(setup.other.secretApiKeys[0], keep: true).status == 303)
             let both = try await browser.get("/dashboard")
             #expect(Self.text(both).contains("<option value=\"demo\">demo</option>"))
             #expect(try await browser.get("/dashboard/customers/olga").status == 200)
@@ -361,5 +364,109 @@ struct DashboardTests {
         #expect(throws: APIError.self) { try FormBody(Data("a=1&a=2".utf8)) }
         #expect(throws: APIError.self) { try FormBody(Data("a=%ZZ".utf8)) }
         #expect(throws: APIError.self) { try FormBody(Data([0x61, 0x3D, 0xFF])) }
+    }
+
+    // MARK: Security review, findings 3 and 10
+
+    @Test("finding 3: a session ends for an app whose secret key was rotated away, at the next request after the restart",
+          arguments: TestDatabaseKind.available)
+    func rotatedKeyEndsSessions(_ kind: TestDatabaseKind) async throws {
+        try await FreshDatabase.with(kind) { location, directory in
+            var app = AppConfiguration.makeDemo()
+            let leaked = app.secretApiKeys[0]
+            var configuration = ServerConfiguration(dataDirectory: directory)
+            configuration.database = location
+            try DeploymentConfiguration(apps: [app]).save(toDataDirectory: directory)
+            let cookies = try await LiveServer.run(configuration) { _, client async throws -> [String: String] in
+                let browser = Browser(client: client)
+                #expect(try await browser.signIn(leaked).status == 303)
+                #expect(try await browser.get("/dashboard/customers?q=x").status == 200)
+                return browser.cookies
+            }
+            // The documented rotation: a new key in secretApiKeys, the leaked one removed, restart.
+            app.secretApiKeys = [APIKey.make(.secret)]
+            try DeploymentConfiguration(apps: [app]).save(toDataDirectory: directory)
+            let replacement = app.secretApiKeys[0]
+            try await LiveServer.run(configuration) { _, client in
+                let browser = Browser(client: client)
+                browser.cookies = cookies
+                let page = try await browser.get("/dashboard/customers?q=x")
+                #expect(page.status == 303 && page.headers[.location] == "/dashboard/login")
+                // The new key signs in.
+                #expect(try await browser.signIn(replacement).status == 303)
+                #expect(try await browser.get("/dashboard").status == 200)
+            }
+        }
+    }
+
+    @Test("finding 3: signing in with another app's key does not carry the first app over unless asked", arguments: TestDatabaseKind.available)
+    func noSilentCarryOver(_ kind: TestDatabaseKind) async throws {
+        try await Self.withSetup(kind) { setup in
+            let browser = setup.browser
+            #expect(try await browser.signIn(setup.harness.secretKey).status == 303)
+            #expect(try await browser.signIn(setup.other.secretApiKeys[0]).status == 303)
+            let page = Self.text(try await browser.get("/dashboard"))
+            #expect(!page.contains("<option value=\"demo\">"))
+            let switched = try await browser.request(.post, "/dashboard/switch", form: [("csrf_token", try browser.csrf(of: try await browser.get("/dashboard"))), ("app_id", "demo")])
+            #expect(switched.status == 403)
+        }
+    }
+
+    @Test("finding 3: the admin call and the dashboard button end every session of an app", arguments: TestDatabaseKind.available)
+    func endEverySession(_ kind: TestDatabaseKind) async throws {
+        try await Self.withSetup(kind) { setup in
+            let first = setup.browser
+            let second = Browser(client: setup.harness.client)
+            let both = Browser(client: setup.harness.client)
+            #expect(try await first.signIn(setup.harness.secretKey).status == 303)
+            #expect(try await second.signIn(setup.harness.secretKey).status == 303)
+            #expect(try await both.signIn(setup.other.secretApiKeys[0]).status == 303)
+            #expect(try await both.signIn(setup.harness.secretKey, keep: true).status == 303)
+            let ended = try await setup.harness.send(.post, "/v1/admin/dashboard/sessions/end", key: setup.harness.secretKey)
+            #expect(ended.status == 200 && ended.json["ended_sessions"] as? Int == 3)
+            for browser in [first, second] { #expect(try await browser.get("/dashboard").status == 303) }
+            // The session that also held the other app keeps that one only.
+            let left = Self.text(try await both.get("/dashboard"))
+            #expect(left.contains("other") && !left.contains("<option value=\"demo\">"))
+
+            // The button: signed in again, the keys page ends every session of the app shown.
+            #expect(try await first.signIn(setup.harness.secretKey).status == 303)
+            #expect(try await second.signIn(setup.harness.secretKey).status == 303)
+            let keys = try await first.get("/dashboard/keys")
+            #expect(Self.text(keys).contains("id=\"end-sessions\""))
+            let pressed = try await first.request(.post, "/dashboard/sessions/end", form: [("csrf_token", try first.csrf(of: keys))])
+            #expect(pressed.status == 303 && pressed.headers[.location] == "/dashboard/login")
+            for browser in [first, second] { #expect(try await browser.get("/dashboard").status == 303) }
+            // Without the CSRF token the button changes nothing.
+            #expect(try await second.signIn(setup.harness.secretKey).status == 303)
+            #expect(try await second.request(.post, "/dashboard/sessions/end", form: []).status == 403)
+            #expect(try await second.get("/dashboard").status == 200)
+        }
+    }
+
+    @Test("finding 10: a quote followed by a combining mark is escaped in every page and chart", arguments: TestDatabaseKind.available)
+    func escapingByScalar(_ kind: TestDatabaseKind) async throws {
+        let hostile = "q\"\u{301} autofocus onfocus=alert(1) x=\"\u{301}<\u{301}b>'\u{301}&\u{301}"
+        #expect(ScalarHTMLEscaping.escape(hostile) == "q&quot;\u{301} autofocus onfocus=alert(1) x=&quot;\u{301}&lt;\u{301}b&gt;&#39;\u{301}&amp;\u{301}")
+        #expect(SVGChart.escape("\"\u{301}") == "&quot;\u{301}")
+        try await Self.withSetup(kind) { setup in
+            #expect(try await setup.harness.post(user: hostile, jws: try setup.harness.mint("pro_monthly").jws).status == 200)
+            let browser = setup.browser
+            #expect(try await browser.signIn(setup.harness.secretKey).status == 303)
+            let pages = [
+                try await browser.get("/dashboard/customers?q=\(DashboardTests.encode([("", hostile)]).dropFirst())"),
+                try await browser.get("/dashboard/customers/\(hostile.pathSegment)"),
+                try await browser.get("/dashboard/customers/\(hostile.pathSegment)/delete"),
+            ]
+            for page in pages {
+                #expect(page.status == 200)
+                let html = Self.text(page)
+                #expect(html.contains("&quot;\u{301}"))
+                // Byte for byte: no quote, bracket or apostrophe of the id reaches the page unescaped.
+                for raw in ["\"\u{301}", "<\u{301}", "'\u{301}"] {
+                    #expect(Data(html.utf8).range(of: Data(raw.utf8)) == nil, "\(raw.unicodeScalars.map(\.value))")
+                }
+            }
+        }
     }
 }

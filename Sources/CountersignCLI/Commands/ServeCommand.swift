@@ -12,8 +12,9 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: """
             On a fresh data directory it writes countersign.json (the default demo app with generated \
             API keys) and, in managed key mode, keys/root.key and keys/root.pub. Stops gracefully on \
-            SIGINT or SIGTERM. GET /metrics is open unless COUNTERSIGN_METRICS_TOKEN is set; then it \
-            needs 'Authorization: Bearer <that token>'.
+            SIGINT or SIGTERM. GET /metrics needs 'Authorization: Bearer <token>' when \
+            COUNTERSIGN_METRICS_TOKEN is set; without it /metrics answers only this machine (loopback \
+            peers), and a server listening beyond loopback says so at start.
             """
     )
 
@@ -94,6 +95,12 @@ struct ServeCommand: AsyncParsableCommand {
         if let root = server.keys.managedRootPublicKey {
             say("root public key (pin it in your app): \(root.rawRepresentation.base64EncodedString())")
             say("WARNING: managed key mode keeps the root key in \(dataDir)/keys: for development only.")
+        }
+        if configuration.metricsBearerToken == nil, !["127.0.0.1", "::1", "localhost"].contains(host) {
+            logger.warning("GET /metrics answers only this machine: set COUNTERSIGN_METRICS_TOKEN to read it from another host")
+        }
+        if configuration.rateLimits == nil {
+            logger.warning("--rate-limits off: nothing limits how often clients call the public routes")
         }
         let application = server.makeApplication { port in
             say("listening on http://\(host):\(port)")

@@ -54,7 +54,7 @@ struct DashboardRoutes: Sendable {
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: templates.stylesheet))
         }
         router.get("/dashboard/login") { request, _ in
-            try signInPage(request, error: nil, status: .ok)
+            try await signInPage(request, error: nil, status: .ok)
         }
         router.post("/dashboard/login") { request, context in
             do {
@@ -69,8 +69,17 @@ struct DashboardRoutes: Sendable {
             response.headers[.setCookie] = DashboardCookie.set(DashboardCookie.session, "", maxAge: 0, secure: signedIn.secure)
             return response
         }
+        page(router, .post, "/dashboard/sessions/end") { signedIn, _, _ in
+            // Every session of the shown app ends, this one's hold on it included.
+            try await store.endDashboardSessions(app: signedIn.app.id)
+            var response = Self.redirect(signedIn.apps.count > 1 ? "/dashboard" : "/dashboard/login")
+            if signedIn.apps.count == 1 {
+                response.headers[.setCookie] = DashboardCookie.set(DashboardCookie.session, "", maxAge: 0, secure: signedIn.secure)
+            }
+            return response
+        }
         page(router, .post, "/dashboard/switch") { signedIn, form, _ in
-            guard let app = form?["app_id"], signedIn.session.apps.contains(app) else {
+            guard let app = form?["app_id"], signedIn.apps.contains(where: { $0.id == app }) else {
                 throw APIError(.appNotInSession, "this session has not signed in to that app")
             }
             try await store.switchDashboardApp(tokenHash: signedIn.tokenHash, to: app)
@@ -138,10 +147,14 @@ struct DashboardRoutes: Sendable {
 
     // MARK: Sign-in
 
-    private func signInPage(_ request: Request, error: String?, status: HTTPResponse.Status) throws -> Response {
+    private func signInPage(_ request: Request, error: String?, status: HTTPResponse.Status) async throws -> Response {
         let token = DashboardToken.make()
         var values: [String: Any] = ["csrf": token]
         if let error { values["error"] = error }
+        // Already signed in: the apps the new sign-in may keep, if asked (never by default).
+        if let current = try await signedIn(request) {
+            values["heldApps"] = current.apps.map(\.id).joined(separator: ", ")
+        }
         var response = try render("login", nil, title: "Sign in", section: "", status: status, values)
         response.headers[.setCookie] = DashboardCookie.set(DashboardCookie.signIn, token, maxAge: 3_600, secure: DashboardCookie.isSecure(request))
         return response
@@ -158,28 +171,32 @@ struct DashboardRoutes: Sendable {
         let client = context.remoteAddress?.ipAddress ?? "unknown"
         guard limiter.hasToken(client) else {
             context.logger.warning("dashboard sign-in refused: too many wrong keys", metadata: ["client": "\(client)"])
-            return try signInPage(request, error: "Too many wrong keys from this address. Wait a few minutes and try again.", status: .tooManyRequests)
+            return try await signInPage(request, error: "Too many wrong keys from this address. Wait a few minutes and try again.", status: .tooManyRequests)
         }
         let key = (form["secret_key"] ?? "").trimmingCharacters(in: .whitespaces)
         guard let app = deployment.apps.first(where: { APIKeyAuthentication.holds($0.secretApiKeys, key) }) else {
             _ = limiter.allow(client)
             context.logger.notice("dashboard sign-in with a wrong key", metadata: ["client": "\(client)"])
             let publicKey = deployment.apps.contains { APIKeyAuthentication.holds($0.publicApiKeys, key) }
-            return try signInPage(request, error: publicKey
+            return try await signInPage(request, error: publicKey
                 ? "That is a public API key (the one apps ship). Sign in with the app's secret key."
                 : "No app here has that secret key.", status: .unauthorized)
         }
-        // Signing in again adds the app to the session it had (the switcher), under a new token.
-        var apps = [app.id]
+        // A sign-in replaces the session it came from, under a new token. The apps that session
+        // held (with their keys still configured) stay only when the form asks for it
+        // (`keep_apps`, a checkbox naming them): another key never carries them over silently.
+        var grants = [CustomerDatabase.DashboardSession.Grant(app: app.id, key: DashboardToken.fingerprint(ofKey: key))]
         if let token = DashboardCookie.value(DashboardCookie.session, in: request) {
             let old = DashboardToken.hash(token)
             if let session = try await store.dashboardSession(tokenHash: old, now: now()) {
-                apps = session.apps.filter { $0 != app.id } + [app.id]
+                if form["keep_apps"] == "1" {
+                    grants = validGrants(session).filter { $0.app != app.id } + grants
+                }
                 try await store.deleteDashboardSession(tokenHash: old)
             }
         }
         let token = DashboardToken.make()
-        let session = CustomerDatabase.DashboardSession(apps: apps, currentApp: app.id, csrfToken: DashboardToken.make(),
+        let session = CustomerDatabase.DashboardSession(grants: grants, currentApp: app.id, csrfToken: DashboardToken.make(),
                                                         expires: now().addingTimeInterval(settings.sessionLifetime))
         try await store.createDashboardSession(tokenHash: DashboardToken.hash(token), session, now: now())
         context.logger.notice("dashboard sign-in", metadata: ["app": "\(app.id)"])
@@ -197,10 +214,18 @@ struct DashboardRoutes: Sendable {
         guard let token = DashboardCookie.value(DashboardCookie.session, in: request) else { return nil }
         let hash = DashboardToken.hash(token)
         guard let session = try await store.dashboardSession(tokenHash: hash, now: now()) else { return nil }
-        // Apps removed from the configuration since the sign-in are no longer shown.
-        let apps = session.apps.compactMap { id in deployment.apps.first { $0.id == id } }
+        let apps = validGrants(session).compactMap { grant in deployment.apps.first { $0.id == grant.app } }
         guard let app = apps.first(where: { $0.id == session.currentApp }) ?? apps.first else { return nil }
         return SignedIn(tokenHash: hash, session: session, app: app, apps: apps, secure: DashboardCookie.isSecure(request))
+    }
+
+    /// The session's apps whose key is still configured: an app removed from the configuration,
+    /// or whose secret key was rotated away since the sign-in (a leaked key replaced), is gone
+    /// from every session at once.
+    private func validGrants(_ session: CustomerDatabase.DashboardSession) -> [CustomerDatabase.DashboardSession.Grant] {
+        session.grants.filter { grant in
+            deployment.apps.first { $0.id == grant.app }?.secretApiKeys.contains { DashboardToken.fingerprint(ofKey: $0) == grant.key } == true
+        }
     }
 
     /// A page behind the sign-in: no session → to the sign-in form (303); a POST must carry the

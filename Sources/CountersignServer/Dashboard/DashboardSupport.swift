@@ -48,6 +48,10 @@ struct DashboardTemplates: Sendable {
         guard let directory = candidates.first(where: { FileManager.default.fileExists(atPath: $0.appendingPathComponent("style.css").path) }) else {
             throw ConfigurationError("the dashboard's templates were not found (looked in \(candidates.map(\.path).joined(separator: ", ")))")
         }
+        // Every template starts with `{{% CONTENT_TYPE: SCALARHTML }}`: the library's own HTML
+        // escaping goes by Character, and `"` followed by a combining mark is one Character
+        // that is not `"`, so it passed unescaped.
+        MustacheContentTypes.register(ScalarHTMLEscaping(), named: "SCALARHTML")
         let library = try await MustacheLibrary(directory: directory.path)
         let css = try Data(contentsOf: directory.appendingPathComponent("style.css"))
         return DashboardTemplates(library: library, stylesheet: ByteBuffer(bytes: css))
@@ -105,6 +109,12 @@ enum DashboardToken {
 
     static func hash(_ token: String) -> String {
         SHA256.hash(data: Data(token.utf8)).hexString
+    }
+
+    /// What a session keeps of the secret key an app was opened with: enough to tell whether
+    /// that key is still configured, nothing that signs in (a domain-separated SHA-256, 16 bytes).
+    static func fingerprint(ofKey key: String) -> String {
+        SHA256.hash(data: Data(("countersign dashboard key\u{0}" + key).utf8)).prefix(16).hexString
     }
 }
 
@@ -220,18 +230,32 @@ enum SVGChart {
     }
 
     static func escape(_ text: String) -> String {
-        var escaped = ""
-        for character in text {
-            switch character {
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "&": escaped += "&amp;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&#39;"
-            default: escaped.append(character)
+        ScalarHTMLEscaping.escape(text)
+    }
+}
+
+/// HTML escaping by Unicode scalar, for the dashboard's templates and its SVG charts: `<`, `>`,
+/// `&`, `"` and `'` are replaced wherever they occur, also when a combining mark follows them
+/// (Swift's `Character` iteration sees `"` + U+0301 as one character that is not `"`, and a
+/// browser's tokenizer sees a quote).
+struct ScalarHTMLEscaping: MustacheContentType {
+    func escapeText(_ text: String) -> String {
+        Self.escape(text)
+    }
+
+    static func escape(_ text: String) -> String {
+        var escaped = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "<": escaped.append(contentsOf: "&lt;".unicodeScalars)
+            case ">": escaped.append(contentsOf: "&gt;".unicodeScalars)
+            case "&": escaped.append(contentsOf: "&amp;".unicodeScalars)
+            case "\"": escaped.append(contentsOf: "&quot;".unicodeScalars)
+            case "'": escaped.append(contentsOf: "&#39;".unicodeScalars)
+            default: escaped.append(scalar)
             }
         }
-        return escaped
+        return String(escaped)
     }
 }
 

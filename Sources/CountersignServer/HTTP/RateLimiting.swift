@@ -30,4 +30,10 @@ struct PublicRateLimit: RouterMiddleware {
 extension ServerRequestContext {
     /// The peer's IP address (behind a proxy, the proxy's), the key of per-address limits.
     var clientAddress: String { remoteAddress?.ipAddress ?? "unknown" }
+
+    /// Whether the peer is this machine (127.0.0.0/8, ::1, or IPv4 loopback mapped into IPv6).
+    var isLoopbackPeer: Bool {
+        guard let address = remoteAddress?.ipAddress else { return false }
+        return address.hasPrefix("127.") || address == "::1" || address.hasPrefix("::ffff:127.")
+    }
 }

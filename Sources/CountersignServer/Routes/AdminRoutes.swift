@@ -15,6 +15,8 @@ import Hummingbird
 /// - `POST /v1/admin/customers/{id}/refresh`: the customer's subscriptions asked of the App
 ///   Store Server API and brought up to date (apps with an In-App Purchase key).
 /// - `DELETE /v1/admin/customers/{id}`.
+/// - `POST /v1/admin/dashboard/sessions/end`: every dashboard session of the app ends (after a
+///   leaked secret key was rotated, or whenever).
 /// - `GET /v1/admin/keys`: the signing key's status.
 /// - `GET /v1/admin/diagnostics/verification_failures?days=N`: SDK-reported failure counts.
 /// - `POST /v1/admin/test_store/{renew,refund,approve,share,purchase}`: play the App Store's part
@@ -154,6 +156,11 @@ struct AdminRoutes: Sendable {
             guard try await store.deleteCustomer(app: app, user: user, now: now()) else { throw Self.unknownCustomer }
             context.logger.notice("customer deleted", metadata: ["app": "\(app.id)"])
             return try await Self.json(Deleted(appUserId: user, deleted: true))
+        }
+        route(router, .post, "/v1/admin/dashboard/sessions/end") { app, _, context in
+            let ended = try await store.endDashboardSessions(app: app.id)
+            context.logger.notice("dashboard sessions ended", metadata: ["app": "\(app.id)", "sessions": "\(ended)"])
+            return try await Self.json(["ended_sessions": ended])
         }
         route(router, .get, "/v1/admin/keys") { _, _, _ in
             let certificate = keys.currentSigner.key.certificate

@@ -7,39 +7,74 @@ import SQLKit
 extension CustomerDatabase {
     // MARK: Sessions
 
-    /// A signed-in dashboard session: the apps whose secret keys it was given, the one shown,
-    /// and the token every form carries.
+    /// A signed-in dashboard session: the apps whose secret keys it was given (each with a
+    /// fingerprint of the key it was opened with), the one shown, and the token every form carries.
     public struct DashboardSession: Sendable, Hashable {
-        public var apps: [String]
+        public struct Grant: Codable, Sendable, Hashable {
+            public var app: String
+            /// ``DashboardToken/fingerprint(ofKey:)`` of the secret key the app was signed in with.
+            public var key: String
+        }
+
+        public var grants: [Grant]
         public var currentApp: String
         public var csrfToken: String
         public var expires: Date
+
+        public var apps: [String] { grants.map(\.app) }
     }
 
     /// Stores a new session under the SHA-256 of its token; sessions past their expiry go at the
     /// same time (a sign-in is rare enough to pay for the sweep).
     func createDashboardSession(tokenHash: String, _ session: DashboardSession, now: Date) async throws {
-        let apps = String(decoding: try JSONEncoder().encode(session.apps), as: UTF8.self)
+        let grants = String(decoding: try JSONEncoder().encode(session.grants), as: UTF8.self)
         try await database.transaction { sql in
             try await sql.delete(from: "dashboard_sessions").where("expires_ms", .lessThanOrEqual, Self.milliseconds(now)).run()
             try await sql.insert(into: "dashboard_sessions")
                 .columns("session_hash", "app_ids", "current_app", "csrf_token", "created_ms", "expires_ms")
-                .values(SQLBind(tokenHash), SQLBind(apps), SQLBind(session.currentApp), SQLBind(session.csrfToken),
+                .values(SQLBind(tokenHash), SQLBind(grants), SQLBind(session.currentApp), SQLBind(session.csrfToken),
                         SQLBind(Self.milliseconds(now)), SQLBind(Self.milliseconds(session.expires)))
                 .run()
         }
     }
 
-    /// The session of a token's hash; nil when unknown or expired.
+    /// The session of a token's hash; nil when unknown, expired, or stored before sessions held
+    /// key fingerprints (a plain list of app ids: signed out).
     func dashboardSession(tokenHash: String, now: Date) async throws -> DashboardSession? {
         try await database.withConnection { sql in
             guard let row = try await sql.select().columns("app_ids", "current_app", "csrf_token", "expires_ms").from("dashboard_sessions")
-                .where("session_hash", .equal, tokenHash).where("expires_ms", .greaterThan, Self.milliseconds(now)).first()
+                .where("session_hash", .equal, tokenHash).where("expires_ms", .greaterThan, Self.milliseconds(now)).first(),
+                  let grants = try? JSONDecoder().decode([DashboardSession.Grant].self, from: Data(try row.decode(column: "app_ids", as: String.self).utf8))
             else { return nil }
-            let apps = try JSONDecoder().decode([String].self, from: Data(try row.decode(column: "app_ids", as: String.self).utf8))
-            return DashboardSession(apps: apps, currentApp: try row.decode(column: "current_app", as: String.self),
+            return DashboardSession(grants: grants, currentApp: try row.decode(column: "current_app", as: String.self),
                                     csrfToken: try row.decode(column: "csrf_token", as: String.self),
                                     expires: Self.date(try row.decode(column: "expires_ms", as: Int64.self)))
+        }
+    }
+
+    /// Ends every session's hold on `app`: the app leaves each session that has it, and a
+    /// session left with no app is deleted. Returns how many sessions held it.
+    @discardableResult
+    public func endDashboardSessions(app: String) async throws -> Int {
+        try await database.transaction { sql in
+            var ended = 0
+            for row in try await sql.select().columns("session_hash", "app_ids", "current_app").from("dashboard_sessions").all() {
+                let hash = try row.decode(column: "session_hash", as: String.self)
+                let grants = (try? JSONDecoder().decode([DashboardSession.Grant].self, from: Data(try row.decode(column: "app_ids", as: String.self).utf8))) ?? []
+                guard grants.contains(where: { $0.app == app }) else { continue }
+                ended += 1
+                let left = grants.filter { $0.app != app }
+                if let first = left.first {
+                    let current = try row.decode(column: "current_app", as: String.self)
+                    try await sql.update("dashboard_sessions")
+                        .set("app_ids", to: String(decoding: try JSONEncoder().encode(left), as: UTF8.self))
+                        .set("current_app", to: current == app ? first.app : current)
+                        .where("session_hash", .equal, hash).run()
+                } else {
+                    try await sql.delete(from: "dashboard_sessions").where("session_hash", .equal, hash).run()
+                }
+            }
+            return ended
         }
     }
 
