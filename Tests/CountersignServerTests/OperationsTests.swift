@@ -3,6 +3,12 @@ import CountersignCore
 @testable import CountersignServer
 import CountersignTesting
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 import Logging
 import NIOCore
@@ -31,6 +37,60 @@ struct OperationsTests {
             let expiry = text.split(separator: "\n").first { $0.hasPrefix("countersign_intermediate_key_expiry_seconds ") }
             let seconds = try #require(expiry.flatMap { Double($0.split(separator: " ")[1]) })
             #expect(abs(seconds - harness.server.keys.daysUntilExpiry * 86_400) < 60)
+        }
+    }
+
+    /// This machine's first IPv4 address that is not loopback (nil when it has none).
+    static let outwardAddress: String? = {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0, let first = list else { return nil }
+        defer { freeifaddrs(list) }
+        for entry in sequence(first: first, next: { $0.pointee.ifa_next }) {
+            guard let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET) else { continue }
+            var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+            guard getnameinfo(address, socklen_t(MemoryLayout<sockaddr_in>.size), &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
+            let text = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if !text.hasPrefix("127.") { return text }
+        }
+        return nil
+    }()
+
+    @Test("finding 11: without a metrics token /metrics answers this machine only; with one, the token from anywhere",
+          .enabled(if: outwardAddress != nil, "this machine has no address beyond loopback"))
+    func metricsBeyondLoopback() async throws {
+        let outward = try #require(Self.outwardAddress)
+        for token in [nil, "metrics-token-1"] as [String?] {
+            try await FreshDatabase.with(.sqlite) { location, directory in
+                try DeploymentConfiguration(apps: [.makeDemo()]).save(toDataDirectory: directory)
+                var configuration = ServerConfiguration(dataDirectory: directory)
+                configuration.database = location
+                configuration.host = "0.0.0.0"
+                configuration.port = 0
+                configuration.metricsBearerToken = token
+                // Run as `serve` runs it (the test client's own runner listens on localhost only).
+                let server = try await CountersignServer(configuration: configuration, logger: FreshDatabase.logger)
+                let bound = AsyncStream<Int>.makeStream()
+                let running = Task { try await server.makeApplication { bound.continuation.yield($0) }.runService() }
+                defer { running.cancel() }
+                var ports = bound.stream.makeAsyncIterator()
+                let port = try #require(await ports.next())
+                func status(_ host: String, bearer: String?) async throws -> Int {
+                    var request = URLRequest(url: URL(string: "http://\(host):\(port)/metrics")!)
+                    if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
+                    let (_, response) = try await LiveHTTP.session.data(for: request)
+                    return (response as! HTTPURLResponse).statusCode
+                }
+                if let token {
+                    #expect(try await status(outward, bearer: token) == 200)
+                    #expect(try await status(outward, bearer: nil) == 401)
+                    #expect(try await status("127.0.0.1", bearer: "wrong") == 401)
+                } else {
+                    #expect(try await status("127.0.0.1", bearer: nil) == 200)
+                    #expect(try await status(outward, bearer: nil) == 401)
+                }
+                running.cancel()
+                _ = await running.result
+            }
         }
     }
 
