@@ -43,6 +43,10 @@ public final class TamperingProxy: Sendable {
         /// Answer every request with an unsigned `422 {"code": 4201}` (the server's "not a valid
         /// signed transaction"), to make the SDK give up on, and finish, a real purchase.
         case forgeRefusal = "forge-refusal"
+        /// Re-sign the answer, untouched, with a stolen intermediate of the real root (one still
+        /// valid) and a request time in 2286: to push a device's verified-time floor past every
+        /// genuine answer.
+        case futureTime = "future-time"
     }
 
     public struct Configuration: Sendable {
@@ -55,6 +59,9 @@ public final class TamperingProxy: Sendable {
         /// An expired intermediate of the real root (private key included), for
         /// `expired-intermediate`; without one that attack signs with a made-up expired key.
         public var expiredIntermediate: IntermediateSigningKey?
+        /// A valid intermediate of the real root (private key included), as if stolen from the
+        /// server, for `future-time`; without one that attack signs with the attacker's own.
+        public var stolenIntermediate: IntermediateSigningKey?
 
         public init(upstream: URL, attack: Attack) {
             self.upstream = upstream
@@ -68,6 +75,7 @@ public final class TamperingProxy: Sendable {
     public let attackerRoot: RootSigningKey
     private let attackerSigner: ResponseSigner
     private let expiredSigner: ResponseSigner
+    private let stolenSigner: ResponseSigner
     private let entitlement: String
     private let otherUser: String
 
@@ -79,6 +87,7 @@ public final class TamperingProxy: Sendable {
         let expired = try configuration.expiredIntermediate
             ?? attackerRoot.issueIntermediate(expirationDays: UInt32(Date().timeIntervalSince1970 / 86_400) - 2)
         expiredSigner = ResponseSigner(key: expired)
+        stolenSigner = configuration.stolenIntermediate.map { ResponseSigner(key: $0) } ?? attackerSigner
         entitlement = configuration.entitlement
         otherUser = configuration.otherUser
     }
@@ -209,6 +218,9 @@ public final class TamperingProxy: Sendable {
             answer.body = grantingEntitlement(answer.body)
             let signer = attack == .foreignRoot ? attackerSigner : expiredSigner
             try resign(&answer, with: signer, request: request)
+        case .futureTime:
+            // The largest request time a client accepts (16 digits) is far past any expiry; 2286 will do.
+            try resign(&answer, with: stolenSigner, request: request, requestTime: "9999999999999", keepingETag: true)
         case .forge304:
             var headers = answer.headers
             headers[Self.etag] = (0..<16).map { _ in String("0123456789abcdef".randomElement()!) }.joined()
@@ -218,7 +230,8 @@ public final class TamperingProxy: Sendable {
     }
 
     /// Signs `answer` for the request the client sent, as an attacker holding `signer` would.
-    func resign(_ answer: inout Answer, with signer: ResponseSigner, request: Request) throws {
+    /// `keepingETag`: the body is the server's, so its `X-ETag` (a 304's included) still names it.
+    func resign(_ answer: inout Answer, with signer: ResponseSigner, request: Request, requestTime: String? = nil, keepingETag: Bool = false) throws {
         let bearer = request.headers[.authorization].map { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : $0 } ?? ""
         let parts = SignedRequestParts(
             authValue: request.uri.path == "/v1/health" ? "" : bearer,
@@ -227,8 +240,8 @@ public final class TamperingProxy: Sendable {
             postParamsHash: request.headers[Self.postParamsHash],
             headersHash: request.headers[Self.headersHash]
         )
-        let requestTime = String(Int64(Date().timeIntervalSince1970 * 1000))
-        let etag = answer.headers[Self.etag] == nil ? nil : String(SHA256Hex.of(answer.body).prefix(16))
+        let requestTime = requestTime ?? String(Int64(Date().timeIntervalSince1970 * 1000))
+        let etag = keepingETag ? answer.headers[Self.etag] : answer.headers[Self.etag] == nil ? nil : String(SHA256Hex.of(answer.body).prefix(16))
         answer.headers[Self.requestTime] = requestTime
         answer.headers[Self.etag] = etag
         answer.headers[Self.signature] = try signer.signature(

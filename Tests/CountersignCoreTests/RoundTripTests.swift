@@ -38,7 +38,10 @@ struct RoundTripTests {
             let value = randomString(&generator, alphabet: "abcdefghij 0123456789é漢🙂", length: 0...900)
             body = try! JSONSerialization.data(withJSONObject: ["subscriber": ["note": value, "n": Int.random(in: 0...1_000_000, using: &generator)]])
         }
-        let time = String(UInt64.random(in: 1_000_000_000_000...9_999_999_999_999, using: &generator))
+        // Any time of 13 digits up to the signing intermediate's expiry (later ones are refused: no
+        // genuine answer is signed after its key expired).
+        let expiry = UInt64(TestKeys.intermediate.certificate.expirationDate.timeIntervalSince1970 * 1000) - 1
+        let time = String(UInt64.random(in: 1_000_000_000_000...expiry, using: &generator))
         return (request, SignedResponseParts(requestTime: time, etag: etag, body: body), notModified ? 304 : 200)
     }
 

@@ -42,7 +42,7 @@ struct AttackMatrixTests {
         case .truncateSignature: .malformedSignature
         case .digitShift: .malformedETag
         case .foreignRoot: .untrustedRoot
-        case .expiredIntermediate: .intermediateExpired
+        case .expiredIntermediate, .futureTime: .intermediateExpired
         case .dropRequestTime: .missingRequestTime
         case .forgeRefusal: .missingSignature
         }
@@ -77,6 +77,7 @@ struct AttackMatrixTests {
         case .serverDown: "answers 503 (no cache, no store purchase: nothing to fall back on)"
         case .dropRequestTime: "removes `X-Request-Time`"
         case .forgeRefusal: "answers an unsigned `422 {\"code\":4201}` (a forged refusal; a purchase refused this way is never finished)"
+        case .futureTime: "re-signs the untouched answer with a stolen, still valid intermediate of the real root and a request time in 2286 (the device's verified-time floor stays where it was)"
         }
     }
 
@@ -136,6 +137,24 @@ struct AttackMatrixTests {
                 }
             }
             print("attack matrix: \(checked) cells checked")
+        }
+    }
+
+    @Test("finding 5: an answer a stolen intermediate signed for 2286 is refused and leaves the device's verified time; genuine answers still verify")
+    func futureSignedTime() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .informational, user: "free-user", storage: "future")
+            #expect(try await purchases.customerInfo(fetchPolicy: .fetchCurrent).entitlements.verification == .verified)
+            let floor = try #require(purchases.timeFloor.value)
+            harness.proxy.attack = .futureTime
+            let forged = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            #expect(forged.entitlements.verification == .failed && forged.verificationFailure == .intermediateExpired)
+            #expect(try #require(purchases.timeFloor.value) < floor.addingTimeInterval(3_600))
+            harness.proxy.attack = .none
+            #expect(try await purchases.customerInfo(fetchPolicy: .fetchCurrent).entitlements.verification == .verified)
+            // And on a fresh device (storage wiped or not) as well: the floor never passed the key's expiry.
+            let expiry = harness.server.keys.currentSigner.key.certificate.expirationDate
+            #expect(try #require(purchases.timeFloor.value) <= expiry)
         }
     }
 

@@ -55,6 +55,8 @@ struct SDKHarness: Sendable {
             let root = try KeyFile.loadRoot(from: DataDirectory(directory.appendingPathComponent("server")).rootKey)
             var proxyConfiguration = TamperingProxy.Configuration(upstream: serverURL, attack: .none)
             proxyConfiguration.expiredIntermediate = try root.issueIntermediate(expirationDays: UInt32(Date().timeIntervalSince1970 / 86_400) - 2)
+            // The server's own signing key, as if stolen, for future-time.
+            proxyConfiguration.stolenIntermediate = server.keys.currentSigner.key
             let proxy = try TamperingProxy(configuration: proxyConfiguration)
             try await proxy.makeApplication(host: "127.0.0.1", port: 0).test(.live) { proxyClient in
                 let harness = SDKHarness(

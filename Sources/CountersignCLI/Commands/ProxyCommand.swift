@@ -30,6 +30,9 @@ struct ProxyCommand: AsyncParsableCommand {
     @Option(name: .customLong("expired-intermediate"), help: "An expired intermediate key file of the real root, for expired-intermediate.")
     var expiredIntermediate: String?
 
+    @Option(name: .customLong("stolen-intermediate"), help: "A valid intermediate key file of the real root (keys/intermediate-*.key), for future-time.")
+    var stolenIntermediate: String?
+
     func run() async throws {
         guard let attack = TamperingProxy.Attack(rawValue: attack) else {
             throw CLIError("unknown attack '\(attack)'; one of \(TamperingProxy.Attack.allCases.map(\.rawValue).joined(separator: ", "))")
@@ -45,6 +48,11 @@ struct ProxyCommand: AsyncParsableCommand {
         if let expiredIntermediate {
             configuration.expiredIntermediate = try CLIError.wrapping("--expired-intermediate") {
                 try KeyFile.loadIntermediate(from: URL(fileURLWithPath: expiredIntermediate))
+            }
+        }
+        if let stolenIntermediate {
+            configuration.stolenIntermediate = try CLIError.wrapping("--stolen-intermediate") {
+                try KeyFile.loadIntermediate(from: URL(fileURLWithPath: stolenIntermediate))
             }
         }
         let proxy = try CLIError.wrapping("proxy") { try TamperingProxy(configuration: configuration) }

@@ -48,7 +48,10 @@ public enum BodyFormat: Sendable, Hashable {
 /// Intermediates whose root signature has already been checked are cached, so a verification
 /// costs one Ed25519 check of the message in the common case. The check order is: signature
 /// present and well formed, the answer's own parts strictly shaped, intermediate issued by a
-/// pinned root, message signature, then the intermediate's expiry against the device clock.
+/// pinned root, message signature, the signed request time within the intermediate's life
+/// (`intermediateExpired` otherwise), the verified-time floor within it (`intermediateExpired`),
+/// then the device clock within it (`deviceClockOutsideValidity`). A verified answer's request
+/// time therefore never lies past its intermediate's expiry, and neither does a floor raised to it.
 public final class SignatureVerifier: Sendable {
     public struct Configuration: Sendable {
         /// The pinned root public keys; several allow root rotation without a broken app.
@@ -124,14 +127,17 @@ public final class SignatureVerifier: Sendable {
         guard intermediateKey.isValidSignature(blob.signature, for: message) else { return .failed(.payloadMismatch) }
 
         let certificate = blob.intermediate
+        // The request time is authenticated now. An answer signed outside its intermediate's life
+        // is one the server could never have made: a stolen intermediate used past its expiry
+        // (and so a verified time that no genuine answer could ever follow).
+        let signedAt = Date(timeIntervalSince1970: TimeInterval(requestTimeMilliseconds) / 1000)
+        guard certificate.isValid(at: signedAt) else { return .failed(.intermediateExpired) }
         if let floor = configuration.verifiedTimeFloor(), !certificate.isValid(at: floor) {
             return .failed(.intermediateExpired)
         }
         if !certificate.isValid(at: configuration.now(), tolerance: configuration.clockSkewTolerance) {
-            // The request time is authenticated now, so it can tell a skewed device clock from an
-            // answer the server could never have signed.
-            let signedAt = Date(timeIntervalSince1970: TimeInterval(requestTimeMilliseconds) / 1000)
-            return .failed(certificate.isValid(at: signedAt) ? .deviceClockOutsideValidity : .intermediateExpired)
+            // Signed within the intermediate's life, so the device clock is what is off.
+            return .failed(.deviceClockOutsideValidity)
         }
         return .verified
     }
