@@ -155,6 +155,13 @@ final class Backend: Sendable {
                 verification = .failed
                 failure = reason
                 onFailure(endpoint.path, status, reason)
+                if mode == .enforced && reason.category == .cannotVerify {
+                    // Not tampering: the device cannot check the answer now (its clock is outside
+                    // the signing key's life). As when the server cannot be reached: the verified
+                    // cache or on-device entitlements stand in, nothing is cached, and the next
+                    // call checks again.
+                    throw PurchasesError.offline("\(endpoint.path): cannot verify the answer on this device (\(reason.rawValue))")
+                }
                 if mode == .enforced {
                     throw PurchasesError.signatureVerificationFailed(path: endpoint.path, statusCode: status, reason: reason)
                 }

@@ -89,7 +89,7 @@ public struct CountersignServer: Sendable {
             logger.info("wrote the default configuration", metadata: ["file": "\(DataDirectory(directory).configurationFile.path)"])
         }
         for warning in Self.configurationWarnings(deployment) { logger.warning("\(warning)") }
-        (verifiers, testStore) = try Self.makeVerifiers(for: deployment, dataDirectory: directory)
+        (verifiers, testStore) = try Self.makeVerifiers(for: deployment, dataDirectory: directory, now: configuration.now)
         var signers: [String: PromotionalOfferSigner] = [:]
         for app in deployment.apps {
             signers[app.id] = try PromotionalOfferSigner.load(for: app, dataDirectory: directory)
@@ -126,7 +126,9 @@ public struct CountersignServer: Sendable {
         return warnings
     }
 
-    static func makeVerifiers(for deployment: DeploymentConfiguration, dataDirectory: URL) throws -> ([String: SignedDataVerifier], TestStoreCA?) {
+    /// Each app's verifier, judging signed dates by the server's one clock (`now`).
+    static func makeVerifiers(for deployment: DeploymentConfiguration, dataDirectory: URL,
+                              now: @escaping @Sendable () -> Date) throws -> ([String: SignedDataVerifier], TestStoreCA?) {
         var testStore: TestStoreCA?
         var verifiers: [String: SignedDataVerifier] = [:]
         let appleAnchors = try deployment.appleRootCertificates.map { roots in
@@ -153,6 +155,7 @@ public struct CountersignServer: Sendable {
                 anchors: anchors, bundleId: app.bundleId, appAppleId: app.appAppleId, environments: environments
             )
             configuration.allowsXcode = environments.contains(.xcode)
+            configuration.now = now
             configuration.xcodeCertificates = try (app.storeKitTestingCertificates ?? []).map { encoded in
                 guard let der = Data(base64Encoded: encoded), let certificate = try? Certificate(derEncoded: [UInt8](der)) else {
                     throw ConfigurationError("app '\(app.id)': storeKitTestingCertificates must be base64 DER certificates")

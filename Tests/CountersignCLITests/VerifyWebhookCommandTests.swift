@@ -8,13 +8,14 @@ struct VerifyWebhookCommandTests {
     static let rootKey = TestKeys.root.publicKey.rawRepresentation.base64EncodedString()
     static let at = String(Int(TestKeys.referenceDate.timeIntervalSince1970))
     static let body = Data(#"{"api_version":"1.0","event":{"id":"A1","type":"TEST","app_id":"demo"}}"#.utf8)
+    static let url = "https://backend.example/hooks/countersign"
 
     /// A delivery signed by the test intermediate, written as raw HTTP; `edit` changes the text.
     static func capture(path: String = "/hooks/countersign", extraHeader: String = "", body: Data = body,
                         edit: (String) -> String = { $0 }) throws -> URL {
         let time = String(Int64(TestKeys.referenceDate.timeIntervalSince1970 * 1000))
         let signature = try ResponseSigner(key: TestKeys.intermediate).signature(
-            request: SignedRequestParts(path: "/hooks/countersign"), response: SignedResponseParts(requestTime: time, body: Self.body)
+            request: WebhookSignature.requestParts(appId: "demo", url: Self.url)!, response: SignedResponseParts(requestTime: time, body: Self.body)
         )
         let head = """
             POST \(path)?source=countersign HTTP/1.1\r
@@ -31,8 +32,8 @@ struct VerifyWebhookCommandTests {
         return file
     }
 
-    static func run(_ file: URL) throws -> CLIRunner.Result {
-        try CLIRunner.run(["verify-webhook", "--root-key", rootKey, "--request", file.path, "--at", at])
+    static func run(_ file: URL, appId: String = "demo", url: String = url) throws -> CLIRunner.Result {
+        try CLIRunner.run(["verify-webhook", "--root-key", rootKey, "--request", file.path, "--at", at, "--app-id", appId, "--url", url])
     }
 
     @Test("an honest delivery verifies (the query is not part of the signed path)")
@@ -44,11 +45,16 @@ struct VerifyWebhookCommandTests {
     @Test("each signed part changed fails with exit 1")
     func tampered() throws {
         for file in [
-            try Self.capture(path: "/hooks/other"),
             try Self.capture(body: Data(#"{"api_version":"1.0","event":{"id":"A2","type":"TEST","app_id":"demo"}}"#.utf8)),
             try Self.capture { $0.replacingOccurrences(of: "X-Request-Time: 1", with: "X-Request-Time: 2") },
         ] {
             let result = try Self.run(file)
+            #expect(result.status == 1 && result.stdout.hasPrefix("failed: "), "\(result.lines)")
+        }
+        // The same delivery checked by another receiver: another path, host or app.
+        for (app, url) in [("demo", "https://backend.example/hooks/other"), ("demo", "https://evil.example/hooks/countersign"),
+                           ("other", Self.url)] {
+            let result = try Self.run(try Self.capture(), appId: app, url: url)
             #expect(result.status == 1 && result.stdout.hasPrefix("failed: "), "\(result.lines)")
         }
     }

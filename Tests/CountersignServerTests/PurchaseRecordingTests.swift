@@ -223,7 +223,8 @@ struct PurchaseRecordingTests {
                     // transfer cool-down's refusal with the time to wait.
                     #expect(outcomes.values.allSatisfy { outcome in
                         if case .failure(let error) = outcome {
-                            error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue && (error.retryAfter != nil || behavior == .transferIfNoActive)
+                            error.code == APIErrorCode.transferCooldown.rawValue && error.retryAfter != nil
+                                || error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue && behavior == .transferIfNoActive
                         } else { true }
                     }, "every poster of a movable purchase gets an answer")
                 }

@@ -182,7 +182,7 @@ struct SecurityReviewTests {
                 let reply = try await harness.send(.post, "/v1/receipts", key: harness.key,
                                                    body: try JSONSerialization.data(withJSONObject: ["app_user_id": user, "fetch_token": jws]))
                 if user == "a" {
-                    #expect(reply.status == 409 && reply.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue)
+                    #expect(reply.status == 409 && reply.code == APIErrorCode.transferCooldown.rawValue)
                     #expect(reply.headers[.retryAfter].flatMap(Int.init).map { (1...600).contains($0) } == true)
                     refused += 1
                 } else {

@@ -18,6 +18,8 @@ struct WebhookTests {
         let receiver: WebhookReceiver
         let clock: ManualClock
         let path: String
+        /// The endpoint as the app configures it.
+        let url: String
 
         var secretKey: String { harness.app.secretApiKeys[0] }
         var root: Curve25519.Signing.PublicKey { harness.server.keys.managedRootPublicKey! }
@@ -70,7 +72,7 @@ struct WebhookTests {
                 try await LiveServer.run(configuration) { server, client in
                     let ca = try TestStoreCA.loadOrCreate(for: DataDirectory(directory))
                     let harness = ReceiptTests.Harness(server: server, client: client, app: configuredApp, ca: ca)
-                    try await body(Setup(harness: harness, receiver: receiver, clock: clock, path: "/hooks/countersign"))
+                    try await body(Setup(harness: harness, receiver: receiver, clock: clock, path: "/hooks/countersign", url: address))
                 }
             }
         }
@@ -82,8 +84,16 @@ struct WebhookTests {
         let signature = try #require(delivery.header("X-Signature"))
         let time = try #require(delivery.header("X-Request-Time"))
         let verifier = SignatureVerifier(rootKeys: [setup.root])
-        #expect(verifier.verify(request: SignedRequestParts(path: setup.path),
+        let url = setup.url
+        let parts = try #require(WebhookSignature.requestParts(appId: setup.harness.app.id, url: url))
+        #expect(verifier.verify(request: parts,
                                 response: ReceivedResponse(statusCode: 200, signature: signature, requestTime: time, etag: nil, body: delivery.body)) == .verified)
+        // Replayed to another endpoint of the app, another app's receiver on the same URL, or
+        // another host: the signature names the receiver, and fails.
+        for (app, elsewhere) in [(setup.harness.app.id, url.replacingOccurrences(of: "/hooks/countersign", with: "/hooks/countersign2")), ("other", url), (setup.harness.app.id, url.replacingOccurrences(of: "127.0.0.1", with: "localhost"))] {
+            #expect(verifier.verify(request: try #require(WebhookSignature.requestParts(appId: app, url: elsewhere)),
+                                    response: ReceivedResponse(statusCode: 200, signature: signature, requestTime: time, etag: nil, body: delivery.body)) == .failed(.payloadMismatch))
+        }
         // By hand: the blob is the intermediate's key (bytes 0..<32), its expiry (32..<36), the
         // root's signature over expiry ‖ key (36..<100), a 16-byte salt and the signature.
         let blob = [UInt8](try #require(Data(base64Encoded: signature)))
@@ -91,12 +101,12 @@ struct WebhookTests {
         #expect(setup.root.isValidSignature(blob[36..<100], for: blob[32..<36] + blob[0..<32]))
         let intermediate = try Curve25519.Signing.PublicKey(rawRepresentation: blob[0..<32])
         let salt = Data(blob[100..<116])
-        let message = salt + Data(setup.path.utf8) + Data(time.utf8) + delivery.body
+        let message = salt + Data(setup.path.utf8) + Data(try #require(parts.headersHash).utf8) + Data(time.utf8) + delivery.body
         #expect(intermediate.isValidSignature(Data(blob[116..<180]), for: message))
         let capture = try makeTemporaryDirectory("webhook").appendingPathComponent("delivery.http")
         try delivery.raw.write(to: capture)
         let cli = try await CLIRunner.runInBackground(["verify-webhook", "--root-key", setup.root.rawRepresentation.base64EncodedString(),
-                                                       "--request", capture.path])
+                                                       "--request", capture.path, "--app-id", setup.harness.app.id, "--url", url])
         #expect(cli.status == 0 && cli.stdout.contains("verified"), "\(cli.lines)")
     }
 
@@ -351,7 +361,11 @@ struct WebhookTests {
                     #"{"url":"https://backend.example/"},{"url":"https://backend.example/"}"#] {
             #expect(throws: ConfigurationError.self, "\(bad)") { _ = try decode(bad) }
         }
-        #expect(AppConfiguration.Webhook(url: "https://backend.example/a%20b/c?x=1").signedPath == "/a%20b/c")
-        #expect(AppConfiguration.Webhook(url: "https://backend.example").signedPath == "/")
+        let parts = WebhookSignature.requestParts(appId: "demo", url: "https://Backend.Example:443/a%20b/c?x=1")
+        #expect(parts?.path == "/a%20b/c")
+        #expect(parts?.headersHash == FieldsHash.headerValue([("app_id", "demo"), ("endpoint", "backend.example/a%20b/c")]))
+        #expect(WebhookSignature.requestParts(appId: "demo", url: "https://backend.example")?.path == "/")
+        #expect(WebhookSignature.requestParts(appId: "demo", url: "http://backend.example:8080/h")?.headersHash
+            == FieldsHash.headerValue([("app_id", "demo"), ("endpoint", "backend.example:8080/h")]))
     }
 }

@@ -23,6 +23,37 @@ struct RefusalTests {
         }
     }
 
+    @Test("finding 7: a signed refusal caused by the server's clock (data dated ahead of it) leaves the paid transaction unfinished; posted again later, it is recorded")
+    func serverClockBehind() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .enforced, user: "early-buyer", storage: "clock-behind")
+            // The store's clock is an hour ahead of the server's: so is the transaction's signedDate.
+            let ahead = harness.serverClock.now.addingTimeInterval(3_600)
+            let (jws, _) = try harness.server.testStore!.mintTransaction(
+                .init(productId: "lifetime", type: .nonConsumable, bundleId: harness.app.bundleId, purchaseDate: ahead), signedDate: ahead)
+            let store = try #require(purchases.configuration.store as? TestStore)
+            try store.deliver(signedTransaction: jws)
+            do {
+                _ = try await purchases.syncPurchases()
+                Issue.record("the server took data dated an hour ahead of its clock")
+            } catch PurchasesError.server(let status, let code, _) {
+                #expect(status == 422 && code == APIErrorCode.signedDateAhead.rawValue)
+            }
+            #expect(try await store.unfinishedTransactions().count == 1, "a clock refusal must not finish a paid transaction")
+            // The server's clock catches up: the next sync records and finishes it.
+            harness.serverClock.now = ahead.addingTimeInterval(60)
+            let info = try await purchases.syncPurchases()
+            #expect(info.entitlements["pro"]?.isActive == true && info.entitlements.verification == .verified)
+            #expect(try await store.unfinishedTransactions().isEmpty)
+        }
+    }
+
+    @Test("refusals that finish a transaction are the transaction's own and final; clock, configuration and cool-down ones are not")
+    func finalRefusals() {
+        let final = APIErrorCode.allCases.filter(\.refusesPurchaseForGood)
+        #expect(Set(final) == [.invalidStoreSignature, .wrongApp, .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser])
+    }
+
     @Test("a device clock set back cannot revive an expired intermediate once a later answer verified")
     func verifiedTimeFloor() throws {
         let root = RootSigningKey()

@@ -36,6 +36,43 @@ struct SDKBehaviourTests {
         }
     }
 
+    @Test("finding 6: enforced, a device clock past the signing key's life falls back to the verified cache, caches nothing, and checks again")
+    func enforcedCannotVerify() async throws {
+        try await SDKHarness.run { harness in
+            try await harness.givePro(to: "skewed")
+            let failures = FailureLog()
+            let purchases = try harness.purchases(mode: .enforced, user: "skewed", storage: "skewed") { configuration in
+                configuration.verificationFailureHandler = { failures.add($0) }
+                configuration.reportsVerificationFailures = false
+            }
+            let fetched = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            #expect(fetched.entitlements.verification == .verified && fetched.entitlements["pro"]?.isActive == true)
+
+            // The device clock runs past the intermediate's expiry (the server's does not).
+            let expiry = harness.server.keys.currentSigner.key.certificate.expirationDate
+            harness.clock.now = expiry.addingTimeInterval(86_400)
+            let fallback = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            #expect(fallback.entitlements.verification == .verified)
+            #expect(fallback.requestDate == fetched.requestDate, "the cached answer, not the unverifiable one")
+            #expect(failures.all.map(\.reason) == [.deviceClockOutsideValidity])
+            // Nothing of it was cached: the cache still holds the first answer.
+            #expect(try await purchases.customerInfo(fetchPolicy: .fromCacheOnly).requestDate == fetched.requestDate)
+
+            // Without a cache it is the on-device path, then an offline error: never signatureVerificationFailed.
+            purchases.invalidateCustomerInfoCache()
+            do {
+                let info = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+                #expect(info.entitlements.verification == .verifiedOnDevice)
+            } catch let error as PurchasesError {
+                guard case .offline = error else { Issue.record("threw \(error)"); return }
+            }
+
+            // The clock set right, the next call checks again and verifies.
+            harness.clock.now = Date()
+            #expect(try await purchases.customerInfo(fetchPolicy: .fetchCurrent).entitlements.verification == .verified)
+        }
+    }
+
     @Test("server down with neither cache nor purchases: an offline error, nothing granted")
     func offlineWithNothing() async throws {
         try await SDKHarness.run { harness in

@@ -87,10 +87,12 @@ public struct CapturedExchange: Sendable, Hashable {
 }
 
 /// A webhook delivery captured as raw HTTP (`POST`, headers, body), turned into what the
-/// verifier needs: the signed path, and the signature, request time and body as an answer's.
-/// A delivery is signed over salt ‖ path ‖ request time ‖ body: no API key, nonce or ETag.
+/// verifier needs: the signature, request time and body as an answer's. The request parts
+/// come from the receiver's own app id and URL (``WebhookSignature/requestParts(appId:url:)``).
 public struct CapturedWebhook: Sendable, Hashable {
-    public var request: SignedRequestParts
+    /// The path the delivery was posted to (not itself proof of anything: the signature binds the
+    /// receiver's configured URL, see ``WebhookSignature``).
+    public var path: String
     public var delivery: ReceivedResponse
 
     public init(request data: Data) throws(HTTPMessageError) {
@@ -102,7 +104,7 @@ public struct CapturedWebhook: Sendable, Hashable {
         if let encoding = message[header: "Content-Encoding"], encoding.lowercased() != "identity" {
             throw HTTPMessageError("request: body is \(encoding)-encoded; capture it uncompressed")
         }
-        request = SignedRequestParts(path: try CapturedExchange.requestPath(String(parts[1])))
+        path = try CapturedExchange.requestPath(String(parts[1]))
         delivery = ReceivedResponse(
             statusCode: 200,
             signature: try message.single(header: WireHeader.signature, in: "request"),

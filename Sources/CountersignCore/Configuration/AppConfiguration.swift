@@ -55,12 +55,6 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
 
         public var retrySchedule: [Double] { retryScheduleSeconds ?? Self.defaultRetrySchedule }
 
-        /// The URL's path as it is posted (percent-escapes kept, no query): the signed path.
-        public var signedPath: String {
-            let path = URLComponents(string: url)?.percentEncodedPath ?? ""
-            return path.isEmpty ? "/" : path
-        }
-
         /// Refuses what could not be delivered or would be read two ways: a URL that is not an
         /// absolute http(s) URL with a host, a fragment or credentials in it, a header value with
         /// a line break, a schedule with a negative, non-finite or day-long delay.

@@ -78,6 +78,12 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     case storeAPINotConfigured = 4211
     /// `fetch_token` is a legacy receipt and the app does not accept them (`legacyReceipts`).
     case legacyReceiptsDisabled = 4212
+    /// The purchase's chain moved to another user moments ago and stays there for now
+    /// (`Retry-After` says how long); posting it later may move it.
+    case transferCooldown = 4213
+    /// The signed data is dated more than five minutes after the server's clock: the server's
+    /// clock is likely behind. Posting it later succeeds.
+    case signedDateAhead = 4214
     /// Too many requests of one kind from one app (telemetry); try again later.
     case rateLimited = 4290
     // 500
@@ -91,13 +97,16 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     /// The dashboard's templates are not installed beside the server.
     case dashboardUnavailable = 5032
 
-    /// Refusals of a posted purchase that posting it again cannot change: badly signed, another
-    /// app's or environment's, or owned by or bound to another user. The SDK finishes such a
-    /// transaction (when the refusal verified) instead of posting it forever.
+    /// Refusals of a posted purchase that are about the transaction itself and that posting it
+    /// again cannot change: not signed by the store, another app's, or owned by or bound to
+    /// another user. The SDK finishes such a transaction (when the refusal verified) instead of
+    /// posting it forever. Everything else leaves the customer's paid transaction unfinished, to
+    /// be posted again: the server's clock behind the store's (`signedDateAhead`), its
+    /// configuration (an environment or the test store not accepted yet, no In-App Purchase key),
+    /// a transfer cool-down, limits, outages.
     public var refusesPurchaseForGood: Bool {
         switch self {
-        case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement, .testStoreNotEnabled,
-             .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: true
+        case .invalidStoreSignature, .wrongApp, .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: true
         default: false
         }
     }
@@ -107,8 +116,8 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
         case .malformedRequest, .malformedNonce, .postParamsHashMismatch, .headersHashMismatch, .malformedJSON, .invalidField, .invalidAppUserId,
              .duplicateJSONKey, .reservedAppUserId, .invalidSubscriberAttributes: 400
         case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement, .promotionalOfferUnavailable,
-             .storeAPINotConfigured, .legacyReceiptsDisabled: 422
-        case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: 409
+             .storeAPINotConfigured, .legacyReceiptsDisabled, .signedDateAhead: 422
+        case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser, .transferCooldown: 409
         case .bodyTooLarge: 413
         case .missingAPIKey, .invalidAPIKey: 401
         case .wrongKeyKind, .testStoreNotEnabled, .csrfRejected, .appNotInSession: 403

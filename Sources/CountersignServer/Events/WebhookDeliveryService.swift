@@ -18,8 +18,10 @@ import ServiceLifecycle
 /// waits for any of this: requests only write rows.
 ///
 /// Every delivery is signed like an answer: `X-Signature` (the same 180-byte blob and keys)
-/// over salt ‖ the URL's path ‖ `X-Request-Time` ‖ body, so a receiver pinning the root key
-/// knows the event came from this server, unchanged, and when.
+/// over salt ‖ the URL's path ‖ the hash of the app id and the endpoint (host, port, path) ‖
+/// `X-Request-Time` ‖ body (``WebhookSignature``), so a receiver pinning the root key knows the
+/// event came from this server, unchanged, when, and for it: a delivery replayed to another
+/// endpoint, or to another app's receiver, fails.
 public struct WebhookDeliveryService: Service {
     public struct Settings: Sendable {
         /// How often the queue is looked at.
@@ -113,7 +115,7 @@ public struct WebhookDeliveryService: Service {
             guard !due.isEmpty else { break }
             await withTaskGroup(of: Void.self) { group in
                 for delivery in due {
-                    group.addTask { await attempt(delivery, to: webhook, with: client) }
+                    group.addTask { await attempt(delivery, to: webhook, app: app, with: client) }
                 }
             }
             sent += due.count
@@ -122,10 +124,10 @@ public struct WebhookDeliveryService: Service {
     }
 
     /// One attempt of one delivery to its (configured) endpoint, its outcome recorded.
-    func attempt(_ delivery: CustomerDatabase.DueDelivery, to webhook: AppConfiguration.Webhook, with client: HTTPClient) async {
+    func attempt(_ delivery: CustomerDatabase.DueDelivery, to webhook: AppConfiguration.Webhook, app: String, with client: HTTPClient) async {
         let request: HTTPClientRequest
         do {
-            request = try signedRequest(delivery, to: webhook)
+            request = try signedRequest(delivery, to: webhook, app: app)
         } catch {
             // The server's own fault (no valid signing key): no attempt is counted, and the
             // delivery is tried again on a later pass, once rotation has brought a key.
@@ -186,14 +188,15 @@ public struct WebhookDeliveryService: Service {
     }
 
     /// The POST of one delivery: the event's stored bytes, signed now.
-    func signedRequest(_ delivery: CustomerDatabase.DueDelivery, to webhook: AppConfiguration.Webhook) throws -> HTTPClientRequest {
+    func signedRequest(_ delivery: CustomerDatabase.DueDelivery, to webhook: AppConfiguration.Webhook, app: String) throws -> HTTPClientRequest {
         let date = now()
         let body = Data(delivery.body.utf8)
         let requestTime = String(CustomerDatabase.milliseconds(date))
-        let signature = try keys.signer(at: date).signature(
-            request: SignedRequestParts(path: webhook.signedPath),
-            response: SignedResponseParts(requestTime: requestTime, body: body)
-        )
+        // The configuration checked every URL has a host.
+        guard let parts = WebhookSignature.requestParts(appId: app, url: webhook.url) else {
+            throw ConfigurationError("webhook '\(webhook.url)' has no host")
+        }
+        let signature = try keys.signer(at: date).signature(request: parts, response: SignedResponseParts(requestTime: requestTime, body: body))
         var request = HTTPClientRequest(url: webhook.url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")

@@ -3,6 +3,7 @@ import CountersignCore
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 
 /// `POST /v1/notifications/apple`: App Store Server Notifications V2. Authenticated by Apple's
 /// signature, not by an API key; answered 200 only once the notification is stored, so Apple
@@ -35,6 +36,7 @@ struct NotificationRoutes: Sendable {
                 context.logger.notice("notification refused", metadata: [
                     "store_status": "\(error.status.rawValue)", "store_reason": "\(error.reason.rawValue)",
                 ])
+                if error.reason == .futureSignedDate { ServerClock.warnBehind(context.logger, detail: "\(error)") }
                 throw APIError(storeRefusal: error, of: "signedPayload")
             }
             let outcome = try await store.apply(notification, app: app, now: now())
@@ -53,8 +55,21 @@ extension APIError {
         let code: APIErrorCode = switch error.status {
         case .invalidAppIdentifier: .wrongApp
         case .invalidEnvironment: .wrongEnvironment
+        // Apple's VERIFICATION_FAILURE all the same (store_status says so), but not the data's
+        // fault: the server's clock is behind, and the same data is taken once it catches up.
+        case .verificationFailure where error.reason == .futureSignedDate: .signedDateAhead
         case .verificationFailure, .invalidCertificate, .invalidChainLength: .invalidStoreSignature
         }
         self.init(code, "\(field) was refused: \(error)", storeStatus: error.status.rawValue, storeReason: error.reason.rawValue)
+    }
+}
+
+/// The server's clock against the store's: signed data dated ahead of it means this machine's
+/// clock is behind (or the data is forged, which the signature check already rules out for
+/// anything it lets through this far). Said at warning level, so an operator fixes NTP.
+enum ServerClock {
+    static func warnBehind(_ logger: Logger, detail: String) {
+        logger.warning("store-signed data is dated ahead of this server's clock; is the clock behind? (the data is refused until it catches up)",
+                       metadata: ["detail": "\(detail)"])
     }
 }

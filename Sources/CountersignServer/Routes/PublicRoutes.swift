@@ -159,7 +159,7 @@ struct PublicRoutes: Sendable {
             let mapping = Dictionary(uniqueKeysWithValues: app.products.map { ($0.id, MappingAnswer.Product(productIdentifier: $0.id, entitlements: $0.entitlements)) })
             return try SignedAnswer.json(MappingAnswer(productEntitlementMapping: mapping), cacheable: true)
         }
-        post(signed, "/v1/receipts", ReceiptRequest.self) { app, receipt, _ in
+        post(signed, "/v1/receipts", ReceiptRequest.self) { app, receipt, context in
             let user = try Self.appUserId(receipt.appUserId, percentEncoded: false)
             let status: PurchaseStatus
             var recordedInfo: SubscriberResponse?
@@ -172,6 +172,7 @@ struct PublicRoutes: Sendable {
                 }
             } catch let error as APIError {
                 metrics.recordPurchase(app: app.id, outcome: String(error.code))
+                if error.code == APIErrorCode.signedDateAhead.rawValue { ServerClock.warnBehind(context.logger, detail: error.message) }
                 throw error
             }
             metrics.recordPurchase(app: app.id, outcome: status.rawValue)

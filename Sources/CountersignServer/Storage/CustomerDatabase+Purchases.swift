@@ -283,7 +283,7 @@ extension CustomerDatabase {
         if let moved = facts.chainMoved, milliseconds(now) - moved < transferCooldown {
             // Posted back and forth: the chain stays where it went last, one TRANSFER per window.
             let wait = Int((transferCooldown - (milliseconds(now) - moved) + 999) / 1000)
-            throw APIError(.purchaseOwnedByAnotherUser, "this purchase moved to another user less than \(transferCooldown / 60_000) minutes ago; "
+            throw APIError(.transferCooldown, "this purchase moved to another user less than \(transferCooldown / 60_000) minutes ago; "
                 + "it can move again in \(wait) s", retryAfter: wait)
         }
         switch app.transferBehavior {
