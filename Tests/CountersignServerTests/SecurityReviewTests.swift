@@ -107,7 +107,7 @@ struct SecurityReviewTests {
             forged.signedDate = Date().addingTimeInterval(10 * 365 * 86_400)
             let ahead = try await attacker.send(.post, "/v1/receipts", key: attacker.key,
                                                 body: try JSONSerialization.data(withJSONObject: ["app_user_id": "mallory", "fetch_token": try xcode.sign(forged)]))
-            #expect(ahead.status == 422 && ahead.code == APIErrorCode.invalidStoreSignature.rawValue)
+            #expect(ahead.status == 422 && ahead.code == APIErrorCode.signedDateAhead.rawValue)
             #expect((ahead.json["message"] as? String)?.contains("future") == true)
 
             // Dated now it is the developer app's own Xcode transaction, in its own rows.
