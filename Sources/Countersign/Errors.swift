@@ -126,7 +126,7 @@ extension PurchasesError {
         case .server(let status, let code, _):
             switch code.flatMap(APIErrorCode.init(rawValue:)) {
             case .purchaseOwnedByAnotherUser?, .purchaseBoundToAnotherUser?: return .receiptAlreadyInUseError
-            case .invalidStoreSignature?, .wrongApp?, .wrongEnvironment?: return .invalidReceiptError
+            case .invalidStoreSignature?, .wrongApp?, .wrongEnvironment?, .legacyReceiptsDisabled?: return .invalidReceiptError
             case .unknownProduct?, .testStoreNotEnabled?: return .productNotAvailableForPurchaseError
             case .missingAPIKey?, .invalidAPIKey?, .wrongKeyKind?: return .invalidCredentialsError
             case .invalidAppUserId?, .reservedAppUserId?: return .invalidAppUserIdError

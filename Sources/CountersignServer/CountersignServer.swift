@@ -118,6 +118,9 @@ public struct CountersignServer: Sendable {
         if deployment.appleRootCertificates != nil {
             warnings.append("appleRootCertificates replaces Apple's root: data signed under it counts as App Store data (testing only)")
         }
+        for app in deployment.apps where app.legacyReceipts == true && app.inAppPurchaseKey == nil {
+            warnings.append("app '\(app.id)' sets legacyReceipts but has no inAppPurchaseKey: every legacy receipt will be refused (422, code 4211)")
+        }
         for app in deployment.apps where app.environments.contains("Production") && !app.environments.contains("Sandbox") {
             // App Review buys with the release build in Apple's sandbox, as TestFlight testers do.
             warnings.append("app '\(app.id)' accepts Production but not Sandbox: purchases made in App Review and TestFlight "

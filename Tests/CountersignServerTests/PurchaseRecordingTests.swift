@@ -219,14 +219,7 @@ struct PurchaseRecordingTests {
                 default:
                     let owner = try #require(stored.owners.first)
                     #expect([PurchaseStatus.new, .transferred].contains(try #require(outcomes[owner]).get()), "the owner is one who was told they got it")
-                    // Every poster gets an answer: the purchase, or (once it has moved) the
-                    // transfer cool-down's refusal with the time to wait.
-                    #expect(outcomes.values.allSatisfy { outcome in
-                        if case .failure(let error) = outcome {
-                            error.code == APIErrorCode.transferCooldown.rawValue && error.retryAfter != nil
-                                || error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue && behavior == .transferIfNoActive
-                        } else { true }
-                    }, "every poster of a movable purchase gets an answer")
+                    #expect(outcomes.values.allSatisfy { (try? $0.get()) != nil }, "every poster of a movable purchase gets an answer")
                 }
             }
             try await server.shutdown()

@@ -48,7 +48,7 @@ struct RefusalTests {
         }
     }
 
-    @Test("refusals that finish a transaction are the transaction's own and final; clock, configuration and cool-down ones are not")
+    @Test("refusals that finish a transaction are the transaction's own and final; clock and configuration ones are not")
     func finalRefusals() {
         let final = APIErrorCode.allCases.filter(\.refusesPurchaseForGood)
         #expect(Set(final) == [.invalidStoreSignature, .wrongApp, .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser])

@@ -51,6 +51,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("rate-limits"), help: "on: 429 with Retry-After past the per-address and per-app limits of the public routes, legacy receipt lookups and telemetry (docs/operations.md); off: no limits (benchmarks, a proxy that hides client addresses).")
     var rateLimits = "on"
 
+    @Option(name: .customLong("rate-limit-per-address"), help: "Public-route requests a second per client address (bursts of 10 times that; default 100).")
+    var ratePerAddress: Double = RateLimitSettings.standard.publicPerClient.perSecond
+
+    @Option(name: .customLong("rate-limit-per-app"), help: "Public-route requests a second per app (bursts of 4 times that; default 5000).")
+    var ratePerApp: Double = RateLimitSettings.standard.publicPerApp.perSecond
+
     @Option(name: .customLong("event-retention-days"), help: "How long delivered webhook deliveries and events are kept (1 to 3650).")
     var eventRetentionDays: Double = WebhookDeliveryService.Settings().retention / 86_400
 
@@ -60,6 +66,9 @@ struct ServeCommand: AsyncParsableCommand {
         guard (2...1_000).contains(databaseConnections) else { throw ValidationError("--database-connections must be 2 to 1000") }
         guard (60...2_592_000).contains(dashboardSessionSeconds) else { throw ValidationError("--dashboard-session-seconds must be 60 to 2592000") }
         guard ["on", "off"].contains(rateLimits) else { throw ValidationError("--rate-limits must be on or off") }
+        guard ratePerAddress > 0, ratePerAddress.isFinite, ratePerApp > 0, ratePerApp.isFinite else {
+            throw ValidationError("--rate-limit-per-address and --rate-limit-per-app must be positive numbers")
+        }
         guard (1...3_650).contains(eventRetentionDays) else { throw ValidationError("--event-retention-days must be 1 to 3650") }
     }
 
@@ -79,7 +88,12 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.databaseConnections = databaseConnections
         configuration.dashboard.overviewCacheSeconds = dashboardCacheSeconds
         configuration.dashboard.sessionLifetime = dashboardSessionSeconds
-        configuration.rateLimits = rateLimits == "on" ? .standard : nil
+        if rateLimits == "on" {
+            var limits = RateLimitSettings.standard
+            limits.publicPerClient = .init(perSecond: ratePerAddress, burst: ratePerAddress * 10)
+            limits.publicPerApp = .init(perSecond: ratePerApp, burst: ratePerApp * 4)
+            configuration.rateLimits = limits
+        }
         configuration.webhooks.retention = eventRetentionDays * 86_400
         configuration.metricsBearerToken = ProcessInfo.processInfo.environment["COUNTERSIGN_METRICS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         // A database URL holds a password: the environment keeps it out of `ps`.

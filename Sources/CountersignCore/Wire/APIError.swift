@@ -78,9 +78,6 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     case storeAPINotConfigured = 4211
     /// `fetch_token` is a legacy receipt and the app does not accept them (`legacyReceipts`).
     case legacyReceiptsDisabled = 4212
-    /// The purchase's chain moved to another user moments ago and stays there for now
-    /// (`Retry-After` says how long); posting it later may move it.
-    case transferCooldown = 4213
     /// The signed data is dated more than five minutes after the server's clock: the server's
     /// clock is likely behind. Posting it later succeeds.
     case signedDateAhead = 4214
@@ -103,7 +100,7 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     /// posting it forever. Everything else leaves the customer's paid transaction unfinished, to
     /// be posted again: the server's clock behind the store's (`signedDateAhead`), its
     /// configuration (an environment or the test store not accepted yet, no In-App Purchase key),
-    /// a transfer cool-down, limits, outages.
+    /// limits, outages.
     public var refusesPurchaseForGood: Bool {
         switch self {
         case .invalidStoreSignature, .wrongApp, .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: true
@@ -117,7 +114,7 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
              .duplicateJSONKey, .reservedAppUserId, .invalidSubscriberAttributes: 400
         case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement, .promotionalOfferUnavailable,
              .storeAPINotConfigured, .legacyReceiptsDisabled, .signedDateAhead: 422
-        case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser, .transferCooldown: 409
+        case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: 409
         case .bodyTooLarge: 413
         case .missingAPIKey, .invalidAPIKey: 401
         case .wrongKeyKind, .testStoreNotEnabled, .csrfRejected, .appNotInSession: 403

@@ -92,13 +92,15 @@ extension CustomerDatabase {
         switch plan.owner {
         case .insert(let user):
             owner = user
-        case .update(let user):
+        case .update(let user) where !plan.dampsTransfer:
             owner = user
             var transfer = WebhookEvent(.transfer, subject: "\(transaction.originalTransactionId)\u{0}\(user)\u{0}\(milliseconds(now))",
                                         app: app, user: user, transaction: EventTransaction(transaction), now: now)
             if case .user(let previous) = facts.chainOwner { transfer.transferredFrom = [previous] }
             transfer.transferredTo = [user]
             events.append(transfer)
+        case .update(let user):
+            owner = user
         case .none:
             if case .user(let user) = facts.chainOwner { owner = user }
         }
@@ -155,6 +157,9 @@ extension CustomerDatabase {
         var customer: CustomerWrite
         var purchase: PurchaseWrite
         var owner: OwnerWrite
+        /// The chain moved within the transfer window: it moves again, without a `TRANSFER`
+        /// event and without starting a new window.
+        var dampsTransfer = false
     }
 
     /// The facts of a purchase in one statement: one row, the poster's customer row and the
@@ -229,10 +234,11 @@ extension CustomerDatabase {
         )
     }
 
-    /// How long (milliseconds) a chain that moved to another user stays where it went: a restore
-    /// on a new install moves it once; the same purchase posted alternately as two ids (events
-    /// and webhook deliveries without end) moves at most once a window.
-    static let transferCooldown: Int64 = 600_000
+    /// The window (milliseconds) that damps `TRANSFER` events: a chain that moved within it
+    /// moves again when posted (entitlements always follow the latest poster the rules allow),
+    /// but only the move that opened the window makes an event and its webhook deliveries. The
+    /// same purchase posted alternately as two ids made an event and a delivery per post.
+    static let transferWindow: Int64 = 600_000
 
     /// The ownership rules of ``record(_:app:poster:now:)``: who owns the purchase's chain after
     /// it is posted, and what that writes. `ownerHasActiveEntitlement` answers, for
@@ -280,12 +286,6 @@ extension CustomerDatabase {
             // The token's user wins over whoever holds the chain now.
             return plan(.boundToAnotherUser, .update(owner))
         }
-        if let moved = facts.chainMoved, milliseconds(now) - moved < transferCooldown {
-            // Posted back and forth: the chain stays where it went last, one TRANSFER per window.
-            let wait = Int((transferCooldown - (milliseconds(now) - moved) + 999) / 1000)
-            throw APIError(.transferCooldown, "this purchase moved to another user less than \(transferCooldown / 60_000) minutes ago; "
-                + "it can move again in \(wait) s", retryAfter: wait)
-        }
         switch app.transferBehavior {
         case .transfer:
             break
@@ -296,7 +296,10 @@ extension CustomerDatabase {
                 throw APIError(.purchaseOwnedByAnotherUser, "this purchase still gives another user an active entitlement")
             }
         }
-        return plan(.transferred, .update(poster))
+        var transferred = plan(.transferred, .update(poster))
+        // Posted back and forth: it moves each time, but one TRANSFER a window tells of it.
+        transferred.dampsTransfer = facts.chainMoved.map { milliseconds(now) - $0 < transferWindow } ?? false
+        return transferred
     }
 
     /// The writes of a new purchase (the customer added unless known, the purchase, its chain's
@@ -345,7 +348,8 @@ extension CustomerDatabase {
         switch plan.owner {
         case .none: break
         case .insert(let user): statements.append(insertOwnerStatement(app: app.id, chain: chain, user: user, now: now))
-        case .update(let user): statements.append(updateOwnerStatement(app: app.id, chain: chain, user: user, now: now))
+        case .update(let user):
+            statements.append(updateOwnerStatement(app: app.id, chain: chain, user: user, now: now, opensWindow: !plan.dampsTransfer))
         }
         statements += eventWrites
         if statements.count > 1, sql.dialect.name == "postgresql" {

@@ -183,8 +183,10 @@ public struct CustomerDatabase: Sendable {
         INSERT INTO purchase_owners (app_id, original_transaction_id, app_user_id, updated_at_ms) VALUES ($1, $2, $3, $4)
         """
 
-    static func updateOwnerStatement(app: String, chain: String, user: String, now: Date) -> NumberedStatement {
-        NumberedStatement("UPDATE purchase_owners SET app_user_id = $3, updated_at_ms = $4, moved_at_ms = $4 WHERE app_id = $1 AND original_transaction_id = $2",
+    /// A chain's new owner; `opensWindow`: the move opens a transfer window (its time noted).
+    static func updateOwnerStatement(app: String, chain: String, user: String, now: Date, opensWindow: Bool) -> NumberedStatement {
+        NumberedStatement("UPDATE purchase_owners SET app_user_id = $3, updated_at_ms = $4\(opensWindow ? ", moved_at_ms = $4" : "") "
+                          + "WHERE app_id = $1 AND original_transaction_id = $2",
                           [.text(app), .text(chain), .text(user), .integer(milliseconds(now))])
     }
 

@@ -249,8 +249,8 @@ enum Migrations {
             "ALTER TABLE purchases DROP CONSTRAINT purchases_pkey",
             "ALTER TABLE purchases ADD PRIMARY KEY (transaction_id, app_id, environment)",
         ]),
-        // When a chain last moved from one user to another: a chain moved within the cool-down
-        // does not move again (one TRANSFER per window, however often it is posted back and forth).
+        // When a chain's transfer window opened: moves within it make no further TRANSFER event
+        // (one per window, however often the purchase is posted back and forth).
         Migration(version: 10, name: "when each chain last moved", statements: [
             "ALTER TABLE purchase_owners ADD COLUMN moved_at_ms BIGINT",
         ]),
