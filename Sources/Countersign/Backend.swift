@@ -21,13 +21,16 @@ final class Backend: Sendable {
         var query: String?
         var usesNonce = true
         var cacheable = false
+        /// Safe to send again after a 429, a 5xx or a transport failure: reads, and posts the
+        /// server applies once (a store transaction, a logIn).
+        var retryable = false
 
         static func get(_ path: String, query: String? = nil, nonce: Bool = true, cacheable: Bool = false) -> Endpoint {
-            Endpoint(method: "GET", path: path, query: query, usesNonce: nonce, cacheable: cacheable)
+            Endpoint(method: "GET", path: path, query: query, usesNonce: nonce, cacheable: cacheable, retryable: true)
         }
 
-        static func post(_ path: String, _ fields: [(String, String?)]) -> Endpoint {
-            Endpoint(method: "POST", path: path, fields: fields)
+        static func post(_ path: String, _ fields: [(String, String?)], retryable: Bool = false) -> Endpoint {
+            Endpoint(method: "POST", path: path, fields: fields, retryable: retryable)
         }
 
         static func post(_ path: String, json: Data) -> Endpoint {
@@ -59,14 +62,19 @@ final class Backend: Sendable {
     let timeFloor: VerifiedTimeFloor?
     /// Called for every failed verification (error handler, telemetry).
     let onFailure: @Sendable (String, Int, VerificationFailure) -> Void
+    /// Retries of a retryable request, and the first wait (doubled each time, with jitter).
+    let retries: Int
+    let retryBaseDelay: Duration
 
     /// - Parameters:
     ///   - verifier: nil when verification is disabled.
     ///   - etags: nil for a backend that caches nothing (the test store's).
     init(apiKey: String, serverURL: URL, mode: EntitlementVerificationMode, verifier: SignatureVerifier?, session: URLSession,
-         etags: ETagCache?, timeFloor: VerifiedTimeFloor? = nil,
+         etags: ETagCache?, timeFloor: VerifiedTimeFloor? = nil, retries: Int = 0, retryBaseDelay: Duration = .milliseconds(500),
          onFailure: @escaping @Sendable (String, Int, VerificationFailure) -> Void = { _, _, _ in }) {
         self.timeFloor = timeFloor
+        self.retries = retries
+        self.retryBaseDelay = retryBaseDelay
         self.apiKey = apiKey
         self.serverURL = serverURL
         self.mode = mode
@@ -77,7 +85,7 @@ final class Backend: Sendable {
     }
 
     /// Sends the request and checks the answer. Throws ``PurchasesError/offline(_:)`` for
-    /// transport failures and 5xx, ``PurchasesError/server(statusCode:code:message:)`` for 4xx,
+    /// transport failures, 429 and 5xx (after the retries of a retryable request), ``PurchasesError/server(statusCode:code:message:)`` for 4xx,
     /// and, in enforced mode, ``PurchasesError/signatureVerificationFailed(path:statusCode:reason:)``.
     func perform(_ endpoint: Endpoint) async throws -> Answer {
         let answer = try await performAllowingRefusal(endpoint)
@@ -86,8 +94,53 @@ final class Backend: Sendable {
     }
 
     /// Like ``perform(_:)``, but a 4xx refusal comes back as an answer (with its verification)
-    /// instead of an error, for callers that act on a refusal only when it verified.
+    /// instead of an error, for callers that act on a refusal only when it verified. A retryable
+    /// request is sent again after a 429, a 5xx or a transport failure, up to ``retries`` times.
     func performAllowingRefusal(_ endpoint: Endpoint) async throws -> Answer {
+        var attempt = 0
+        while true {
+            let retryAfter: TimeInterval?
+            do {
+                return try await send(endpoint)
+            } catch let error as CannotVerify {
+                // Asking again at once would be checked by the same clock: not retried.
+                throw PurchasesError.offline(error.detail)
+            } catch PurchasesError.offline(let detail) where endpoint.retryable && attempt < retries {
+                retryAfter = Self.retryAfter(in: detail)
+            }
+            try await Task.sleep(for: retryDelay(attempt: attempt, retryAfter: retryAfter))
+            attempt += 1
+            SDKLog.log(.info, "\(endpoint.method) \(endpoint.path): trying again (\(attempt) of \(retries))")
+        }
+    }
+
+    /// An enforced answer the device cannot check now; callers see it as ``PurchasesError/offline(_:)``.
+    struct CannotVerify: Error {
+        let detail: String
+    }
+
+    /// The wait before retry `attempt + 1`: the server's `Retry-After` (at most 60 s), else the
+    /// base delay doubled per attempt, from half to one and a half times that (jitter, so many
+    /// devices do not come back at once).
+    func retryDelay(attempt: Int, retryAfter: TimeInterval?) -> Duration {
+        if let retryAfter { return .milliseconds(Int64(min(max(retryAfter, 0), 60) * 1000)) }
+        let base = Double(retryBaseDelay.components.seconds) + Double(retryBaseDelay.components.attoseconds) / 1e18
+        return .milliseconds(Int64(base * Double(1 << min(attempt, 10)) * Double.random(in: 0.5...1.5) * 1000))
+    }
+
+    /// The `Retry-After` a 5xx carried, kept in its ``PurchasesError/offline(_:)`` detail.
+    static func retryAfter(in detail: String) -> TimeInterval? {
+        guard let range = detail.range(of: "retry after ") else { return nil }
+        return TimeInterval(detail[range.upperBound...].prefix { $0.isNumber })
+    }
+
+    /// `Retry-After` in seconds (the HTTP-date form is not used by this server and is ignored).
+    static func retryAfter(_ response: HTTPURLResponse) -> TimeInterval? {
+        response.value(forHTTPHeaderField: "Retry-After").flatMap { TimeInterval($0.trimmingCharacters(in: .whitespaces)) }
+    }
+
+    /// One attempt.
+    private func send(_ endpoint: Endpoint) async throws -> Answer {
         guard let url = URL(string: serverURL.absoluteString.trimmingSuffix("/") + endpoint.path + (endpoint.query.map { "?" + $0 } ?? "")) else {
             throw PurchasesError.configuration("cannot form a URL from \(serverURL) and \(endpoint.path)")
         }
@@ -125,7 +178,12 @@ final class Backend: Sendable {
             throw PurchasesError.offline(error.localizedDescription)
         }
         let status = response.statusCode
-        if status >= 500 { throw PurchasesError.offline("\(endpoint.path) answered \(status)") }
+        let retryAfter = Self.retryAfter(response)
+        // Too many requests and server errors: the server cannot answer now (tried again, then
+        // the cache or the device stands in). A forged 429 can only delay, never grant or refuse.
+        if status >= 500 || status == 429 {
+            throw PurchasesError.offline("\(endpoint.path) answered \(status)" + (retryAfter.map { ", retry after \(Int($0))" } ?? ""))
+        }
         // The server signs its refusals too: they are verified like any answer.
         guard (200..<300).contains(status) || (400..<500).contains(status) || status == 304 else {
             throw PurchasesError.server(statusCode: status, code: nil, message: "unexpected HTTP \(status)")
@@ -160,7 +218,7 @@ final class Backend: Sendable {
                     // the signing key's life). As when the server cannot be reached: the verified
                     // cache or on-device entitlements stand in, nothing is cached, and the next
                     // call checks again.
-                    throw PurchasesError.offline("\(endpoint.path): cannot verify the answer on this device (\(reason.rawValue))")
+                    throw CannotVerify(detail: "\(endpoint.path): cannot verify the answer on this device (\(reason.rawValue))")
                 }
                 if mode == .enforced {
                     throw PurchasesError.signatureVerificationFailed(path: endpoint.path, statusCode: status, reason: reason)

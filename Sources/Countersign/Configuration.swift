@@ -26,7 +26,8 @@ public enum PurchasesAreCompletedBy: String, Sendable, Codable {
 public struct Configuration: Sendable {
     /// The app's public API key (`cs_pub_...`).
     public var apiKey: String
-    /// Nil: an anonymous `$CSAnonymousID:<uuid>`, kept on disk until `logIn`.
+    /// Nil: the id kept on disk, else the one RevenueCat's SDK kept on the device (see
+    /// ``revenueCatDefaults``), else a new anonymous `$CSAnonymousID:<uuid>`, kept until `logIn`.
     public var appUserID: String?
     /// The Countersign server, e.g. `https://purchases.example.com`.
     public var serverURL: URL
@@ -53,6 +54,22 @@ public struct Configuration: Sendable {
     public var now: @Sendable () -> Date = { Date() }
     /// The transport; tests may inject one.
     public var session: URLSession = .shared
+    /// Requests that are safe to repeat (reads, and posts of a store transaction, which the
+    /// server records once) are tried again this many times after a 429, a 5xx or a transport
+    /// failure, waiting `retryBaseDelay` × 2ⁿ with jitter, or the answer's `Retry-After` (up to
+    /// 60 seconds).
+    public var networkRetries = 2
+    public var retryBaseDelay: Duration = .milliseconds(500)
+    /// At configure: fetch the CustomerInfo (the delegate and the stream get it), and on the
+    /// first launch with this SDK post the store's current entitlements once, so a subscriber
+    /// who bought before the move is entitled without Restore. False: only when asked (tests
+    /// that count requests).
+    public var launchRequests = true
+    /// Where an app that used RevenueCat's SDK kept its app user id (read once, on the first
+    /// launch with this SDK, when no id is configured), as `UserDefaults` suite names, nil for
+    /// `UserDefaults.standard`: the standard defaults, then RevenueCat's suite
+    /// `com.revenuecat.user_defaults`; key `com.revenuecat.userdefaults.appUserID.new`.
+    public var revenueCatDefaults: [String?] = RevenueCatIdentity.defaultSuites
 
     public init(apiKey: String, appUserID: String? = nil, serverURL: URL, rootPublicKeys: [String], store: any Store, storageDirectory: URL) {
         self.apiKey = apiKey
@@ -71,6 +88,31 @@ public struct VerificationFailureEvent: Sendable, Hashable {
     public var reason: VerificationFailure
     public var mode: EntitlementVerificationMode
     public var appUserID: String
+}
+
+/// The app user id RevenueCat's SDK left on the device, so a moved app keeps its users.
+public enum RevenueCatIdentity {
+    /// RevenueCat's key for the current app user id.
+    public static let key = "com.revenuecat.userdefaults.appUserID.new"
+    /// RevenueCat's own suite, where installs that did not use `UserDefaults.standard` keep it.
+    public static let suiteName = "com.revenuecat.user_defaults"
+
+    /// The standard defaults, then RevenueCat's suite, in the order RevenueCat reads them.
+    public static let defaultSuites: [String?] = [nil, suiteName]
+
+    /// The first usable id in the suites (nil: `UserDefaults.standard`): a RevenueCat anonymous
+    /// id or any id that is not reserved, of at most 256 characters without control characters.
+    public static func storedAppUserID(in suites: [String?]) -> String? {
+        for suite in suites {
+            guard let store = suite.map({ UserDefaults(suiteName: $0) }) ?? UserDefaults.standard,
+                  let id = store.string(forKey: key), !id.isEmpty, id.unicodeScalars.count <= 256,
+                  !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }),
+                  ReservedAppUserID.isAnonymous(id) || !ReservedAppUserID.isReserved(id)
+            else { continue }
+            return id
+        }
+        return nil
+    }
 }
 
 /// The SDK's version, sent with telemetry.

@@ -23,6 +23,9 @@ public enum PurchasesError: Error, Sendable, Hashable, CustomStringConvertible {
     case paymentPending(productId: String)
     /// The configuration cannot be used.
     case configuration(String)
+    /// A purchase of this product is already under way (RevenueCat's
+    /// `operationAlreadyInProgressForProductError`): the second is refused before the store is asked.
+    case operationAlreadyInProgress(productId: String)
 
     public var description: String {
         switch self {
@@ -37,6 +40,7 @@ public enum PurchasesError: Error, Sendable, Hashable, CustomStringConvertible {
         case .purchaseCancelled(let productId): "purchase of \(productId) cancelled by the customer"
         case .paymentPending(let productId): "purchase of \(productId) is pending approval or payment"
         case .configuration(let detail): "configuration: \(detail)"
+        case .operationAlreadyInProgress(let productId): "a purchase of \(productId) is already in progress"
         }
     }
 
@@ -123,6 +127,7 @@ extension PurchasesError {
         case .purchaseCancelled: return .purchaseCancelledError
         case .paymentPending: return .paymentPendingError
         case .configuration: return .configurationError
+        case .operationAlreadyInProgress: return .operationAlreadyInProgressForProductError
         case .server(let status, let code, _):
             switch code.flatMap(APIErrorCode.init(rawValue:)) {
             case .purchaseOwnedByAnotherUser?, .purchaseBoundToAnotherUser?: return .receiptAlreadyInUseError

@@ -55,12 +55,19 @@ public final class Purchases: @unchecked Sendable {
         var handledTransactions: Set<String> = []
         var transactionListener: Task<Void, Never>?
         var attributeSync: Task<Void, Never>?
+        /// What configure started: the first launch's post of the store's entitlements and the
+        /// CustomerInfo fetch (tests await it).
+        var launchWork: Task<Void, Never>?
+        /// Products being bought now: a second purchase of one is refused.
+        var purchasesInProgress: Set<String> = []
     }
 
     let state: LockedState<State>
 
     /// The background refresh of a stale cache under way, if any.
     var backgroundRefresh: Task<Void, Never>? { state.withLock { $0.backgroundRefresh } }
+    /// What configure started, if anything.
+    var launchWork: Task<Void, Never>? { state.withLock { $0.launchWork } }
 
     private static let warnedAboutTestStore = OnceFlag()
     private static let sharedLock = NSLock()
@@ -119,6 +126,10 @@ public final class Purchases: @unchecked Sendable {
             user = given
         } else if let saved = disk.read(String.self, "app-user-id.json") {
             user = saved
+        } else if let carried = RevenueCatIdentity.storedAppUserID(in: configuration.revenueCatDefaults) {
+            // The first launch after the move from RevenueCat: the user it knew stays the user.
+            user = carried
+            SDKLog.log(.info, "kept the app user id RevenueCat's SDK stored on this device")
         } else {
             user = ReservedAppUserID.anonymousPrefix + UUID().uuidString.lowercased()
         }
@@ -134,7 +145,7 @@ public final class Purchases: @unchecked Sendable {
         backend = Backend(
             apiKey: configuration.apiKey, serverURL: configuration.serverURL, mode: mode,
             verifier: SignatureVerifier(configuration: verifierConfiguration), session: configuration.session, etags: etags,
-            timeFloor: timeFloor
+            timeFloor: timeFloor, retries: max(0, configuration.networkRetries), retryBaseDelay: configuration.retryBaseDelay
         ) { path, status, reason in
             let event = VerificationFailureEvent(path: path, statusCode: status, reason: reason, mode: mode, appUserID: state.withLock { $0.appUserID })
             SDKLog.log(.warn, "signature verification failed for \(path) (\(status)): \(reason.rawValue) [\(mode)]")
@@ -146,6 +157,46 @@ public final class Purchases: @unchecked Sendable {
             FileHandle.standardError.write(Data("Countersign: WARNING: running against the TEST STORE. Never ship an app configured with a test-store app or API key.\n".utf8))
         }
         startTransactionListener()
+        if configuration.launchRequests { startLaunchWork() }
+    }
+
+    /// At configure, as RevenueCat does: once per device, post the store's current entitlements
+    /// (a subscriber who bought under RevenueCat is entitled without Restore); then fetch the
+    /// CustomerInfo unless the cache is fresh, for the delegate and the stream.
+    private func startLaunchWork() {
+        let task = Task { [weak self] in
+            guard let self else { return }
+            await self.postStoreEntitlementsOnce()
+            if let info = try? await self.customerInfo(fetchPolicy: .notStaleCachedOrFetched) { self.deliver(info) }
+        }
+        state.withLock { $0.launchWork = task }
+    }
+
+    /// Posts the store's current entitlements the first time this SDK runs on the device (noted
+    /// on disk once they are recorded; tried again at the next launch otherwise).
+    private func postStoreEntitlementsOnce() async {
+        let marker = "store-entitlements-posted.json"
+        guard disk.read(Bool.self, marker) != true else { return }
+        do {
+            let transactions = try await configuration.store.currentEntitlements()
+            if !transactions.isEmpty {
+                SDKLog.log(.info, "first launch: recording the \(transactions.count) transaction(s) the store holds")
+                _ = try await post(all: transactions)
+            }
+            disk.write(true, marker)
+        } catch {
+            SDKLog.log(.warn, "first launch: the store's entitlements could not be recorded yet: \(error)")
+        }
+    }
+
+    /// Called when the app returns to the foreground (on platforms without a lifecycle
+    /// notification the SDK hears itself): refreshes a CustomerInfo older than the cache's
+    /// freshness, for the delegate and the stream, as RevenueCat does.
+    public func applicationWillEnterForeground() {
+        Task { [weak self] in
+            guard let self, let info = try? await self.customerInfo(fetchPolicy: .notStaleCachedOrFetched) else { return }
+            self.deliver(info)
+        }
     }
 
     deinit {
@@ -230,6 +281,9 @@ public final class Purchases: @unchecked Sendable {
         case .fetchCurrent:
             break
         }
+        // Transactions the store charged but the server has not recorded go first (RevenueCat
+        // posts unfinished transactions before every fetch), so the answer includes them.
+        await postUnfinishedTransactions()
         do {
             let path = "/v1/subscribers/\(user.pathSegmentEncoded)"
             let answer = try await backend.perform(.get(path, cacheable: true))
@@ -244,6 +298,22 @@ public final class Purchases: @unchecked Sendable {
                 return offline
             }
             throw PurchasesError.offline(detail)
+        }
+    }
+
+    /// Posts the store's unfinished transactions not already in hand (each failure logged and
+    /// left for the next time). With `purchasesAreCompletedBy == .myApp` the app finishes them.
+    private func postUnfinishedTransactions() async {
+        guard configuration.purchasesAreCompletedBy == .countersign,
+              let unfinished = try? await configuration.store.unfinishedTransactions(), !unfinished.isEmpty
+        else { return }
+        for transaction in unfinished where state.withLock({ $0.handledTransactions.insert(transaction.jws).inserted }) {
+            do {
+                _ = try await post(transaction)
+            } catch {
+                SDKLog.log(.warn, "could not record unfinished transaction \(transaction.transactionId) yet: \(error)")
+                _ = state.withLock { $0.handledTransactions.remove(transaction.jws) }
+            }
         }
     }
 
@@ -365,7 +435,8 @@ public final class Purchases: @unchecked Sendable {
         }
         // The current user's unsent attributes go first, as RevenueCat sends them before a switch.
         try? await syncAttributes()
-        let answer = try await backend.perform(.post("/v1/subscribers/identify", [("app_user_id", appUserID), ("new_app_user_id", newAppUserID)]))
+        let answer = try await backend.perform(.post("/v1/subscribers/identify", [("app_user_id", appUserID), ("new_app_user_id", newAppUserID)],
+                                                     retryable: true))
         let created = (try? JSONDecoder().decode(IdentifyResult.self, from: answer.body))?.created ?? false
         let info = try remember(answer, path: "/v1/subscribers/identify", user: newAppUserID)
         setUser(newAppUserID)
@@ -426,14 +497,32 @@ public final class Purchases: @unchecked Sendable {
     /// Buys a product through the store, records it on the server, and (with
     /// `purchasesAreCompletedBy == .countersign`) finishes the store transaction only once the
     /// server recorded it and its answer was not rejected.
+    ///
+    /// Once the store has charged, the purchase never fails for the server's sake: when the
+    /// server cannot be reached or answers 5xx (after retries), the answer is the CustomerInfo
+    /// computed on the device from the store's verified transactions (`verifiedOnDevice`), the
+    /// transaction stays unfinished, and it is posted (then finished) when the server answers
+    /// again, at the latest before the next CustomerInfo fetch. A second purchase of a product
+    /// already being bought is refused (`operationAlreadyInProgressForProductError`).
     public func purchase(productID: String) async throws -> (transaction: StoreTransaction, customerInfo: CustomerInfo) {
-        let transaction = try await configuration.store.purchase(
-            productID, appUserID: appUserID, appAccountToken: AppAccountToken.forAppUserID(appUserID)
-        )
+        guard state.withLock({ $0.purchasesInProgress.insert(productID).inserted }) else {
+            throw PurchasesError.operationAlreadyInProgress(productId: productID)
+        }
+        defer { _ = state.withLock { $0.purchasesInProgress.remove(productID) } }
+        let user = appUserID
+        let transaction = try await configuration.store.purchase(productID, appUserID: user, appAccountToken: AppAccountToken.forAppUserID(user))
         state.withLock { _ = $0.handledTransactions.insert(transaction.jws) }
-        let info = try await post(transaction)
-        deliver(info, force: true)
-        return (transaction, info)
+        do {
+            let info = try await post(transaction)
+            deliver(info, force: true)
+            return (transaction, info)
+        } catch PurchasesError.offline(let detail) {
+            _ = state.withLock { $0.handledTransactions.remove(transaction.jws) }
+            SDKLog.log(.warn, "purchase of \(productID) charged; the server is unavailable (\(detail)): answered from the device, recorded later")
+            guard let onDevice = try await offlineCustomerInfo(for: user) else { throw PurchasesError.offline(detail) }
+            deliver(onDevice, force: true)
+            return (transaction, onDevice)
+        }
     }
 
     /// Posts every unfinished store transaction again (finishing those the server records) and
@@ -482,7 +571,8 @@ public final class Purchases: @unchecked Sendable {
     func post(_ transaction: StoreTransaction) async throws -> CustomerInfo {
         let user = appUserID
         SDKLog.log(.info, "recording transaction \(transaction.transactionId) of \(transaction.productId)")
-        let answer = try await backend.performAllowingRefusal(.post("/v1/receipts", [("app_user_id", user), ("fetch_token", transaction.jws)]))
+        let answer = try await backend.performAllowingRefusal(.post("/v1/receipts", [("app_user_id", user), ("fetch_token", transaction.jws)],
+                                                                    retryable: true))
         if let refusal = answer.refusal {
             if case .server(_, let code?, _) = refusal, APIErrorCode(rawValue: code)?.refusesPurchaseForGood == true,
                answer.verification == .verified || configuration.entitlementVerificationMode == .disabled {

@@ -47,6 +47,10 @@ public final class TamperingProxy: Sendable {
         /// valid) and a request time in 2286: to push a device's verified-time floor past every
         /// genuine answer.
         case futureTime = "future-time"
+        /// Answer the next requests (``Configuration/unavailableCount``, reset whenever the attack
+        /// is set) with 503 or 429 (``Configuration/unavailableStatus``), then forward: a server
+        /// that hiccups, for the SDK's retries.
+        case unavailable
     }
 
     public struct Configuration: Sendable {
@@ -62,6 +66,9 @@ public final class TamperingProxy: Sendable {
         /// A valid intermediate of the real root (private key included), as if stolen from the
         /// server, for `future-time`; without one that attack signs with the attacker's own.
         public var stolenIntermediate: IntermediateSigningKey?
+        /// For `unavailable`: how many requests are refused, and with which status (503 or 429).
+        public var unavailableCount = 2
+        public var unavailableStatus = 503
 
         public init(upstream: URL, attack: Attack) {
             self.upstream = upstream
@@ -81,7 +88,7 @@ public final class TamperingProxy: Sendable {
 
     public init(configuration: Configuration) throws {
         upstream = configuration.upstream
-        state = State(attack: configuration.attack)
+        state = State(attack: configuration.attack, unavailable: (configuration.unavailableCount, configuration.unavailableStatus))
         attackerRoot = RootSigningKey()
         attackerSigner = ResponseSigner(key: try attackerRoot.issueIntermediate(validForDays: 30))
         let expired = try configuration.expiredIntermediate
@@ -90,6 +97,11 @@ public final class TamperingProxy: Sendable {
         stolenSigner = configuration.stolenIntermediate.map { ResponseSigner(key: $0) } ?? attackerSigner
         entitlement = configuration.entitlement
         otherUser = configuration.otherUser
+    }
+
+    /// Switches to `unavailable`: the next `count` requests get `status` (503 or 429).
+    public func failNext(_ count: Int, status: Int = 503) {
+        state.setUnavailable(count: count, status: status)
     }
 
     /// The attack in force; tests switch it between requests.
@@ -149,6 +161,12 @@ public final class TamperingProxy: Sendable {
             case .serverDown:
                 answer = Answer(status: .serviceUnavailable, headers: [.contentType: "application/json"],
                                 body: Data(#"{"code":5030,"message":"service unavailable"}"#.utf8))
+            case .unavailable where state.takeUnavailable():
+                answer = state.unavailableStatus == 429
+                    ? Answer(status: .tooManyRequests, headers: [.contentType: "application/json"],
+                             body: Data(#"{"code":4290,"message":"too many requests"}"#.utf8))
+                    : Answer(status: .serviceUnavailable, headers: [.contentType: "application/json"],
+                             body: Data(#"{"code":5030,"message":"service unavailable"}"#.utf8))
             case .forgeRefusal:
                 answer = Answer(status: .unprocessableContent, headers: [.contentType: "application/json"],
                                 body: Data(#"{"code":4201,"message":"fetch_token is not a valid signed transaction"}"#.utf8))
@@ -194,7 +212,7 @@ public final class TamperingProxy: Sendable {
 
     func tamper(_ answer: inout Answer, attack: Attack, request: Request) throws {
         switch attack {
-        case .none, .replay, .crossUser, .swapPath, .serverDown, .forgeRefusal:
+        case .none, .replay, .crossUser, .swapPath, .serverDown, .forgeRefusal, .unavailable:
             break
         case .grantEntitlement:
             answer.body = grantingEntitlement(answer.body)
@@ -304,12 +322,33 @@ public final class TamperingProxy: Sendable {
         private var current: Attack
         private var answers: [String: Answer] = [:]
         private var requests: [SeenRequest] = []
+        private var unavailable: (count: Int, status: Int)
+        private var unavailableLeft: Int
 
-        init(attack: Attack) { current = attack }
+        init(attack: Attack, unavailable: (count: Int, status: Int)) {
+            current = attack
+            self.unavailable = unavailable
+            unavailableLeft = unavailable.count
+        }
 
         var attack: Attack {
             get { lock.withLock { current } }
-            set { lock.withLock { current = newValue; answers = [:] } }
+            set { lock.withLock { current = newValue; answers = [:]; unavailableLeft = unavailable.count } }
+        }
+
+        var unavailableStatus: Int { lock.withLock { unavailable.status } }
+
+        /// Whether this request is one of those `unavailable` refuses (counting it).
+        func takeUnavailable() -> Bool {
+            lock.withLock {
+                guard unavailableLeft > 0 else { return false }
+                unavailableLeft -= 1
+                return true
+            }
+        }
+
+        func setUnavailable(count: Int, status: Int) {
+            lock.withLock { unavailable = (count, status); unavailableLeft = count; current = .unavailable; answers = [:] }
         }
 
         func recorded(_ path: String) -> Answer? { lock.withLock { answers[path] } }

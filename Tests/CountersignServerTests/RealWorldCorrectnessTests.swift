@@ -103,7 +103,7 @@ struct RealWorldCorrectnessTests {
 
     @Test("reservedIds: internal-looking ids are refused everywhere; the SDK's anonymous ids are not")
     func reservedIds() {
-        for id in ["$CSDeleted", "$csDeleted", "$RCAnonymousID:0123456789abcdef0123456789abcdef", "$CSAnonymousID:", "$CSAnonymousID:a b", "$rc"] {
+        for id in ["$CSDeleted", "$csDeleted", "$RCAnonymousID:0123456789ABCDEF0123456789abcdef", "$RCAnonymousID:abc", "$CSAnonymousID:", "$CSAnonymousID:a b", "$rc"] {
             #expect(ReservedAppUserID.isReserved(id), "\(id)")
         }
         for id in ["$CSAnonymousID:\(UUID().uuidString.lowercased())", "$CSAnonymousID:x", "alice", "$", "$C", "CS$", "＄CS"] {

@@ -77,6 +77,11 @@ struct SDKHarness: Sendable {
             apiKey: apiKey, appUserID: user, serverURL: proxyURL, rootPublicKeys: [rootKey], store: store, storageDirectory: storageDirectory
         )
         configuration.entitlementVerificationMode = mode
+        // Quick retries; no launch requests or RevenueCat identity unless a test asks (the
+        // suites count requests and switch attacks between them).
+        configuration.retryBaseDelay = .milliseconds(10)
+        configuration.launchRequests = false
+        configuration.revenueCatDefaults = []
         let clock = clock
         configuration.now = { clock.now }
         return configuration

@@ -30,6 +30,12 @@ struct ProxyCommand: AsyncParsableCommand {
     @Option(name: .customLong("expired-intermediate"), help: "An expired intermediate key file of the real root, for expired-intermediate.")
     var expiredIntermediate: String?
 
+    @Option(name: .customLong("unavailable-count"), help: "For unavailable: how many requests are refused before the proxy forwards again.")
+    var unavailableCount = 2
+
+    @Option(name: .customLong("unavailable-status"), help: "For unavailable: 503 or 429.")
+    var unavailableStatus = 503
+
     @Option(name: .customLong("stolen-intermediate"), help: "A valid intermediate key file of the real root (keys/intermediate-*.key), for future-time.")
     var stolenIntermediate: String?
 
@@ -45,6 +51,11 @@ struct ProxyCommand: AsyncParsableCommand {
         var configuration = TamperingProxy.Configuration(upstream: upstreamURL, attack: attack)
         configuration.entitlement = entitlement
         configuration.otherUser = otherUser
+        guard unavailableStatus == 503 || unavailableStatus == 429, unavailableCount >= 0 else {
+            throw CLIError("--unavailable-status must be 503 or 429 and --unavailable-count 0 or more")
+        }
+        configuration.unavailableCount = unavailableCount
+        configuration.unavailableStatus = unavailableStatus
         if let expiredIntermediate {
             configuration.expiredIntermediate = try CLIError.wrapping("--expired-intermediate") {
                 try KeyFile.loadIntermediate(from: URL(fileURLWithPath: expiredIntermediate))

@@ -1,21 +1,34 @@
 /// App user ids the server keeps for itself.
 ///
-/// The SDK names a user who has not logged in `$CSAnonymousID:` followed by a UUID. Every other
-/// id starting with `$CS` or `$RC` (in any letter case) is reserved: the server refuses it
+/// The SDK names a user who has not logged in `$CSAnonymousID:` followed by a UUID; RevenueCat's
+/// SDK named such a user `$RCAnonymousID:` followed by 32 lowercase letters and digits (a UUID's
+/// hex without dashes), and those ids, carried over from RevenueCat (on the device, in an
+/// export, in an app's backend), are anonymous ids here too: the same user, the same rules (an
+/// anonymous id pins no purchase and merges into the user it logs in as). Every other id
+/// starting with `$CS` or `$RC` (in any letter case) is reserved: the server refuses it
 /// everywhere an app user id is accepted, so no client can ask for, log in as or post purchases
-/// for an id that looks internal. RevenueCat's own anonymous ids (`$RCAnonymousID:`) are refused
-/// too: they were made by another SDK and are migrated by logging the user in.
+/// for an id that looks internal.
 public enum ReservedAppUserID {
     public static let anonymousPrefix = "$CSAnonymousID:"
+    /// RevenueCat's prefix for the anonymous ids its SDK made.
+    public static let revenueCatAnonymousPrefix = "$RCAnonymousID:"
 
-    /// Whether `appUserID` is an anonymous id in the SDK's format: the prefix and then 1 to 128
-    /// ASCII letters, digits or `-` (the SDK writes a lowercase UUID).
+    /// Whether `appUserID` is an anonymous id: this SDK's (the prefix and then 1 to 128 ASCII
+    /// letters, digits or `-`; the SDK writes a lowercase UUID) or RevenueCat's (its prefix and
+    /// exactly 32 lowercase ASCII letters or digits, as RevenueCat's SDK checks them).
     public static func isAnonymous(_ appUserID: String) -> Bool {
-        guard appUserID.utf8.starts(with: anonymousPrefix.utf8) else { return false }
-        let suffix = appUserID.utf8.dropFirst(anonymousPrefix.utf8.count)
-        return (1...128).contains(suffix.count) && suffix.allSatisfy { byte in
-            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || byte == UInt8(ascii: "-")
+        let bytes = appUserID.utf8
+        if bytes.starts(with: anonymousPrefix.utf8) {
+            let suffix = bytes.dropFirst(anonymousPrefix.utf8.count)
+            return (1...128).contains(suffix.count) && suffix.allSatisfy { byte in
+                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || byte == UInt8(ascii: "-")
+            }
         }
+        if bytes.starts(with: revenueCatAnonymousPrefix.utf8) {
+            let suffix = bytes.dropFirst(revenueCatAnonymousPrefix.utf8.count)
+            return suffix.count == 32 && suffix.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x7A).contains($0) }
+        }
+        return false
     }
 
     /// Whether `appUserID` is reserved: it starts with `$CS` or `$RC` (any case) and is not an
