@@ -266,4 +266,22 @@ struct SecurityReviewTests {
             #expect(counted.map(\.count).reduce(0, +) == 2)
         }
     }
+
+    // MARK: Found by the API contract check
+
+    @Test("an attribute value holding U+0000 is refused by name and stores nothing (PostgreSQL's text cannot hold it)", arguments: TestDatabaseKind.available)
+    func nulInAttributeValue(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            try await harness.logIn("nul")
+            let before = try await harness.snapshot()
+            let body = Data(#"{"attributes":{"$email":{"value":"a\u0000b","updated_at_ms":5},"plain":{"value":"ok","updated_at_ms":5}}}"#.utf8)
+            let reply = try await harness.send(.post, "/v1/subscribers/nul/attributes", key: harness.key, body: body,
+                                               headers: [SignatureHeader.nonce: SignedRequestParts.makeNonce().base64EncodedString()])
+            #expect(reply.status == 400 && reply.code == APIErrorCode.invalidSubscriberAttributes.rawValue)
+            #expect((reply.json["message"] as? String)?.contains("$email") == true)
+            #expect(try await harness.snapshot() == before)
+            let record = try await harness.send(.get, "/v1/admin/customers/nul", key: harness.secretKey)
+            #expect(record.status == 200 && (record.json["subscriber_attributes"] as? [String: Any] ?? [:]).isEmpty, "nothing of the batch is stored")
+        }
+    }
 }

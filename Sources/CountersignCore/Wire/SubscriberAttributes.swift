@@ -26,6 +26,10 @@ public enum SubscriberAttributeRules {
         if let value, value.unicodeScalars.count > maximumValueLength {
             return "the value of attribute '\(key.prefix(60))' is longer than \(maximumValueLength) characters"
         }
+        // PostgreSQL's text cannot hold U+0000, and C strings end at it: no reader would see the value sent.
+        if let value, value.unicodeScalars.contains("\u{0}") {
+            return "the value of attribute '\(key.prefix(60))' must not hold U+0000"
+        }
         return nil
     }
 }
