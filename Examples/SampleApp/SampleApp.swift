@@ -1,6 +1,6 @@
 // A sample app written the way RevenueCat's documentation writes one: configure, a delegate, the
 // paywall from offerings, purchase a package, handle a cancel, gate a feature on an entitlement,
-// restore. Against RevenueCat, two lines differ: `import RevenueCat` and the configure line
+// restore. Against RevenueCat, the import differs and the configure call gains two `.with` lines
 // (a self-hosted server has its own URL and root keys). See docs/migration.md.
 //
 // It runs against a live server with the test store (scripts/sample-app.sh starts one):
@@ -33,8 +33,16 @@ struct SampleApp {
         }
 
         Purchases.logLevel = .info
-        // The one line that differs from RevenueCat's `Purchases.configure(withAPIKey: "appl_…")`.
-        Purchases.configure(withAPIKey: apiKey, serverURL: server, rootPublicKeys: [rootKey], appUserID: "sample-\(UUID().uuidString.prefix(8))")
+        // RevenueCat's documented configure form; the two `.with` lines marked are Countersign's
+        // own (a self-hosted server has its own URL and root key).
+        Purchases.configure(
+            with: Configuration.Builder(withAPIKey: apiKey)
+                .with(appUserID: "sample-\(UUID().uuidString.prefix(8))")
+                .with(serverURL: server)            // Countersign
+                .with(rootPublicKeys: [rootKey])    // Countersign
+                .with(entitlementVerificationMode: .enforced)
+                .build()
+        )
 
         let model = AppModel()
         Purchases.shared.delegate = model

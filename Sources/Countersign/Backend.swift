@@ -65,14 +65,17 @@ final class Backend: Sendable {
     /// Retries of a retryable request, and the first wait (doubled each time, with jitter).
     let retries: Int
     let retryBaseDelay: Duration
+    /// How long one request may take.
+    let timeout: TimeInterval
 
     /// - Parameters:
     ///   - verifier: nil when verification is disabled.
     ///   - etags: nil for a backend that caches nothing (the test store's).
     init(apiKey: String, serverURL: URL, mode: EntitlementVerificationMode, verifier: SignatureVerifier?, session: URLSession,
          etags: ETagCache?, timeFloor: VerifiedTimeFloor? = nil, retries: Int = 0, retryBaseDelay: Duration = .milliseconds(500),
-         onFailure: @escaping @Sendable (String, Int, VerificationFailure) -> Void = { _, _, _ in }) {
+         timeout: TimeInterval = 30, onFailure: @escaping @Sendable (String, Int, VerificationFailure) -> Void = { _, _, _ in }) {
         self.timeFloor = timeFloor
+        self.timeout = timeout
         self.retries = retries
         self.retryBaseDelay = retryBaseDelay
         self.apiKey = apiKey
@@ -144,7 +147,7 @@ final class Backend: Sendable {
         guard let url = URL(string: serverURL.absoluteString.trimmingSuffix("/") + endpoint.path + (endpoint.query.map { "?" + $0 } ?? "")) else {
             throw PurchasesError.configuration("cannot form a URL from \(serverURL) and \(endpoint.path)")
         }
-        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalAndRemoteCacheData, timeoutInterval: 30)
+        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalAndRemoteCacheData, timeoutInterval: timeout)
         request.httpMethod = endpoint.method
         request.setValue("Bearer \(apiKey)", forHTTPHeaderField: "Authorization")
         request.setValue("Countersign-SDK/\(CountersignSDK.version)", forHTTPHeaderField: "User-Agent")

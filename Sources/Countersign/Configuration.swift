@@ -20,6 +20,9 @@ public enum PurchasesAreCompletedBy: String, Sendable, Codable {
     case countersign
     /// The app finishes transactions itself; the SDK records them and never finishes.
     case myApp
+
+    /// RevenueCat's name for ``countersign``, so `.with(purchasesAreCompletedBy: .revenueCat, …)` compiles.
+    public static let revenueCat = PurchasesAreCompletedBy.countersign
 }
 
 /// Everything `Purchases.configure(with:)` needs.
@@ -54,6 +57,8 @@ public struct Configuration: Sendable {
     public var now: @Sendable () -> Date = { Date() }
     /// The transport; tests may inject one.
     public var session: URLSession = .shared
+    /// How long one request may take, in seconds (RevenueCat's default, 30).
+    public var networkTimeout: TimeInterval = 30
     /// Requests that are safe to repeat (reads, and posts of a store transaction, which the
     /// server records once) are tried again this many times after a 429, a 5xx or a transport
     /// failure, waiting `retryBaseDelay` × 2ⁿ with jitter, or the answer's `Retry-After` (up to
@@ -129,29 +134,10 @@ extension Purchases {
     ///
     /// An unusable configuration (root keys that are not Ed25519 public keys, storage that
     /// cannot be written) stops with a message saying what is wrong, as a misconfigured
-    /// RevenueCat does; use ``configure(with:)`` to handle it as an error instead.
+    /// RevenueCat does; use ``configure(validating:)`` to handle it as an error instead.
     @discardableResult
     public static func configure(withAPIKey apiKey: String, serverURL: URL, rootPublicKeys: [String], appUserID: String? = nil) -> Purchases {
-        let base = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
-            ?? FileManager.default.temporaryDirectory
-        let directory = base.appendingPathComponent("Countersign").appendingPathComponent(String(SHA256Hex.of(Data(apiKey.utf8)).prefix(16)))
-        do {
-            let store: any Store
-            #if canImport(StoreKit)
-            if #available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *) {
-                store = StoreKitStore()
-            } else {
-                preconditionFailure("Countersign needs iOS 17, macOS 14, tvOS 17 or watchOS 10")
-            }
-            #else
-            store = try TestStore(serverURL: serverURL, apiKey: apiKey, rootPublicKeys: rootPublicKeys, directory: directory)
-            #endif
-            var configuration = Configuration(apiKey: apiKey, appUserID: appUserID, serverURL: serverURL, rootPublicKeys: rootPublicKeys,
-                                              store: store, storageDirectory: directory)
-            configuration.entitlementVerificationMode = .enforced
-            return try configure(with: configuration)
-        } catch {
-            preconditionFailure("Purchases.configure(withAPIKey:serverURL:rootPublicKeys:) cannot be used: \(error)")
-        }
+        configure(with: Configuration.Builder(withAPIKey: apiKey).with(serverURL: serverURL).with(rootPublicKeys: rootPublicKeys)
+            .with(appUserID: appUserID).with(entitlementVerificationMode: .enforced).build())
     }
 }

@@ -76,7 +76,9 @@ public struct CustomerInfo: Sendable, Hashable {
     /// The server's request date in the answer (the device's clock for on-device results).
     public let requestDate: Date
     public let originalAppUserId: String
-    public let firstSeen: Date?
+    /// When the server first saw the customer (RevenueCat's `firstSeen`, not optional: an answer
+    /// without it, or one computed on the device, says the request date).
+    public let firstSeen: Date
     /// Why verification failed, when `entitlements.verification == .failed`.
     public let verificationFailure: VerificationFailure?
     /// The exact answer body it was read from (empty for on-device results).
@@ -141,7 +143,7 @@ public struct CustomerInfo: Sendable, Hashable {
         allPurchasedProductIdentifiers = Set(subscriber.subscriptions.keys).union(subscriber.nonSubscriptions.keys)
         self.requestDate = requestDate
         originalAppUserId = subscriber.originalAppUserId
-        firstSeen = WireDate.parse(subscriber.firstSeen)
+        firstSeen = WireDate.parse(subscriber.firstSeen) ?? requestDate
         verificationFailure = verification == .failed ? failure : nil
         rawData = body
         managementURL = subscriber.managementUrl.flatMap(URL.init(string:))
@@ -166,7 +168,7 @@ public struct CustomerInfo: Sendable, Hashable {
         allPurchasedProductIdentifiers = purchased
         requestDate = now
         originalAppUserId = appUserID
-        firstSeen = nil
+        firstSeen = now
         verificationFailure = nil
         rawData = Data()
     }

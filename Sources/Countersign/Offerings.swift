@@ -125,3 +125,17 @@ struct ProductEntitlementMapping: Sendable {
         entitlements = try JSONDecoder().decode(Wire.self, from: body).product_entitlement_mapping.mapValues(\.entitlements)
     }
 }
+
+/// RevenueCat's top-level names: `ForEach(offering.availablePackages)` and `let package: Package`
+/// compile as they do against RevenueCat.
+public typealias Package = Offerings.Package
+public typealias Offering = Offerings.Offering
+
+extension Offerings.Package: Identifiable {
+    /// The package's identifier, as RevenueCat's `Package.id`.
+    public var id: String { identifier }
+}
+
+extension Offerings.Offering: Identifiable {
+    public var id: String { identifier }
+}

@@ -60,6 +60,8 @@ public final class Purchases: @unchecked Sendable {
         var launchWork: Task<Void, Never>?
         /// Products being bought now: a second purchase of one is refused.
         var purchasesInProgress: Set<String> = []
+        /// The offerings fetched last, for whom and when.
+        var offerings: (offerings: Offerings, user: String, fetchedAt: Date)?
     }
 
     let state: LockedState<State>
@@ -86,13 +88,28 @@ public final class Purchases: @unchecked Sendable {
     /// Whether `configure(with:)` has made ``shared``.
     public static var isConfigured: Bool { sharedLock.withLock { sharedInstance != nil } }
 
-    /// Configures the SDK (and ``shared``). Throws for unusable root keys or storage.
+    /// Configures the SDK (and ``shared``), as RevenueCat's `configure(with:)`: an unusable
+    /// configuration (root keys that are not Ed25519 public keys, storage that cannot be
+    /// written) stops with a message saying what is wrong. ``configure(validating:)`` throws instead.
     @discardableResult
-    public static func configure(with configuration: Configuration) throws -> Purchases {
+    public static func configure(with configuration: Configuration) -> Purchases {
+        do {
+            return try configure(validating: configuration)
+        } catch {
+            preconditionFailure("Purchases.configure(with:) cannot use this configuration: \(error)")
+        }
+    }
+
+    /// Configures the SDK (and ``shared``); throws for unusable root keys or storage.
+    @discardableResult
+    public static func configure(validating configuration: Configuration) throws -> Purchases {
         let purchases = try Purchases(configuration: configuration)
         sharedLock.withLock { sharedInstance = purchases }
         return purchases
     }
+
+    /// The CustomerInfo cached for the current user, if any (no request).
+    public var cachedCustomerInfo: CustomerInfo? { currentCustomerInfo }
 
     public init(configuration: Configuration) throws {
         self.configuration = configuration
@@ -145,7 +162,8 @@ public final class Purchases: @unchecked Sendable {
         backend = Backend(
             apiKey: configuration.apiKey, serverURL: configuration.serverURL, mode: mode,
             verifier: SignatureVerifier(configuration: verifierConfiguration), session: configuration.session, etags: etags,
-            timeFloor: timeFloor, retries: max(0, configuration.networkRetries), retryBaseDelay: configuration.retryBaseDelay
+            timeFloor: timeFloor, retries: max(0, configuration.networkRetries), retryBaseDelay: configuration.retryBaseDelay,
+            timeout: configuration.networkTimeout
         ) { path, status, reason in
             let event = VerificationFailureEvent(path: path, statusCode: status, reason: reason, mode: mode, appUserID: state.withLock { $0.appUserID })
             SDKLog.log(.warn, "signature verification failed for \(path) (\(status)): \(reason.rawValue) [\(mode)]")
@@ -162,12 +180,14 @@ public final class Purchases: @unchecked Sendable {
 
     /// At configure, as RevenueCat does: once per device, post the store's current entitlements
     /// (a subscriber who bought under RevenueCat is entitled without Restore); then fetch the
-    /// CustomerInfo unless the cache is fresh, for the delegate and the stream.
+    /// CustomerInfo unless the cache is fresh, for the delegate and the stream, and the offerings.
     private func startLaunchWork() {
         let task = Task { [weak self] in
             guard let self else { return }
             await self.postStoreEntitlementsOnce()
             if let info = try? await self.customerInfo(fetchPolicy: .notStaleCachedOrFetched) { self.deliver(info) }
+            // The paywall's offerings, ready before the app asks (and on disk for a later outage).
+            _ = try? await self.offerings()
         }
         state.withLock { $0.launchWork = task }
     }
@@ -461,9 +481,50 @@ public final class Purchases: @unchecked Sendable {
 
     // MARK: Catalogue
 
+    /// The offerings, as RevenueCat serves them: from memory while fresh (5 minutes), else from
+    /// the server; when the server cannot be reached or its answer cannot be read, the last
+    /// offerings fetched for this user (in memory, else on disk), so the paywall still loads.
+    /// Only verified answers (or, with verification disabled, any) are kept.
     public func offerings() async throws -> Offerings {
-        let answer = try await backend.perform(.get("/v1/subscribers/\(appUserID.pathSegmentEncoded)/offerings", nonce: false, cacheable: true))
-        guard let wire = try? JSONDecoder().decode(Offerings.Wire.self, from: answer.body) else {
+        let user = appUserID
+        let now = configuration.now()
+        if let held = state.withLock({ $0.offerings }), AppUserID.same(held.user, user), Self.isFresh(held.fetchedAt, now: now) {
+            return held.offerings
+        }
+        let file = CacheFiles.fileName("offerings", user)
+        do {
+            let answer = try await backend.perform(.get("/v1/subscribers/\(user.pathSegmentEncoded)/offerings", nonce: false, cacheable: true))
+            let offerings = try await self.offerings(from: answer.body, verification: answer.verification)
+            if backend.acceptableCached(answer.verification) {
+                state.withLock { $0.offerings = (offerings, user, now) }
+                disk.write(CachedAnswer(body: answer.body, verification: answer.verification, failure: nil, fetchedAt: now), file)
+            }
+            return offerings
+        } catch let error as PurchasesError {
+            switch error {
+            case .offline, .malformedAnswer: break
+            default: throw error
+            }
+            if let held = state.withLock({ $0.offerings }), AppUserID.same(held.user, user) { return held.offerings }
+            if let cached = disk.read(CachedAnswer.self, file), backend.acceptableCached(cached.verification),
+               let offerings = try? await self.offerings(from: cached.body, verification: cached.verification) {
+                SDKLog.log(.warn, "offerings answered from the disk cache: \(error)")
+                state.withLock { $0.offerings = (offerings, user, cached.fetchedAt) }
+                return offerings
+            }
+            throw error
+        }
+    }
+
+    /// The offerings fetched last for the current user, if any (no request), as RevenueCat's
+    /// `cachedOfferings`.
+    public var cachedOfferings: Offerings? {
+        state.withLock { state in state.offerings.flatMap { AppUserID.same($0.user, state.appUserID) ? $0.offerings : nil } }
+    }
+
+    /// An offerings answer with the store's products for its packages.
+    private func offerings(from body: Data, verification: VerificationResult) async throws -> Offerings {
+        guard let wire = try? JSONDecoder().decode(Offerings.Wire.self, from: body) else {
             throw PurchasesError.malformedAnswer(path: "/v1/subscribers/{id}/offerings")
         }
         let products = try await configuration.store.products(wire.productIdentifiers)
@@ -471,7 +532,7 @@ public final class Purchases: @unchecked Sendable {
         if !missing.isEmpty {
             SDKLog.log(.warn, "the store does not know \(missing.sorted().joined(separator: ", ")); their packages are left out")
         }
-        return try Offerings(answer: answer.body, verification: answer.verification,
+        return try Offerings(answer: body, verification: verification,
                              products: Dictionary(products.map { ($0.productIdentifier, $0) }, uniquingKeysWith: { first, _ in first }))
     }
 

@@ -150,4 +150,29 @@ struct MoveFromRevenueCatTests {
         }
         #expect(RevenueCatIdentity.storedAppUserID(in: []) == nil)
     }
+
+    @Test("offerings: from memory while fresh, from the disk cache when the server is down after a restart")
+    func offeringsCache() async throws {
+        try await SDKHarness.run { harness in
+            let purchases = try harness.purchases(mode: .enforced, user: "shopper", storage: "offerings")
+            #expect(purchases.cachedOfferings == nil)
+            let fetched = try await purchases.offerings()
+            #expect(fetched.current?.availablePackages.isEmpty == false)
+            #expect(purchases.cachedOfferings == fetched)
+            let asked = { harness.proxy.seenRequests.filter { $0.path.hasSuffix("/offerings") }.count }
+            let before = asked()
+            #expect(try await purchases.offerings() == fetched)
+            #expect(asked() == before, "fresh offerings come from memory")
+
+            // The app restarts while the server is down: the disk cache serves the paywall.
+            harness.proxy.attack = .serverDown
+            let restarted = try harness.purchases(mode: .enforced, user: "shopper", storage: "offerings")
+            let offline = try await restarted.offerings()
+            #expect(offline.current?.identifier == fetched.current?.identifier)
+            #expect(offline.current?.availablePackages.map(\.id) == fetched.current?.availablePackages.map(\.id))
+            // Nothing cached for another user: the outage is an error there.
+            let stranger = try harness.purchases(mode: .enforced, user: "stranger", storage: "offerings-stranger")
+            await #expect(throws: PurchasesError.self) { _ = try await stranger.offerings() }
+        }
+    }
 }

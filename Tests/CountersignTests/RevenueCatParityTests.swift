@@ -47,15 +47,49 @@ struct LoggingTests {
     }
 }
 
-@Suite("Shared instance")
+/// The tests that configure `Purchases.shared`, one at a time (it is one global).
+@Suite("Shared instance", .serialized)
 struct SharedInstanceTests {
     @Test("configure makes Purchases.shared, and isConfigured says so")
     func configureMakesShared() async throws {
         try await SDKHarness.run { harness in
-            let purchases = try Purchases.configure(with: try harness.configuration(mode: .enforced, user: "shared", storage: "shared"))
+            let purchases = try Purchases.configure(validating: try harness.configuration(mode: .enforced, user: "shared", storage: "shared"))
             #expect(Purchases.isConfigured)
             #expect(Purchases.shared === purchases)
             #expect(try await Purchases.shared.customerInfo(fetchPolicy: .fetchCurrent).entitlements.verification == .verified)
+        }
+    }
+
+    @Test("RevenueCat's configure form: Configuration.Builder, a non-throwing configure, top-level Package and Offering, cachedCustomerInfo")
+    func builderForm() async throws {
+        try await SDKHarness.run { harness in
+            try await harness.givePro(to: "built")
+            let storage = harness.directory.appendingPathComponent("sdk-builder")
+            let store = try TestStore(serverURL: harness.serverURL, apiKey: harness.apiKey, rootPublicKeys: [harness.rootKey], directory: storage)
+            // As RevenueCat's documentation writes it, plus the server and its root key.
+            let purchases = Purchases.configure(
+                with: Configuration.Builder(withAPIKey: harness.apiKey)
+                    .with(appUserID: "built")
+                    .with(serverURL: harness.proxyURL)
+                    .with(rootPublicKeys: [harness.rootKey])
+                    .with(storageDirectory: storage)
+                    .with(store: store)
+                    .with(entitlementVerificationMode: .enforced)
+                    .with(purchasesAreCompletedBy: .revenueCat, storeKitVersion: .storeKit2)
+                    .build()
+            )
+            #expect(Purchases.shared === purchases)
+            #expect(purchases.configuration.entitlementVerificationMode == .enforced)
+            #expect(purchases.cachedCustomerInfo == nil)
+            let info = try await Purchases.shared.customerInfo()
+            #expect(info.entitlements["pro"]?.isActive == true && info.entitlements.verification == .verified)
+            #expect(purchases.cachedCustomerInfo?.entitlements["pro"]?.isActive == true)
+            let firstSeen: Date = info.firstSeen
+            #expect(abs(firstSeen.timeIntervalSinceNow) < 3_600, "the purchase made this customer just now")
+            let offering: Offering = try #require(try await purchases.offerings().current)
+            let packages: [Package] = offering.availablePackages
+            #expect(packages.map(\.id) == packages.map(\.identifier))
+            #expect(offering.id == offering.identifier)
         }
     }
 }
