@@ -168,7 +168,7 @@ struct DashboardRoutes: Sendable {
         else {
             throw APIError(.csrfRejected, "the sign-in form was stale or not from this dashboard; load it again")
         }
-        let client = context.remoteAddress?.ipAddress ?? "unknown"
+        let client = context.clientAddress
         guard limiter.hasToken(client) else {
             context.logger.warning("dashboard sign-in refused: too many wrong keys", metadata: ["client": "\(client)"])
             return try await signInPage(request, error: "Too many wrong keys from this address. Wait a few minutes and try again.", status: .tooManyRequests)
