@@ -41,10 +41,23 @@ public struct Offerings: Sendable, Hashable {
 
     public struct Offering: Sendable, Hashable {
         public let identifier: String
+        /// The offering's description on the server (RevenueCat's name).
+        public let serverDescription: String
         /// The packages in the order the server lists them.
         public let packages: [Package]
-        /// Free-form values configured for the offering (`metadata` in countersign.json).
-        public let metadata: [String: String]
+        /// The metadata object as the server sent it (JSON), kept whole so any value reads back.
+        let metadataJSON: Data
+
+        /// Free-form values configured for the offering, any JSON (strings, numbers, booleans,
+        /// arrays, objects), as RevenueCat's `[String: Any]`; empty when none or null.
+        public var metadata: [String: Any] {
+            (try? JSONSerialization.jsonObject(with: metadataJSON) as? [String: Any]) ?? [:]
+        }
+
+        /// The metadata value for `key` as a `T`, else `default` (RevenueCat's accessor).
+        public func getMetadataValue<T>(for key: String, default: T) -> T {
+            metadata[key] as? T ?? `default`
+        }
 
         /// The packages in the order the server lists them, as RevenueCat names it.
         public var availablePackages: [Package] { packages }
@@ -73,15 +86,28 @@ public struct Offerings: Sendable, Hashable {
 
     public func offering(identifier: String) -> Offering? { all[identifier] }
 
-    /// Reads the server's answer; `products` are the store's products by id.
+    /// Reads the server's answer; `products` are the store's products by id. Fields RevenueCat
+    /// adds for its own UI (`paywall`, …) are ignored; a metadata value may be any JSON.
     init(answer body: Data, verification: VerificationResult, products: [String: StoreProduct]) throws {
         let wire = try JSONDecoder().decode(Wire.self, from: body)
+        // The metadata objects, by offering, re-serialized whole (Codable reads no `Any`).
+        var metadata: [String: Data] = [:]
+        if let object = try JSONSerialization.jsonObject(with: body) as? [String: Any], let offerings = object["offerings"] as? [[String: Any]] {
+            for offering in offerings {
+                guard let id = offering["identifier"] as? String, let values = offering["metadata"] as? [String: Any] else { continue }
+                metadata[id] = try JSONSerialization.data(withJSONObject: values, options: [.sortedKeys])
+            }
+        }
         all = Dictionary(wire.offerings.map { offering in
-            (offering.identifier, Offering(identifier: offering.identifier, packages: offering.packages.compactMap { package in
-                products[package.platform_product_identifier].map {
-                    Package(identifier: package.identifier, storeProduct: $0, offeringIdentifier: offering.identifier)
-                }
-            }, metadata: offering.metadata ?? [:]))
+            (offering.identifier, Offering(
+                identifier: offering.identifier, serverDescription: offering.description ?? "",
+                packages: offering.packages.compactMap { package in
+                    products[package.platform_product_identifier].map {
+                        Package(identifier: package.identifier, storeProduct: $0, offeringIdentifier: offering.identifier)
+                    }
+                },
+                metadataJSON: metadata[offering.identifier] ?? Data("{}".utf8)
+            ))
         }, uniquingKeysWith: { first, _ in first })
         currentOfferingID = wire.current_offering_id
         self.verification = verification
@@ -97,7 +123,7 @@ public struct Offerings: Sendable, Hashable {
 
             var identifier: String
             var packages: [Package]
-            var metadata: [String: String]?
+            var description: String?
         }
 
         var current_offering_id: String?

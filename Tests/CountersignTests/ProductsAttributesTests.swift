@@ -35,7 +35,7 @@ struct ProductsAttributesTests {
             configuration.store = PartialStore(base: base, hidden: ["lifetime"])
             let purchases = try Purchases(configuration: configuration)
             let offering = try #require(try await purchases.offerings().current)
-            #expect(offering.metadata["headline"] == "Unlock every Pro feature")
+            #expect(offering.metadata["headline"] as? String == "Unlock every Pro feature")
             #expect(offering.availablePackages.map(\.identifier) == ["$cs_monthly"], "the lifetime package is left out")
             #expect(offering.lifetime == nil)
             let monthly = try #require(offering.monthly)
