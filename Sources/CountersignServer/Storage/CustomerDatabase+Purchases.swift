@@ -127,7 +127,8 @@ extension CustomerDatabase {
         /// When the stored copy of the transaction was signed; nil when it is new.
         var storedSignedDate: Int64?
         var chainOwner: ChainOwner
-        /// When the chain last moved from one user to another (milliseconds); nil if never.
+        /// When the chain's current transfer window opened (milliseconds): the last move that
+        /// made a `TRANSFER` event; nil if it never moved.
         var chainMoved: Int64? = nil
     }
 
