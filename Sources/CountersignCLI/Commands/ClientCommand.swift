@@ -53,6 +53,9 @@ struct ClientCommand: AsyncParsableCommand {
                 )
                 configuration.entitlementVerificationMode = mode
                 configuration.reportsVerificationFailures = false
+                // A tool asks for what it shows: no launch requests, no identity carried over from RevenueCat.
+                configuration.launchRequests = false
+                configuration.revenueCatDefaults = []
                 return try Purchases(configuration: configuration)
             }
         }

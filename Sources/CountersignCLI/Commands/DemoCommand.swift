@@ -66,6 +66,9 @@ struct DemoCommand: AsyncParsableCommand {
                 apiKey: app.publicApiKeys[0], appUserID: user, serverURL: url, rootPublicKeys: [rootKey], store: store, storageDirectory: storage
             )
             configuration.entitlementVerificationMode = mode
+            // A tool asks for what it shows: no launch requests, no identity carried over from RevenueCat.
+            configuration.launchRequests = false
+            configuration.revenueCatDefaults = []
             return try Purchases(configuration: configuration)
         }
         func indented(_ text: String) -> String { text.split(separator: "\n").map { "     " + $0 }.joined(separator: "\n") }
