@@ -193,7 +193,8 @@ public final class Purchases: @unchecked Sendable {
     }
 
     /// Posts the store's current entitlements the first time this SDK runs on the device (noted
-    /// on disk once they are recorded; tried again at the next launch otherwise).
+    /// on disk once the server has answered; tried again at the next launch when it could not be
+    /// reached).
     private func postStoreEntitlementsOnce() async {
         let marker = "store-entitlements-posted.json"
         guard disk.read(Bool.self, marker) != true else { return }
@@ -204,8 +205,13 @@ public final class Purchases: @unchecked Sendable {
                 _ = try await post(all: transactions)
             }
             disk.write(true, marker)
+        } catch PurchasesError.offline(let detail) {
+            SDKLog.log(.warn, "first launch: the store's entitlements could not be recorded yet (\(detail)); tried again at the next launch")
         } catch {
-            SDKLog.log(.warn, "first launch: the store's entitlements could not be recorded yet: \(error)")
+            // The server answered and refused (another user's purchase, say): asking again at
+            // every launch would change nothing.
+            SDKLog.log(.warn, "first launch: the store's entitlements were refused: \(error)")
+            disk.write(true, marker)
         }
     }
 
