@@ -102,24 +102,30 @@ final class Backend: Sendable {
     func performAllowingRefusal(_ endpoint: Endpoint) async throws -> Answer {
         var attempt = 0
         while true {
-            let retryAfter: TimeInterval?
             do {
                 return try await send(endpoint)
             } catch let error as CannotVerify {
                 // Asking again at once would be checked by the same clock: not retried.
                 throw PurchasesError.offline(error.detail)
-            } catch PurchasesError.offline(let detail) where endpoint.retryable && attempt < retries {
-                retryAfter = Self.retryAfter(in: detail)
+            } catch let error as Unavailable {
+                guard endpoint.retryable && attempt < retries else { throw PurchasesError.offline(error.detail) }
+                try await Task.sleep(for: retryDelay(attempt: attempt, retryAfter: error.retryAfter))
+                attempt += 1
+                SDKLog.log(.info, "\(endpoint.method) \(endpoint.path): trying again (\(attempt) of \(retries))")
             }
-            try await Task.sleep(for: retryDelay(attempt: attempt, retryAfter: retryAfter))
-            attempt += 1
-            SDKLog.log(.info, "\(endpoint.method) \(endpoint.path): trying again (\(attempt) of \(retries))")
         }
     }
 
     /// An enforced answer the device cannot check now; callers see it as ``PurchasesError/offline(_:)``.
     struct CannotVerify: Error {
         let detail: String
+    }
+
+    /// The server could not answer now (no connection, 429, 5xx), with its `Retry-After` if it
+    /// sent one; callers see it as ``PurchasesError/offline(_:)`` once the retries are spent.
+    struct Unavailable: Error {
+        let detail: String
+        var retryAfter: TimeInterval? = nil
     }
 
     /// The wait before retry `attempt + 1`: the server's `Retry-After` (at most 60 s), else the
@@ -129,12 +135,6 @@ final class Backend: Sendable {
         if let retryAfter { return .milliseconds(Int64(min(max(retryAfter, 0), 60) * 1000)) }
         let base = Double(retryBaseDelay.components.seconds) + Double(retryBaseDelay.components.attoseconds) / 1e18
         return .milliseconds(Int64(base * Double(1 << min(attempt, 10)) * Double.random(in: 0.5...1.5) * 1000))
-    }
-
-    /// The `Retry-After` a 5xx carried, kept in its ``PurchasesError/offline(_:)`` detail.
-    static func retryAfter(in detail: String) -> TimeInterval? {
-        guard let range = detail.range(of: "retry after ") else { return nil }
-        return TimeInterval(detail[range.upperBound...].prefix { $0.isNumber })
     }
 
     /// `Retry-After` in seconds (the HTTP-date form is not used by this server and is ignored).
@@ -173,19 +173,20 @@ final class Backend: Sendable {
         let response: HTTPURLResponse
         do {
             let (received, urlResponse) = try await session.data(for: request)
-            guard let http = urlResponse as? HTTPURLResponse else { throw PurchasesError.offline("not an HTTP answer") }
+            guard let http = urlResponse as? HTTPURLResponse else { throw Unavailable(detail: "not an HTTP answer") }
             (data, response) = (received, http)
-        } catch let error as PurchasesError {
+        } catch let error as Unavailable {
             throw error
         } catch {
-            throw PurchasesError.offline(error.localizedDescription)
+            throw Unavailable(detail: error.localizedDescription)
         }
         let status = response.statusCode
         let retryAfter = Self.retryAfter(response)
         // Too many requests and server errors: the server cannot answer now (tried again, then
         // the cache or the device stands in). A forged 429 can only delay, never grant or refuse.
         if status >= 500 || status == 429 {
-            throw PurchasesError.offline("\(endpoint.path) answered \(status)" + (retryAfter.map { ", retry after \(Int($0))" } ?? ""))
+            throw Unavailable(detail: "\(endpoint.path) answered \(status)" + (retryAfter.map { ", retry after \(Int($0))" } ?? ""),
+                              retryAfter: retryAfter)
         }
         // The server signs its refusals too: they are verified like any answer.
         guard (200..<300).contains(status) || (400..<500).contains(status) || status == 304 else {

@@ -185,7 +185,7 @@ public final class Purchases: @unchecked Sendable {
         let task = Task { [weak self] in
             guard let self else { return }
             await self.postStoreEntitlementsOnce()
-            if let info = try? await self.customerInfo(fetchPolicy: .notStaleCachedOrFetched) { self.deliver(info) }
+            await self.refreshIfStale()
             // The paywall's offerings, ready before the app asks (and on disk for a later outage).
             _ = try? await self.offerings()
         }
@@ -219,10 +219,13 @@ public final class Purchases: @unchecked Sendable {
     /// notification the SDK hears itself): refreshes a CustomerInfo older than the cache's
     /// freshness, for the delegate and the stream, as RevenueCat does.
     public func applicationWillEnterForeground() {
-        Task { [weak self] in
-            guard let self, let info = try? await self.customerInfo(fetchPolicy: .notStaleCachedOrFetched) else { return }
-            self.deliver(info)
-        }
+        Task { [weak self] in await self?.refreshIfStale() }
+    }
+
+    /// Fetches the CustomerInfo unless the cache is fresh, and delivers it (a refusal or an
+    /// outage leaves the delegate and the stream with what they have).
+    private func refreshIfStale() async {
+        if let info = try? await customerInfo(fetchPolicy: .notStaleCachedOrFetched) { deliver(info) }
     }
 
     deinit {
