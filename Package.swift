@@ -21,10 +21,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
-        .package(url: "https://github.com/vapor/sql-kit.git", from: "3.36.0"),
-        .package(url: "https://github.com/vapor/sqlite-kit.git", from: "4.5.2"),
-        .package(url: "https://github.com/vapor/postgres-kit.git", from: "2.17.0"),
-        .package(url: "https://github.com/vapor/async-kit.git", from: "1.22.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        // Only its system-library module (GRDBSQLite): the system's SQLite, linked once.
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
@@ -63,10 +62,8 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "SQLKit", package: "sql-kit"),
-                .product(name: "SQLiteKit", package: "sqlite-kit"),
-                .product(name: "PostgresKit", package: "postgres-kit"),
-                .product(name: "AsyncKit", package: "async-kit"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -78,7 +75,10 @@ let package = Package(
             resources: [.copy("Dashboard/Resources")]
         ),
         // One setting of the embedded SQLite that only a C caller can make (see its header).
-        .target(name: "CountersignSQLiteSettings"),
+        .target(
+            name: "CountersignSQLiteSettings",
+            dependencies: [.product(name: "GRDBSQLite", package: "GRDB.swift")]
+        ),
         // The client SDK: our own modules and Foundation only.
         .target(
             name: "Countersign",
@@ -123,7 +123,6 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "SQLKit", package: "sql-kit"),
             ]
         ),
         .testTarget(
@@ -155,7 +154,7 @@ let package = Package(
                 "CountersignServer",
                 "Countersign",
                 "CountersignTesting",
-                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -1,6 +1,5 @@
 import CountersignServer
 import Foundation
-import SQLKit
 import Logging
 
 /// Gives each storage or server test an empty database of the kind asked for. Tests on the one
@@ -27,10 +26,7 @@ public enum FreshDatabase {
             let location = DatabaseLocation.postgres(url: TestDatabaseKind.postgresURL!)
             try await postgresTurns.withLock {
                 let database = try await Database.open(location, logger: logger)
-                try await database.withConnection { sql in
-                    try await sql.raw("DROP SCHEMA public CASCADE").run()
-                    try await sql.raw("CREATE SCHEMA public").run()
-                }
+                try await database.dropPublicSchema()
                 try await database.close()
                 try await body(location, directory)
             }

@@ -5,7 +5,6 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
-import SQLKit
 import Testing
 
 /// The storage foundation, on SQLite and (when available) on a real PostgreSQL server.
@@ -17,19 +16,16 @@ struct DatabaseTests {
         try await FreshDatabase.with(kind) { location, _ in try await body(location) }
     }
 
-    static func insertPurchase(_ sql: any SQLDatabase, id: String) async throws {
-        try await sql.insert(into: "purchases")
-            .columns("transaction_id", "app_id", "original_transaction_id", "product_id", "product_type", "environment",
-                     "signed_date_ms", "signed_transaction", "recorded_at_ms")
-            .values(SQLBind(id), SQLBind("demo"), SQLBind(id), SQLBind("lifetime"), SQLBind("nonConsumable"), SQLBind("TestStore"),
-                    SQLBind(Int64(1)), SQLBind("jws"), SQLBind(Int64(2)))
-            .run()
+    static func insertPurchase(_ sql: any SQLExecutor, id: String) async throws {
+        try await sql.run("""
+            INSERT INTO purchases (transaction_id, app_id, original_transaction_id, product_id, product_type, environment, \
+            signed_date_ms, signed_transaction, recorded_at_ms) \
+            VALUES (\(bind: id), 'demo', \(bind: id), 'lifetime', 'nonConsumable', 'TestStore', 1, 'jws', 2)
+            """)
     }
 
     static func purchaseCount(_ database: Database) async throws -> Int {
-        try await database.withConnection { sql in
-            try await sql.raw("SELECT COUNT(*) AS n FROM purchases").first()!.decode(column: "n", as: Int.self)
-        }
+        try await database.withConnection { sql in try await sql.first("SELECT COUNT(*) AS n FROM purchases") { try $0.int("n") } ?? -1 }
     }
 
     @Test("migrations run once and are recorded; reopening does not run them again", arguments: TestDatabaseKind.available)
@@ -57,7 +53,7 @@ struct DatabaseTests {
             #expect(try await Self.purchaseCount(database) == 3)
             // The same id in another app is another purchase; in the same app and environment it is refused.
             try await database.withConnection { sql in
-                try await sql.raw("UPDATE purchases SET app_id = 'other' WHERE transaction_id = '1'").run()
+                try await sql.run("UPDATE purchases SET app_id = 'other' WHERE transaction_id = '1'")
                 try await Self.insertPurchase(sql, id: "1")
             }
             #expect(try await Self.purchaseCount(database) == 4)
@@ -72,11 +68,11 @@ struct DatabaseTests {
         try await Self.withFreshDatabase(.postgres) { location in
             let database = try await Database.open(location, logger: Self.logger)
             let storage = try await database.withConnection { sql in
-                try await sql.raw("""
+                try await sql.all("""
                     SELECT c.relname AS table_name, a.attstorage::text AS storage FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
                     WHERE a.attname = 'signed_transaction' AND c.relname IN ('purchases', 'test_store_feed') AND c.relkind = 'r' \
                     AND pg_table_is_visible(c.oid) ORDER BY c.relname
-                    """).all().map { "\(try $0.decode(column: "table_name", as: String.self))=\(try $0.decode(column: "storage", as: String.self))" }
+                    """) { "\(try $0.string("table_name"))=\(try $0.string("storage"))" }
             }
             // 'e': external (out of line, uncompressed); 'x', PostgreSQL's default for text, compresses first.
             #expect(storage == ["purchases=e", "test_store_feed=e"])
@@ -173,7 +169,7 @@ struct DatabaseTests {
                 #expect(outcomes[index] == expected, "transaction \(index)")
             }
             let stored = try await database.withConnection { sql in
-                try await sql.raw("SELECT transaction_id FROM purchases").all().map { try $0.decode(column: "transaction_id", as: String.self) }
+                try await sql.all("SELECT transaction_id FROM purchases") { try $0.string("transaction_id") }
             }
             let committed = (0..<90).filter { $0 % 3 != 0 && $0 % 5 != 0 }.map { "5\($0)" }
             #expect(Set(stored) == Set(committed + ["taken"]))
@@ -191,8 +187,7 @@ struct DatabaseTests {
             let settings = try await database.withConnection { sql in
                 var values: [String: String] = [:]
                 for pragma in ["journal_mode", "synchronous", "foreign_keys", "temp_store", "wal_autocheckpoint"] {
-                    let row = try #require(try await sql.raw("PRAGMA \(unsafeRaw: pragma)").first())
-                    values[pragma] = try row.decode(column: pragma, as: String.self)
+                    values[pragma] = try await sql.first("PRAGMA \(raw: pragma)") { try $0.string(pragma) }
                 }
                 return values
             }

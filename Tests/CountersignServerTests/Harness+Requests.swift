@@ -7,7 +7,6 @@ import FoundationNetworking
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
-import SQLKit
 import Testing
 
 /// One answer, as a test reads it.
@@ -85,12 +84,16 @@ extension ReceiptTests.Harness {
         return try await server.database.withConnection { sql in
             var lines: [String] = []
             for table in tables {
-                for row in try await sql.select().column("*").from(table).all() {
-                    let cells = row.allColumns.sorted().map { column -> String in
-                        if case .success(let text) = Result(catching: { try row.decode(column: column, as: String?.self) }) {
+                let columns: [String] = try await sql.all(sql.dialect == .sqlite
+                    ? "SELECT name FROM pragma_table_info(\(bind: table)) ORDER BY name"
+                    : "SELECT column_name AS name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = \(bind: table) ORDER BY column_name"
+                ) { try $0.string("name") }
+                try await sql.query("SELECT \(raw: columns.joined(separator: ", ")) FROM \(raw: table)") { row in
+                    let cells = columns.enumerated().map { position, column -> String in
+                        if case .success(let text) = Result(catching: { try row.text(Int32(position), column) }) {
                             return "\(column)=\(text ?? "null")"
                         }
-                        if case .success(let number) = Result(catching: { try row.decode(column: column, as: Int64?.self) }) {
+                        if case .success(let number) = Result(catching: { try row.integer(Int32(position), column) }) {
                             return "\(column)=\(number.map(String.init) ?? "null")"
                         }
                         return "\(column)=?"

@@ -2,11 +2,11 @@
 import CountersignCore
 import CountersignTesting
 import Foundation
-import SQLKit
+import PostgresNIO
 import Testing
 
-/// The lean CustomerInfo reads (SQLite's kept statements, PostgresNIO without sql-kit) against
-/// the sql-kit reads they replaced.
+/// The lean CustomerInfo reads (one statement; on PostgreSQL each chain's newest transaction
+/// only, in batches) against the rules evaluated over every stored row.
 @Suite("Lean CustomerInfo reads", .serialized)
 struct LeanReaderTests {
     /// Customers with renewal chains, refunds, lapsed states, lifetime purchases, grants and none.
@@ -14,9 +14,10 @@ struct LeanReaderTests {
         try await database.transaction { sql in
             for index in 0..<users {
                 let user = index % 3 == 0 ? "$CSAnonymousID:\(index)" : "user '\(index)' é"
-                try await sql.insert(into: "customers").columns("app_id", "app_user_id", "app_account_token", "first_seen_ms", "last_seen_ms")
-                    .values(SQLBind("demo"), SQLBind(user), SQLBind("token-\(index)"), SQLBind(Int64(1_700_000_000_000 + index)), SQLBind(Int64(1_790_000_000_000)))
-                    .run()
+                try await sql.run("""
+                    INSERT INTO customers (app_id, app_user_id, app_account_token, first_seen_ms, last_seen_ms) \
+                    VALUES ('demo', \(bind: user), \(bind: "token-\(index)"), \(bind: Int64(1_700_000_000_000 + index)), 1790000000000)
+                    """)
                 let chain = "chain-\(index)"
                 for renewal in 0..<(index % 5) {
                     let start = Int64(1_780_000_000_000) + Int64(renewal) * 2_592_000_000
@@ -28,21 +29,21 @@ struct LeanReaderTests {
                 if index % 5 > 0 {
                     try await Self.insertOwner(sql, chain: chain, user: user)
                     if index % 2 == 1 {
-                        try await sql.insert(into: "subscription_states")
-                            .columns("app_id", "original_transaction_id", "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "state_signed_date_ms")
-                            .values(SQLBind("demo"), SQLBind(chain), SQLBind(index % 3), SQLBind(index % 2), SQLBind(Int64(1_790_500_000_000)), SQLBind(Int64(1)))
-                            .run()
+                        try await sql.run("""
+                            INSERT INTO subscription_states (app_id, original_transaction_id, auto_renew_status, in_billing_retry, \
+                            grace_period_expires_ms, state_signed_date_ms) VALUES ('demo', \(bind: chain), \(bind: index % 3), \(bind: index % 2), 1790500000000, 1)
+                            """)
                     }
                 }
                 if index % 4 == 1 {
                     try await Self.insertTangledChain(sql, chain: "tangled-\(index)", user: user, variant: index)
                 }
                 if index % 6 == 0 {
-                    try await sql.insert(into: "promotional_grants")
-                        .columns("grant_id", "app_id", "app_user_id", "entitlement", "starts_ms", "expires_ms", "revoked_ms", "created_ms")
-                        .values(SQLBind("grant-\(index)"), SQLBind("demo"), SQLBind(user), SQLBind("pro"), SQLBind(Int64(1_780_000_000_000)),
-                                SQLBind(index % 12 == 0 ? nil as Int64? : 1_800_000_000_000), SQLBind(nil as Int64?), SQLBind(Int64(1)))
-                        .run()
+                    try await sql.run("""
+                        INSERT INTO promotional_grants (grant_id, app_id, app_user_id, entitlement, starts_ms, expires_ms, revoked_ms, created_ms) \
+                        VALUES (\(bind: "grant-\(index)"), 'demo', \(bind: user), 'pro', 1780000000000, \
+                        \(bind: index % 12 == 0 ? nil as Int64? : 1_800_000_000_000), NULL, 1)
+                        """)
                 }
             }
         }
@@ -53,7 +54,7 @@ struct LeanReaderTests {
     /// row without a purchase date (its recording time stands in) that is the chain's first, a
     /// refunded one, a lifetime purchase and consumables sharing the chain, and a row of a kind
     /// the server no longer knows. `variant` moves the dates, so the chain's newest differs.
-    static func insertTangledChain(_ sql: any SQLDatabase, chain: String, user: String, variant: Int) async throws {
+    static func insertTangledChain(_ sql: any SQLExecutor, chain: String, user: String, variant: Int) async throws {
         let day: Int64 = 86_400_000, base = Int64(1_789_000_000_000) + Int64(variant % 3) * day
         let rows: [(id: String, product: String, kind: String, purchase: Int64?, expires: Int64?, revoked: Int64?, recorded: Int64, upgraded: Int)] = [
             ("\(chain)-up", "pro_monthly", "autoRenewable", base + 20 * day, base + 50 * day, nil, base, 1),
@@ -75,28 +76,48 @@ struct LeanReaderTests {
     }
 
     /// A purchase row of app `demo` (signed when recorded, its JWS a placeholder).
-    static func insertPurchase(_ sql: any SQLDatabase, id: String, chain: String, product: String, kind: String, environment: String,
+    static func insertPurchase(_ sql: any SQLExecutor, id: String, chain: String, product: String, kind: String, environment: String,
                                purchase: Int64?, expires: Int64?, revoked: Int64?, recorded: Int64, upgraded: Int = 0,
                                periodType: String? = nil, ownershipType: String? = nil) async throws {
-        try await sql.insert(into: "purchases")
-            .columns("transaction_id", "app_id", "original_transaction_id", "product_id", "product_type", "environment",
-                     "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "signed_date_ms", "signed_transaction",
-                     "recorded_at_ms", "is_upgraded", "period_type", "ownership_type")
-            .values(SQLBind(id), SQLBind("demo"), SQLBind(chain), SQLBind(product), SQLBind(kind), SQLBind(environment),
-                    SQLBind(purchase), SQLBind(expires), SQLBind(revoked), SQLBind(recorded), SQLBind("jws"),
-                    SQLBind(recorded), SQLBind(upgraded), SQLBind(periodType), SQLBind(ownershipType))
-            .run()
+        try await sql.run("""
+            INSERT INTO purchases (transaction_id, app_id, original_transaction_id, product_id, product_type, environment, \
+            purchase_date_ms, expires_date_ms, revocation_date_ms, signed_date_ms, signed_transaction, recorded_at_ms, is_upgraded, \
+            period_type, ownership_type) VALUES (\(bind: id), 'demo', \(bind: chain), \(bind: product), \(bind: kind), \(bind: environment), \
+            \(bind: purchase), \(bind: expires), \(bind: revoked), \(bind: recorded), 'jws', \(bind: recorded), \(bind: upgraded), \
+            \(bind: periodType), \(bind: ownershipType))
+            """)
     }
 
     /// `user` owns `chain` (app `demo`).
-    static func insertOwner(_ sql: any SQLDatabase, chain: String, user: String) async throws {
-        try await sql.insert(into: "purchase_owners").columns("app_id", "original_transaction_id", "app_user_id", "updated_at_ms")
-            .values(SQLBind("demo"), SQLBind(chain), SQLBind(user), SQLBind(Int64(1))).run()
+    static func insertOwner(_ sql: any SQLExecutor, chain: String, user: String) async throws {
+        try await sql.run("""
+            INSERT INTO purchase_owners (app_id, original_transaction_id, app_user_id, updated_at_ms) VALUES ('demo', \(bind: chain), \(bind: user), 1)
+            """)
     }
 
-    @Test("CustomerInfo read lean equals the sql-kit read for 60 varied customers; SQLite's statement is prepared once",
+    /// The rules over every purchase row of the user's chains with their states, and the user's
+    /// grants: what the lean read, which on PostgreSQL reads each chain's newest transaction
+    /// only, must come to.
+    static func entitlementsOfEveryRow(_ sql: any SQLExecutor, app: AppConfiguration, user: String, now: Date) async throws -> CustomerEntitlements {
+        var purchases: [PurchaseRecord] = []
+        var statuses: [String: SubscriptionStatus] = [:]
+        let columns = CustomerDatabase.purchaseColumns.prefix(12).map { "p." + $0 }.joined(separator: ", ")
+        try await sql.query("""
+            SELECT \(raw: columns), s.auto_renew_status, s.in_billing_retry, s.grace_period_expires_ms, s.original_transaction_id AS state_chain \
+            FROM purchases p JOIN purchase_owners o ON p.original_transaction_id = o.original_transaction_id \
+            LEFT JOIN subscription_states s ON s.original_transaction_id = p.original_transaction_id AND s.app_id = p.app_id \
+            WHERE o.app_id = \(bind: app.id) AND p.app_id = \(bind: app.id) AND o.app_user_id = \(bind: user)
+            """) { row in
+            try CustomerDatabase.readState(row, at: 12, into: &statuses)
+            try CustomerDatabase.readPurchase(row, into: &purchases)
+        }
+        let grants = try await CustomerDatabase.grants(sql, app: app.id, user: user)
+        return EntitlementRules.evaluate(purchases: purchases, statuses: Array(statuses.values), grants: grants, products: app.products, at: now)
+    }
+
+    @Test("CustomerInfo read lean equals the rules over every stored row for 60 varied customers; SQLite's statement is prepared once",
           arguments: TestDatabaseKind.available)
-    func leanEqualsSQLKit(_ kind: TestDatabaseKind) async throws {
+    func leanEqualsEveryRow(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, _ in
             let database = try await Database.open(location, logger: FreshDatabase.logger)
             let store = CustomerDatabase(database: database)
@@ -107,7 +128,7 @@ struct LeanReaderTests {
                 let user = index % 3 == 0 ? "$CSAnonymousID:\(index)" : "user '\(index)' é"
                 let lean = try #require(try await store.existingCustomerInfo(app: app, user: user, now: now))
                 let expected = try await database.withConnection { sql in
-                    let entitlements = try await CustomerDatabase.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
+                    let entitlements = try await Self.entitlementsOfEveryRow(sql, app: app, user: user, now: now)
                     return SubscriberResponse(appUserId: user, firstSeen: Date(timeIntervalSince1970: 1_700_000_000 + Double(index) / 1000),
                                               lastSeen: Date(timeIntervalSince1970: 1_790_000_000), entitlements: entitlements, requestDate: now)
                 }
@@ -191,16 +212,17 @@ struct LeanReaderTests {
             let store = CustomerDatabase(database: database)
             let app = { var app = AppConfiguration.makeDemo(); app.id = "o'brien"; return app }()
             try await database.transaction { sql in
-                try await sql.insert(into: "customers").columns("app_id", "app_user_id", "app_account_token", "first_seen_ms", "last_seen_ms")
-                    .values(SQLBind(app.id), SQLBind("u"), SQLBind("t"), SQLBind(Int64(1)), SQLBind(Int64(2))).run()
+                try await sql.run("""
+                    INSERT INTO customers (app_id, app_user_id, app_account_token, first_seen_ms, last_seen_ms) VALUES (\(bind: app.id), 'u', 't', 1, 2)
+                    """)
             }
             let now = Date(timeIntervalSince1970: 1_790_000_000)
             #expect(try await store.existingCustomerInfo(app: app, user: "u", now: now)?.subscriber.entitlements.isEmpty == true)
             try await database.transaction { sql in
-                try await sql.insert(into: "promotional_grants")
-                    .columns("grant_id", "app_id", "app_user_id", "entitlement", "starts_ms", "expires_ms", "revoked_ms", "created_ms")
-                    .values(SQLBind("g"), SQLBind(app.id), SQLBind("u"), SQLBind("pro"), SQLBind(Int64(1)), SQLBind(nil as Int64?), SQLBind(nil as Int64?), SQLBind(Int64(1)))
-                    .run()
+                try await sql.run("""
+                    INSERT INTO promotional_grants (grant_id, app_id, app_user_id, entitlement, starts_ms, expires_ms, revoked_ms, created_ms) \
+                    VALUES ('g', \(bind: app.id), 'u', 'pro', 1, NULL, NULL, 1)
+                    """)
             }
             #expect(try await store.existingCustomerInfo(app: app, user: "u", now: now)?.subscriber.entitlements.keys.sorted() == ["pro"])
             #expect(try await store.existingCustomerInfo(app: AppConfiguration.makeDemo(), user: "u", now: now) == nil)
@@ -208,10 +230,18 @@ struct LeanReaderTests {
         }
     }
 
+    /// Runs `body` with a pooled connection of a PostgreSQL database.
+    static func withPostgres<T: Sendable>(_ database: Database, _ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await database.withConnection { sql in
+            let postgres = try #require(sql as? PostgresExecutor, "not a PostgreSQL database")
+            return try await body(postgres.connection)
+        }
+    }
+
     /// The plan PostgreSQL keeps for `sql` once it stops planning each run (a generic plan),
     /// made on an empty database as on a new deployment's first requests.
     static func genericPlan(_ database: Database, _ sql: String, types: String, arguments: String) async throws -> [String] {
-        try await database.withPostgresConnection { connection in
+        try await Self.withPostgres(database) { connection in
             // The simple query protocol: PREPARE's own $1, $2, … are not this query's parameters.
             _ = try await connection.simpleQuery("SET plan_cache_mode = force_generic_plan").get()
             _ = try await connection.simpleQuery("PREPARE plan_check (\(types)) AS " + sql).get()
@@ -219,19 +249,19 @@ struct LeanReaderTests {
             _ = try await connection.simpleQuery("DEALLOCATE plan_check").get()
             _ = try await connection.simpleQuery("RESET plan_cache_mode").get()
             return try rows.map { try $0.decode(String.self) }
-        } ?? []
+        }
     }
 
     /// How many of `calls` executions of `sql` (prepared under PostgreSQL's default plan cache
     /// mode) ran the plan it keeps rather than a plan made for that call's values.
     static func keptPlanRuns(_ database: Database, _ sql: String, types: String, arguments: String, calls: Int) async throws -> Int {
-        try await database.withPostgresConnection { connection in
+        try await Self.withPostgres(database) { connection in
             _ = try await connection.simpleQuery("PREPARE plan_check (\(types)) AS " + sql).get()
             for _ in 0..<calls { _ = try await connection.simpleQuery("EXECUTE plan_check(\(arguments))").get() }
             let rows = try await connection.simpleQuery("SELECT generic_plans FROM pg_prepared_statements WHERE name = 'plan_check'").get()
             _ = try await connection.simpleQuery("DEALLOCATE plan_check").get()
             return try rows.first?.decode(Int.self) ?? 0
-        } ?? 0
+        }
     }
 
     /// Checks that every scan of a table in `plan` is an index scan whose condition names the
@@ -272,7 +302,7 @@ struct LeanReaderTests {
                                                    arguments: "ARRAY['demo'], ARRAY['someone']")
             #expect(batch.contains { $0.contains("Limit") && $0.contains("rows=\(CustomerDatabase.largestReadBatch) ") },
                     "the batch's positions are not estimated at the largest batch:\n\(batch.joined(separator: "\n"))")
-            let jit = try await database.withPostgresConnection { connection in
+            let jit = try await Self.withPostgres(database) { connection in
                 try await connection.simpleQuery("SHOW jit").get().first?.decode(String.self)
             }
             #expect(jit == "off")

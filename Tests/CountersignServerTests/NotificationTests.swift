@@ -6,7 +6,6 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
-import SQLKit
 import Testing
 
 /// App Store Server Notifications V2, minted by the test store, change CustomerInfo as the
@@ -153,7 +152,7 @@ extension ReceiptTests {
                 #expect(status == code.httpStatus)
             }
             let stored = try await harness.server.database.withConnection { sql in
-                try await sql.raw("SELECT COUNT(*) AS n FROM notifications").first()!.decode(column: "n", as: Int.self)
+                try await sql.first("SELECT COUNT(*) AS n FROM notifications") { try $0.int("n") }
             }
             #expect(stored == 0)
         }

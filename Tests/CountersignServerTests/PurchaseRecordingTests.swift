@@ -4,7 +4,6 @@ import CountersignCore
 import CountersignTesting
 import Foundation
 import Logging
-import SQLKit
 import Testing
 
 /// Recording a purchase: the ownership rules on their own (``CustomerDatabase/plan``), the
@@ -124,31 +123,31 @@ struct PurchaseRecordingTests {
 
     @Test("statements run together: parameters numbered on, each but the last a WITH clause, a $ without digits left alone")
     func together() {
-        let first = NumberedStatement("INSERT INTO a VALUES ($1, $2, $1, '$x')", [.text("one"), .integer(2)])
-        let second = NumberedStatement("UPDATE b SET c = $2 WHERE d = $1", [.text("three"), .integer(nil)])
-        let both = NumberedStatement.together([first, second])
+        let first = SQLStatement("INSERT INTO a VALUES ($1, $2, $1, '$x')", [.text("one"), .integer(2)])
+        let second = SQLStatement("UPDATE b SET c = $2 WHERE d = $1", [.text("three"), .integer(nil)])
+        let both = SQLStatement.together([first, second])
         #expect(both.text == "WITH w0 AS (INSERT INTO a VALUES ($1, $2, $1, '$x')) UPDATE b SET c = $4 WHERE d = $3")
         #expect(both.values.map { "\($0)" } == (first.values + second.values).map { "\($0)" })
-        #expect(NumberedStatement.together([second]).text == second.text)
-        #expect(NumberedStatement.pieces("a $12b$").map { "\($0.literal)|\($0.parameter.map(String.init) ?? "-")" } == ["a |12", "b$|-"])
+        #expect(SQLStatement.together([second]).text == second.text)
+        #expect(SQLStatement.pieces("a $12b$").map { "\($0.literal)|\($0.parameter.map(String.init) ?? "-")" } == ["a |12", "b$|-"])
     }
 
     @Test("a numbered statement runs on the embedded database with $n bound to value n, whatever order the numbers appear in")
     func numberedOnSQLite() async throws {
         // SQLite would read `$2` as a named parameter and number it 1 (its first appearance).
-        #expect(NumberedStatement.sqliteText("INSERT INTO t VALUES ($2, $1, $2, '$x')") == "INSERT INTO t VALUES (?2, ?1, ?2, '$x')")
+        #expect(SQLStatement.sqliteText("INSERT INTO t VALUES ($2, $1, $2, '$x')") == "INSERT INTO t VALUES (?2, ?1, ?2, '$x')")
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let connection = try DirectSQLiteConnection(path: directory.appendingPathComponent("t.sqlite").path, readOnly: false)
+        let connection = try SQLiteConnection(path: directory.appendingPathComponent("t.sqlite").path, readOnly: false)
         defer { connection.close() }
         try connection.query("CREATE TABLE t (a, b, c, d)", []) { _ in }
-        let sql = DirectSQLiteDatabase(connection: connection, logger: Logger(label: "test"))
+        let sql = SQLiteExecutor(connection: connection)
         for _ in 0..<2 { // prepared once, then kept: the same answer both times
-            try await sql.run(NumberedStatement("INSERT INTO t VALUES ($2, $1, $2, '$x')", [.text("first"), .integer(7)]))
+            try await sql.run(SQLStatement("INSERT INTO t VALUES ($2, $1, $2, '$x')", [.text("first"), .integer(7)]))
         }
-        try await sql.run(NumberedStatement("UPDATE t SET c = $2 WHERE rowid = 2 AND b = $1", [.text("first"), .integer(nil)]))
+        try await sql.run(SQLStatement("UPDATE t SET c = $2 WHERE rowid = 2 AND b = $1", [.text("first"), .integer(nil)]))
         var rows: [String] = []
-        try await sql.query(NumberedStatement("SELECT a, b, c, d FROM t WHERE b = $1 ORDER BY rowid", [.text("first")])) { row in
+        try await sql.query(SQLStatement("SELECT a, b, c, d FROM t WHERE b = $1 ORDER BY rowid", [.text("first")])) { row in
             rows.append([try row.integer(0, "a").map(String.init), try row.text(1, "b"), try row.integer(2, "c").map(String.init), try row.text(3, "d")]
                 .map { $0 ?? "NULL" }.joined(separator: " "))
         }
@@ -175,11 +174,12 @@ struct PurchaseRecordingTests {
 
     static func counts(_ server: CountersignServer, _ transaction: VerifiedTransaction) async throws -> (purchases: Int, owners: [String]) {
         try await server.store.database.withConnection { sql in
-            let purchases = try await sql.raw("SELECT COUNT(*) AS n FROM purchases WHERE transaction_id = \(bind: transaction.transactionId)")
-                .first()!.decode(column: "n", as: Int.self)
-            let owners = try await sql.raw("""
+            let purchases = try await sql.first("SELECT COUNT(*) AS n FROM purchases WHERE transaction_id = \(bind: transaction.transactionId)") {
+                try $0.int("n")
+            } ?? -1
+            let owners = try await sql.all("""
                 SELECT app_user_id FROM purchase_owners WHERE original_transaction_id = \(bind: transaction.originalTransactionId)
-                """).all().map { try $0.decode(column: "app_user_id", as: String.self) }
+                """) { try $0.string("app_user_id") }
             return (purchases, owners)
         }
     }
@@ -277,7 +277,7 @@ struct PurchaseRecordingTests {
             let app = server.deployment.apps[0]
             let transaction = try Self.purchase(server)
             try await server.store.database.withConnection { sql in
-                try await sql.raw(CustomerDatabase.insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: "holder", now: Date()).query).run()
+                try await sql.run(CustomerDatabase.insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: "holder", now: Date()))
             }
             // What the rules would write had the owner row not been there (it arrived meanwhile).
             let plan = Plan(status: .new, customer: .insert, purchase: .insert, owner: .insert("poster"))
@@ -291,9 +291,8 @@ struct PurchaseRecordingTests {
                     }
                 } else {
                     // The prepared statement of a new purchase (the path `record` takes).
-                    _ = try await server.store.database.withPostgresConnection { connection in
-                        try await CustomerDatabase.write(plan, on: connection.sql(), postgres: connection, transaction, app: app, poster: "poster", now: Date(),
-                                                         events: events)
+                    try await server.store.database.withConnection { sql in
+                        try await CustomerDatabase.write(plan, on: sql, transaction, app: app, poster: "poster", now: Date(), events: events)
                     }
                 }
             }

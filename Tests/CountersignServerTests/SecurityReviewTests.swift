@@ -192,7 +192,7 @@ struct SecurityReviewTests {
             }
             #expect(try await transfers() == 1)
             let deliveries = try await harness.server.database.withConnection { sql in
-                try await sql.raw("SELECT COUNT(*) AS n FROM webhook_deliveries").first()!.decode(column: "n", as: Int.self)
+                try await sql.first("SELECT COUNT(*) AS n FROM webhook_deliveries") { try $0.int("n") }
             }
             #expect(deliveries == 2, "the purchase's and one transfer's")
             #expect(ReceiptTests.isActive(try await harness.customerInfo("b"), "pro"))
@@ -230,10 +230,10 @@ struct SecurityReviewTests {
             #expect(try await harness.post(user: "kept", jws: try harness.mint("pro_monthly").jws).status == 200)
             #expect(try await harness.post(user: "gone", jws: try harness.mint("pro_monthly").jws).status == 200)
             try await harness.server.database.withConnection { sql in
-                try await sql.raw("""
+                try await sql.run("""
                     UPDATE webhook_deliveries SET status = 'delivered', delivered_at_ms = 1 \
                     WHERE event_id IN (SELECT event_id FROM events WHERE app_user_id = 'gone')
-                    """).run()
+                    """)
             }
             let store = harness.server.store
             // Nothing is older than a day yet.

@@ -1,6 +1,5 @@
 import CountersignCore
 import Foundation
-import SQLKit
 
 /// Customers beyond purchases: logIn merges, the admin API's lookups, promotional grants and
 /// deletion.
@@ -19,8 +18,9 @@ extension CustomerDatabase {
             try await Self.touchCustomer(sql, app: app.id, user: newUser, now: now)
             if !AppUserID.same(currentUser, newUser), Self.isAnonymous(currentUser) {
                 for table in ["purchase_owners", "promotional_grants"] {
-                    try await sql.update(table).set("app_user_id", to: newUser)
-                        .where("app_id", .equal, app.id).where("app_user_id", .equal, currentUser).run()
+                    try await sql.run("""
+                        UPDATE \(raw: table) SET app_user_id = \(bind: newUser) WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: currentUser)
+                        """)
                 }
             }
             return !existed
@@ -45,6 +45,23 @@ extension CustomerDatabase {
             case purchaseDateMs = "purchase_date_ms", expiresDateMs = "expires_date_ms"
             case revocationDateMs = "revocation_date_ms", recordedAtMs = "recorded_at_ms"
         }
+
+        /// The columns ``init(_:)`` reads, of the table `p`.
+        static let columns = ["transaction_id", "original_transaction_id", "product_id", "product_type", "environment",
+                              "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms"]
+            .map { "p." + $0 }.joined(separator: ", ")
+
+        init(_ row: some StoredRow) throws {
+            transactionId = try row.string("transaction_id")
+            originalTransactionId = try row.string("original_transaction_id")
+            productId = try row.string("product_id")
+            productType = try row.string("product_type")
+            environment = try row.string("environment")
+            purchaseDateMs = try row.integer("purchase_date_ms")
+            expiresDateMs = try row.integer("expires_date_ms")
+            revocationDateMs = try row.integer("revocation_date_ms")
+            recordedAtMs = try row.int64("recorded_at_ms")
+        }
     }
 
     /// A promotional grant as the admin API lists it.
@@ -57,6 +74,17 @@ extension CustomerDatabase {
 
         enum CodingKeys: String, CodingKey {
             case grantId = "grant_id", entitlement, startsMs = "starts_ms", expiresMs = "expires_ms", revokedMs = "revoked_ms"
+        }
+
+        /// The columns ``init(_:)`` reads.
+        static let columns = "grant_id, entitlement, starts_ms, expires_ms, revoked_ms"
+
+        init(_ row: some StoredRow) throws {
+            grantId = try row.string("grant_id")
+            entitlement = try row.string("entitlement")
+            startsMs = try row.int64("starts_ms")
+            expiresMs = try row.integer("expires_ms")
+            revokedMs = try row.integer("revoked_ms")
         }
     }
 
@@ -87,27 +115,22 @@ extension CustomerDatabase {
     func lookupWithEntitlements(app: AppConfiguration, user: String, now: Date) async throws
         -> (record: CustomerRecord, entitlements: CustomerEntitlements)? {
         try await database.transaction { sql in
-            guard let row = try await sql.select().columns("app_account_token", "first_seen_ms", "last_seen_ms").from("customers")
-                .where("app_id", .equal, app.id).where("app_user_id", .equal, user).first()
-            else { return nil }
+            let customer = try await sql.first("""
+                SELECT app_account_token, first_seen_ms, last_seen_ms FROM customers WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: user)
+                """) { row in (token: try row.string("app_account_token"), first: try row.int64("first_seen_ms"), last: try row.int64("last_seen_ms")) }
+            guard let customer else { return nil }
             let entitlements = try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
-            let info = SubscriberResponse(
-                appUserId: user, firstSeen: Self.date(try row.decode(column: "first_seen_ms", as: Int64.self)),
-                lastSeen: Self.date(try row.decode(column: "last_seen_ms", as: Int64.self)), entitlements: entitlements, requestDate: now
-            )
-            let transactions = try await Self.ownedPurchases(sql, app: app.id, user: user)
-                .columns(["transaction_id", "original_transaction_id", "product_id", "product_type", "environment",
-                          "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms"].map { SQLColumn($0, table: "p") })
-                .orderBy(SQLColumn("recorded_at_ms", table: "p"))
-                .orderBy(SQLColumn("transaction_id", table: "p"))
-                .all(decoding: TransactionRecord.self)
-            let grants = try await sql.select().columns("grant_id", "entitlement", "starts_ms", "expires_ms", "revoked_ms")
-                .from("promotional_grants").where("app_id", .equal, app.id).where("app_user_id", .equal, user)
-                .orderBy("created_ms").orderBy("grant_id")
-                .all(decoding: GrantRecord.self)
+            let info = SubscriberResponse(appUserId: user, firstSeen: Self.date(customer.first), lastSeen: Self.date(customer.last),
+                                          entitlements: entitlements, requestDate: now)
+            let transactions = try await sql.all("""
+                SELECT \(raw: TransactionRecord.columns) FROM \(Self.ownedPurchases(app: app.id, user: user)) ORDER BY p.recorded_at_ms, p.transaction_id
+                """) { try TransactionRecord($0) }
+            let grants = try await sql.all("""
+                SELECT \(raw: GrantRecord.columns) FROM promotional_grants WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: user) \
+                ORDER BY created_ms, grant_id
+                """) { try GrantRecord($0) }
             let record = CustomerRecord(
-                appUserId: user, appAccountToken: try row.decode(column: "app_account_token", as: String.self),
-                customerInfo: info, transactions: transactions, promotionalGrants: grants,
+                appUserId: user, appAccountToken: customer.token, customerInfo: info, transactions: transactions, promotionalGrants: grants,
                 subscriberAttributes: try await Self.attributes(sql, app: app.id, user: user).filter { $0.value.value != nil }
             )
             return (record, entitlements)
@@ -121,11 +144,11 @@ extension CustomerDatabase {
         let grantId = UUID().uuidString.lowercased()
         try await database.transaction { sql in
             try await Self.touchCustomer(sql, app: app.id, user: user, now: now)
-            try await sql.insert(into: "promotional_grants")
-                .columns("grant_id", "app_id", "app_user_id", "entitlement", "starts_ms", "expires_ms", "revoked_ms", "created_ms")
-                .values(SQLBind(grantId), SQLBind(app.id), SQLBind(user), SQLBind(entitlement), SQLBind(Self.milliseconds(now)),
-                        SQLBind(expires.map(Self.milliseconds)), SQLBind(Int64?.none), SQLBind(Self.milliseconds(now)))
-                .run()
+            try await sql.run("""
+                INSERT INTO promotional_grants (grant_id, app_id, app_user_id, entitlement, starts_ms, expires_ms, revoked_ms, created_ms) \
+                VALUES (\(bind: grantId), \(bind: app.id), \(bind: user), \(bind: entitlement), \(bind: Self.milliseconds(now)), \
+                \(bind: expires.map(Self.milliseconds)), NULL, \(bind: Self.milliseconds(now)))
+                """)
         }
         return grantId
     }
@@ -133,13 +156,10 @@ extension CustomerDatabase {
     /// Ends every unrevoked promotional grant of `entitlement` for the user now; returns how many.
     public func revokePromotionals(app: AppConfiguration, user: String, entitlement: String, now: Date) async throws -> Int {
         try await database.transaction { sql in
-            let open = try await sql.select().column("grant_id").from("promotional_grants")
-                .where("app_id", .equal, app.id).where("app_user_id", .equal, user).where("entitlement", .equal, entitlement)
-                .where("revoked_ms", .is, SQLLiteral.null).all()
-            try await sql.update("promotional_grants").set("revoked_ms", to: Self.milliseconds(now))
-                .where("app_id", .equal, app.id).where("app_user_id", .equal, user).where("entitlement", .equal, entitlement)
-                .where("revoked_ms", .is, SQLLiteral.null).run()
-            return open.count
+            try await sql.count("""
+                UPDATE promotional_grants SET revoked_ms = \(bind: Self.milliseconds(now)) WHERE app_id = \(bind: app.id) \
+                AND app_user_id = \(bind: user) AND entitlement = \(bind: entitlement) AND revoked_ms IS NULL RETURNING grant_id
+                """)
         }
     }
 
@@ -151,39 +171,30 @@ extension CustomerDatabase {
     public func deleteCustomer(app: AppConfiguration, user: String, now: Date) async throws -> Bool {
         try await database.transaction { sql in
             guard try await Self.customerExists(sql, app: app.id, user: user) else { return false }
-            try await sql.delete(from: "promotional_grants").where("app_id", .equal, app.id).where("app_user_id", .equal, user).run()
-            try await sql.delete(from: "subscriber_attributes").where("app_id", .equal, app.id).where("app_user_id", .equal, user).run()
-            try await sql.update("purchase_owners").set("app_user_id", to: SQLLiteral.null)
-                .set("updated_at_ms", to: Self.milliseconds(now))
-                .where("app_id", .equal, app.id).where("app_user_id", .equal, user).run()
-            try await sql.delete(from: "customers").where("app_id", .equal, app.id).where("app_user_id", .equal, user).run()
+            let customer: SQLStatement = "app_id = \(bind: app.id) AND app_user_id = \(bind: user)"
+            try await sql.run("DELETE FROM promotional_grants WHERE \(customer)")
+            try await sql.run("DELETE FROM subscriber_attributes WHERE \(customer)")
+            try await sql.run("UPDATE purchase_owners SET app_user_id = NULL, updated_at_ms = \(bind: Self.milliseconds(now)) WHERE \(customer)")
+            try await sql.run("DELETE FROM customers WHERE \(customer)")
             return true
         }
     }
 
-    /// The user's purchases (`p`) joined with their owners (`o`); the caller picks the columns.
-    static func ownedPurchases(_ sql: any SQLDatabase, app: String, user: String) -> SQLSelectBuilder {
-        sql.select()
-            .from(SQLAlias(SQLIdentifier("purchases"), as: SQLIdentifier("p")))
-            .join(SQLAlias(SQLIdentifier("purchase_owners"), as: SQLIdentifier("o")), method: SQLJoinMethod.inner,
-                  on: SQLBinaryExpression(SQLColumn("original_transaction_id", table: "p"), .equal, SQLColumn("original_transaction_id", table: "o")))
-            .where(SQLColumn("app_id", table: "o"), .equal, SQLBind(app))
-            .where(SQLColumn("app_id", table: "p"), .equal, SQLBind(app))
-            .where(SQLColumn("app_user_id", table: "o"), .equal, SQLBind(user))
+    /// The user's purchases (`p`) joined with their owners (`o`), for a `FROM` clause.
+    static func ownedPurchases(app: String, user: String) -> SQLStatement {
+        """
+        purchases p JOIN purchase_owners o ON p.original_transaction_id = o.original_transaction_id \
+        WHERE o.app_id = \(bind: app) AND p.app_id = \(bind: app) AND o.app_user_id = \(bind: user)
+        """
     }
 
-    static func customerExists(_ sql: any SQLDatabase, app: String, user: String) async throws -> Bool {
-        try await sql.select().column("app_user_id").from("customers")
-            .where("app_id", .equal, app).where("app_user_id", .equal, user).first() != nil
+    static func customerExists(_ sql: any SQLExecutor, app: String, user: String) async throws -> Bool {
+        try await sql.first("SELECT 1 AS found FROM customers WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)") { _ in true } ?? false
     }
 
-    static func grants(_ sql: any SQLDatabase, app: String, user: String) async throws -> [PromotionalGrant] {
-        try await sql.select().columns("grant_id", "entitlement", "starts_ms", "expires_ms", "revoked_ms")
-            .from("promotional_grants").where("app_id", .equal, app).where("app_user_id", .equal, user)
-            .all(decoding: GrantRecord.self)
-            .map { grant in
-                PromotionalGrant(grantId: grant.grantId, entitlement: grant.entitlement, startsDate: date(grant.startsMs),
-                                 expiresDate: grant.expiresMs.map(date), revokedDate: grant.revokedMs.map(date))
-            }
+    static func grants(_ sql: any SQLExecutor, app: String, user: String) async throws -> [PromotionalGrant] {
+        try await sql.all("""
+            SELECT \(raw: GrantRecord.columns) FROM promotional_grants WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)
+            """) { try readGrantRow($0) }
     }
 }

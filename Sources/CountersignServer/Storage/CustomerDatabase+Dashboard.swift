@@ -1,6 +1,5 @@
 import CountersignCore
 import Foundation
-import SQLKit
 
 /// What the dashboard reads and keeps: sign-in sessions, customer search, the daily counts and
 /// the count of active customers. Every query reads by an index (docs/dashboard.md lists them).
@@ -29,12 +28,12 @@ extension CustomerDatabase {
     func createDashboardSession(tokenHash: String, _ session: DashboardSession, now: Date) async throws {
         let grants = String(decoding: try JSONEncoder().encode(session.grants), as: UTF8.self)
         try await database.transaction { sql in
-            try await sql.delete(from: "dashboard_sessions").where("expires_ms", .lessThanOrEqual, Self.milliseconds(now)).run()
-            try await sql.insert(into: "dashboard_sessions")
-                .columns("session_hash", "app_ids", "current_app", "csrf_token", "created_ms", "expires_ms")
-                .values(SQLBind(tokenHash), SQLBind(grants), SQLBind(session.currentApp), SQLBind(session.csrfToken),
-                        SQLBind(Self.milliseconds(now)), SQLBind(Self.milliseconds(session.expires)))
-                .run()
+            try await sql.run("DELETE FROM dashboard_sessions WHERE expires_ms <= \(bind: Self.milliseconds(now))")
+            try await sql.run("""
+                INSERT INTO dashboard_sessions (session_hash, app_ids, current_app, csrf_token, created_ms, expires_ms) \
+                VALUES (\(bind: tokenHash), \(bind: grants), \(bind: session.currentApp), \(bind: session.csrfToken), \
+                \(bind: Self.milliseconds(now)), \(bind: Self.milliseconds(session.expires)))
+                """)
         }
     }
 
@@ -42,13 +41,14 @@ extension CustomerDatabase {
     /// key fingerprints (a plain list of app ids: signed out).
     func dashboardSession(tokenHash: String, now: Date) async throws -> DashboardSession? {
         try await database.withConnection { sql in
-            guard let row = try await sql.select().columns("app_ids", "current_app", "csrf_token", "expires_ms").from("dashboard_sessions")
-                .where("session_hash", .equal, tokenHash).where("expires_ms", .greaterThan, Self.milliseconds(now)).first(),
-                  let grants = try? JSONDecoder().decode([DashboardSession.Grant].self, from: Data(try row.decode(column: "app_ids", as: String.self).utf8))
-            else { return nil }
-            return DashboardSession(grants: grants, currentApp: try row.decode(column: "current_app", as: String.self),
-                                    csrfToken: try row.decode(column: "csrf_token", as: String.self),
-                                    expires: Self.date(try row.decode(column: "expires_ms", as: Int64.self)))
+            try await sql.first("""
+                SELECT app_ids, current_app, csrf_token, expires_ms FROM dashboard_sessions \
+                WHERE session_hash = \(bind: tokenHash) AND expires_ms > \(bind: Self.milliseconds(now))
+                """) { row -> DashboardSession? in
+                guard let grants = try? JSONDecoder().decode([DashboardSession.Grant].self, from: Data(try row.string("app_ids").utf8)) else { return nil }
+                return DashboardSession(grants: grants, currentApp: try row.string("current_app"), csrfToken: try row.string("csrf_token"),
+                                        expires: Self.date(try row.int64("expires_ms")))
+            } ?? nil
         }
     }
 
@@ -58,20 +58,21 @@ extension CustomerDatabase {
     public func endDashboardSessions(app: String) async throws -> Int {
         try await database.transaction { sql in
             var ended = 0
-            for row in try await sql.select().columns("session_hash", "app_ids", "current_app").from("dashboard_sessions").all() {
-                let hash = try row.decode(column: "session_hash", as: String.self)
-                let grants = (try? JSONDecoder().decode([DashboardSession.Grant].self, from: Data(try row.decode(column: "app_ids", as: String.self).utf8))) ?? []
+            let sessions = try await sql.all("SELECT session_hash, app_ids, current_app FROM dashboard_sessions") { row in
+                (hash: try row.string("session_hash"), grants: try row.string("app_ids"), current: try row.string("current_app"))
+            }
+            for session in sessions {
+                let grants = (try? JSONDecoder().decode([DashboardSession.Grant].self, from: Data(session.grants.utf8))) ?? []
                 guard grants.contains(where: { $0.app == app }) else { continue }
                 ended += 1
                 let left = grants.filter { $0.app != app }
                 if let first = left.first {
-                    let current = try row.decode(column: "current_app", as: String.self)
-                    try await sql.update("dashboard_sessions")
-                        .set("app_ids", to: String(decoding: try JSONEncoder().encode(left), as: UTF8.self))
-                        .set("current_app", to: current == app ? first.app : current)
-                        .where("session_hash", .equal, hash).run()
+                    try await sql.run("""
+                        UPDATE dashboard_sessions SET app_ids = \(bind: String(decoding: try JSONEncoder().encode(left), as: UTF8.self)), \
+                        current_app = \(bind: session.current == app ? first.app : session.current) WHERE session_hash = \(bind: session.hash)
+                        """)
                 } else {
-                    try await sql.delete(from: "dashboard_sessions").where("session_hash", .equal, hash).run()
+                    try await sql.run("DELETE FROM dashboard_sessions WHERE session_hash = \(bind: session.hash)")
                 }
             }
             return ended
@@ -81,13 +82,13 @@ extension CustomerDatabase {
     /// Shows another of the session's apps.
     func switchDashboardApp(tokenHash: String, to app: String) async throws {
         try await database.withConnection { sql in
-            try await sql.update("dashboard_sessions").set("current_app", to: app).where("session_hash", .equal, tokenHash).run()
+            try await sql.run("UPDATE dashboard_sessions SET current_app = \(bind: app) WHERE session_hash = \(bind: tokenHash)")
         }
     }
 
     func deleteDashboardSession(tokenHash: String) async throws {
         try await database.withConnection { sql in
-            try await sql.delete(from: "dashboard_sessions").where("session_hash", .equal, tokenHash).run()
+            try await sql.run("DELETE FROM dashboard_sessions WHERE session_hash = \(bind: tokenHash)")
         }
     }
 
@@ -110,28 +111,23 @@ extension CustomerDatabase {
             // A prefix as a range over the primary key: every id that starts with `query` sorts
             // at or after it and before `query` followed by the highest code point. PostgreSQL
             // compares under the column's collation, so the prefix is checked again here.
-            let rows = try await sql.select().column("app_user_id").from("customers")
-                .where("app_id", .equal, app).where("app_user_id", .greaterThanOrEqual, query)
-                .where("app_user_id", .lessThan, query + "\u{10FFFF}")
-                .orderBy("app_user_id").limit(limit).all()
-            for row in rows {
-                let user = try row.decode(column: "app_user_id", as: String.self)
-                if user.utf8.starts(with: query.utf8) { add(user, AppUserID.same(user, query) ? "app user id" : "app user id prefix") }
+            let users = try await sql.all("""
+                SELECT app_user_id FROM customers WHERE app_id = \(bind: app) AND app_user_id >= \(bind: query) \
+                AND app_user_id < \(bind: query + "\u{10FFFF}") ORDER BY app_user_id LIMIT \(bind: limit)
+                """) { try $0.string("app_user_id") }
+            for user in users where user.utf8.starts(with: query.utf8) {
+                add(user, AppUserID.same(user, query) ? "app user id" : "app user id prefix")
             }
-            if let row = try await sql.select().column(SQLColumn("app_user_id", table: "o"))
-                .from(SQLAlias(SQLIdentifier("purchases"), as: SQLIdentifier("p")))
-                .join(SQLAlias(SQLIdentifier("purchase_owners"), as: SQLIdentifier("o")), method: SQLJoinMethod.inner,
-                      on: SQLBinaryExpression(
-                          SQLBinaryExpression(SQLColumn("original_transaction_id", table: "o"), .equal, SQLColumn("original_transaction_id", table: "p")),
-                          .and, SQLBinaryExpression(SQLColumn("app_id", table: "o"), .equal, SQLColumn("app_id", table: "p"))))
-                .where(SQLColumn("transaction_id", table: "p"), .equal, SQLBind(query))
-                .where(SQLColumn("app_id", table: "p"), .equal, SQLBind(app)).first() {
-                add(try row.decode(column: "app_user_id", as: String?.self), "transaction id")
-            }
-            if let row = try await sql.select().column("app_user_id").from("purchase_owners")
-                .where("app_id", .equal, app).where("original_transaction_id", .equal, query).first() {
-                add(try row.decode(column: "app_user_id", as: String?.self), "original transaction id")
-            }
+            let byTransaction = try await sql.first("""
+                SELECT o.app_user_id FROM purchases p JOIN purchase_owners o \
+                ON o.original_transaction_id = p.original_transaction_id AND o.app_id = p.app_id \
+                WHERE p.transaction_id = \(bind: query) AND p.app_id = \(bind: app)
+                """) { try $0.text("app_user_id") }
+            if let byTransaction { add(byTransaction, "transaction id") }
+            let byChain = try await sql.first("""
+                SELECT app_user_id FROM purchase_owners WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: query)
+                """) { try $0.text("app_user_id") }
+            if let byChain { add(byChain, "original transaction id") }
             return found.map { (appUserId: $0.0, matched: $0.1) }
         }
     }
@@ -153,25 +149,23 @@ extension CustomerDatabase {
         let today = Self.milliseconds(now) / 86_400_000
         let since = (today - Int64(days - 1)) * 86_400_000
         let refund = "%\"cancel_reason\":\"CUSTOMER_SUPPORT\"%"
-        let rows = try await database.report(["""
+        let statement: SQLStatement = """
             SELECT created_at_ms / 86400000 AS day, event_type, \
             SUM(CASE WHEN event_type = 'CANCELLATION' AND body LIKE \(bind: refund) THEN 1 ELSE 0 END) AS refunds, COUNT(*) AS total \
             FROM events WHERE app_id = \(bind: app) AND created_at_ms >= \(bind: since) \
             AND event_type IN ('INITIAL_PURCHASE', 'NON_RENEWING_PURCHASE', 'RENEWAL', 'CANCELLATION', 'EXPIRATION') \
             GROUP BY created_at_ms / 86400000, event_type
-            """])[0]
-        var result: [Int64: DailyActivity] = [:]
-        for row in rows {
-            let day = try row.decode(column: "day", as: Int64.self)
-            let total = Int(try row.decode(column: "total", as: Int64.self))
-            switch try row.decode(column: "event_type", as: String.self) {
+            """
+        return try await database.report(statement, into: [:]) { result, row in
+            let day = try row.int64("day")
+            let total = try row.int("total")
+            switch try row.string("event_type") {
             case "INITIAL_PURCHASE", "NON_RENEWING_PURCHASE": result[day, default: .init()].purchases += total
             case "RENEWAL": result[day, default: .init()].renewals += total
             case "EXPIRATION": result[day, default: .init()].expirations += total
-            default: result[day, default: .init()].refunds += Int(try row.decode(column: "refunds", as: Int64?.self) ?? 0)
+            default: result[day, default: .init()].refunds += Int(try row.integer("refunds") ?? 0)
             }
         }
-        return result
     }
 
     /// How many customers own an unexpired, unrefunded purchase or an open promotional grant of
@@ -182,7 +176,7 @@ extension CustomerDatabase {
     func activeCustomers(app: AppConfiguration, now: Date) async throws -> [(entitlement: String, customers: Int)] {
         let time = Self.milliseconds(now)
         let entitlements = Set(app.products.flatMap(\.entitlements)).sorted()
-        let queries = entitlements.map { entitlement -> SQLQueryString in
+        let queries = entitlements.map { entitlement -> SQLStatement in
             let products = app.products.filter { $0.entitlements.contains(entitlement) }
             let lifetime = products.filter { $0.type == .nonConsumable }.map(\.id)
             let expiring = products.filter { $0.type != .nonConsumable && $0.type != .consumable }.map(\.id)
@@ -190,13 +184,13 @@ extension CustomerDatabase {
             // the two would have the planner scan every owner instead). CROSS JOIN keeps
             // SQLite's loop on purchases (its planner may otherwise start from the owners);
             // PostgreSQL plans it as any inner join.
-            var branches: [SQLQueryString] = []
-            let owned = "SELECT o.app_user_id FROM purchases p CROSS JOIN purchase_owners o WHERE o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id AND "
+            var branches: [SQLStatement] = []
+            let owned: SQLStatement = "SELECT o.app_user_id FROM purchases p CROSS JOIN purchase_owners o WHERE o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id AND "
             if !expiring.isEmpty {
-                branches.append(SQLQueryString(owned) + "p.expires_date_ms > \(bind: time) AND p.app_id = \(bind: app.id) AND p.product_id IN (\(binds: expiring)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL")
+                branches.append(owned + "p.expires_date_ms > \(bind: time) AND p.app_id = \(bind: app.id) AND p.product_id IN (\(binds: expiring)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL")
             }
             if !lifetime.isEmpty {
-                branches.append(SQLQueryString(owned) + "p.expires_date_ms IS NULL AND p.app_id = \(bind: app.id) AND p.product_id IN (\(binds: lifetime)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL")
+                branches.append(owned + "p.expires_date_ms IS NULL AND p.app_id = \(bind: app.id) AND p.product_id IN (\(binds: lifetime)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL")
             }
             branches.append("""
                 SELECT app_user_id FROM promotional_grants WHERE app_id = \(bind: app.id) AND entitlement = \(bind: entitlement) \
@@ -206,8 +200,10 @@ extension CustomerDatabase {
             for branch in branches.dropFirst() { union = union + " UNION " + branch }
             return "SELECT COUNT(*) AS customers FROM (" + union + ") AS active"
         }
-        return try zip(entitlements, try await database.report(queries)).map { entitlement, rows in
-            (entitlement, Int(try rows.first?.decode(column: "customers", as: Int64.self) ?? 0))
+        var counts: [(entitlement: String, customers: Int)] = []
+        for (entitlement, query) in zip(entitlements, queries) {
+            counts.append((entitlement, try await database.report(query, into: 0) { count, row in count = try row.int("customers") }))
         }
+        return counts
     }
 }

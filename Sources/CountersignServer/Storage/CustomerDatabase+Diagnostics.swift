@@ -1,6 +1,5 @@
 import CountersignCore
 import Foundation
-import SQLKit
 
 /// Verification-failure telemetry from SDKs: counts by app, day (UTC), reason and mode.
 extension CustomerDatabase {
@@ -33,12 +32,12 @@ extension CustomerDatabase {
         try await database.transaction { sql in
             for entry in counts {
                 // Both dialects have the same upsert.
-                try await sql.raw("""
+                try await sql.run("""
                     INSERT INTO verification_failures (app_id, day, reason, mode, failure_count)
                     VALUES (\(bind: app), \(bind: day), \(bind: entry.reason), \(bind: entry.mode), \(bind: Int64(entry.count)))
                     ON CONFLICT (app_id, day, reason, mode)
                     DO UPDATE SET failure_count = verification_failures.failure_count + excluded.failure_count
-                    """).run()
+                    """)
             }
         }
     }
@@ -47,10 +46,12 @@ extension CustomerDatabase {
     public func verificationFailures(app: String, days: Int, now: Date) async throws -> [FailureCount] {
         let first = Self.day(now.addingTimeInterval(-Double(max(days - 1, 0)) * 86_400))
         return try await database.withConnection { sql in
-            try await sql.select().columns("day", "reason", "mode", "failure_count").from("verification_failures")
-                .where("app_id", .equal, app).where("day", .greaterThanOrEqual, first)
-                .orderBy("day", .descending).orderBy("reason").orderBy("mode")
-                .all(decoding: FailureCount.self)
+            try await sql.all("""
+                SELECT day, reason, mode, failure_count FROM verification_failures WHERE app_id = \(bind: app) AND day >= \(bind: first) \
+                ORDER BY day DESC, reason, mode
+                """) { row in
+                FailureCount(day: try row.string("day"), reason: try row.string("reason"), mode: try row.string("mode"), count: try row.int64("failure_count"))
+            }
         }
     }
 }

@@ -1,6 +1,5 @@
 import CountersignCore
 import Foundation
-import SQLKit
 
 /// Events and their webhook deliveries (the outbox): an event is written by the statement or
 /// transaction that makes its change, with one delivery row per endpoint of the app, so no
@@ -18,13 +17,13 @@ extension CustomerDatabase {
 
     /// The statements that store `event` and its deliveries to `app`'s endpoints. A stored event
     /// with the same id (the same change reported again) makes them do nothing.
-    static func eventStatements(_ event: WebhookEvent, app: AppConfiguration, now: Date) -> [NumberedStatement] {
+    static func eventStatements(_ event: WebhookEvent, app: AppConfiguration, now: Date) -> [SQLStatement] {
         let time = milliseconds(now)
-        var statements = [NumberedStatement(insertEventSQL, [
+        var statements = [SQLStatement(insertEventSQL, [
             .text(event.id), .text(app.id), .text(event.appUserId), .text(event.type.rawValue), .text(event.body), .integer(time),
         ])]
         for webhook in app.webhooks ?? [] {
-            statements.append(NumberedStatement("""
+            statements.append(SQLStatement("""
                 INSERT INTO webhook_deliveries (event_id, endpoint, app_id, ordering_key, status, attempts, next_attempt_ms, created_at_ms) \
                 VALUES ($1, $2, $3, $4, 'pending', 0, $5, $5) ON CONFLICT (event_id, endpoint) DO NOTHING
                 """, [.text(event.id), .text(webhook.url), .text(app.id), .text(event.appUserId ?? event.id), .integer(time)]))
@@ -38,7 +37,7 @@ extension CustomerDatabase {
         """
 
     /// Stores `events` on `sql` (inside the caller's transaction).
-    static func emit(_ events: [WebhookEvent], on sql: any SQLDatabase, app: AppConfiguration, now: Date) async throws {
+    static func emit(_ events: [WebhookEvent], on sql: any SQLExecutor, app: AppConfiguration, now: Date) async throws {
         for event in events {
             for statement in eventStatements(event, app: app, now: now) { try await sql.run(statement) }
         }
@@ -74,28 +73,22 @@ extension CustomerDatabase {
     /// (read through `events_by_user`).
     public func deliveries(app: String, status: DeliveryStatus?, user: String? = nil, limit: Int) async throws -> [Delivery] {
         try await database.withConnection { sql in
-            var query = sql.select()
-                .columns(["event_id", "endpoint", "status", "attempts", "next_attempt_ms", "last_error", "last_status", "delivered_at_ms"]
-                    .map { SQLColumn($0, table: "d") })
-                .columns([SQLColumn("event_type", table: "e"), SQLColumn("app_user_id", table: "e"), SQLColumn("created_at_ms", table: "e")])
-                .from(SQLAlias(SQLIdentifier("webhook_deliveries"), as: SQLIdentifier("d")))
-                .join(SQLAlias(SQLIdentifier("events"), as: SQLIdentifier("e")), method: SQLJoinMethod.inner,
-                      on: SQLBinaryExpression(SQLColumn("event_id", table: "e"), .equal, SQLColumn("event_id", table: "d")))
-                .where(SQLColumn("app_id", table: "d"), .equal, SQLBind(app))
-            if let status { query = query.where(SQLColumn("status", table: "d"), .equal, SQLBind(status.rawValue)) }
-            if let user {
-                query = query.where(SQLColumn("app_id", table: "e"), .equal, SQLBind(app))
-                    .where(SQLColumn("app_user_id", table: "e"), .equal, SQLBind(user))
-            }
-            return try await query.orderBy(SQLOrderBy(expression: SQLColumn("seq", table: "e"), direction: SQLDirection.descending)).limit(limit).all().map { row in
-                let status = try row.decode(column: "status", as: String.self)
+            var query: SQLStatement = """
+                SELECT d.event_id, d.endpoint, d.status, d.attempts, d.next_attempt_ms, d.last_error, d.last_status, d.delivered_at_ms, \
+                e.event_type, e.app_user_id, e.created_at_ms FROM webhook_deliveries d JOIN events e ON e.event_id = d.event_id \
+                WHERE d.app_id = \(bind: app)
+                """
+            if let status { query = query + " AND d.status = \(bind: status.rawValue)" }
+            if let user { query = query + " AND e.app_id = \(bind: app) AND e.app_user_id = \(bind: user)" }
+            return try await sql.all(query + " ORDER BY e.seq DESC LIMIT \(bind: limit)") { row in
+                let status = try row.string("status")
                 return Delivery(
-                    eventId: try row.decode(column: "event_id", as: String.self), eventType: try row.decode(column: "event_type", as: String.self),
-                    appUserId: try row.decode(column: "app_user_id", as: String?.self), endpoint: try row.decode(column: "endpoint", as: String.self),
-                    status: DeliveryStatus(rawValue: status) ?? .pending, attempts: try row.decode(column: "attempts", as: Int.self),
-                    nextAttemptMs: status == DeliveryStatus.pending.rawValue ? try row.decode(column: "next_attempt_ms", as: Int64.self) : nil,
-                    lastError: try row.decode(column: "last_error", as: String?.self), lastStatus: try row.decode(column: "last_status", as: Int?.self),
-                    deliveredAtMs: try row.decode(column: "delivered_at_ms", as: Int64?.self), createdAtMs: try row.decode(column: "created_at_ms", as: Int64.self)
+                    eventId: try row.string("event_id"), eventType: try row.string("event_type"),
+                    appUserId: try row.text("app_user_id"), endpoint: try row.string("endpoint"),
+                    status: DeliveryStatus(rawValue: status) ?? .pending, attempts: try row.int("attempts"),
+                    nextAttemptMs: status == DeliveryStatus.pending.rawValue ? try row.int64("next_attempt_ms") : nil,
+                    lastError: try row.text("last_error"), lastStatus: try row.integer("last_status").map { Int($0) },
+                    deliveredAtMs: try row.integer("delivered_at_ms"), createdAtMs: try row.int64("created_at_ms")
                 )
             }
         }
@@ -105,11 +98,10 @@ extension CustomerDatabase {
     /// afresh; false when the app has no such event delivery.
     public func redeliver(app: String, eventId: String, now: Date) async throws -> Bool {
         try await database.transaction { sql in
-            let found = try await sql.raw("""
+            try await sql.count("""
                 UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_ms = \(bind: Self.milliseconds(now)), \
                 lease_until_ms = NULL WHERE app_id = \(bind: app) AND event_id = \(bind: eventId) RETURNING event_id
-                """).all()
-            return !found.isEmpty
+                """) > 0
         }
     }
 
@@ -128,7 +120,7 @@ extension CustomerDatabase {
     func takeDueDeliveries(app: String, endpoint: String, now: Date, leaseUntil: Date, limit: Int) async throws -> [DueDelivery] {
         let time = Self.milliseconds(now)
         let candidates = try await database.withConnection { sql in
-            try await sql.raw("""
+            try await sql.all("""
                 SELECT d.event_id, d.endpoint, d.attempts, e.body FROM webhook_deliveries d \
                 JOIN events e ON e.event_id = d.event_id \
                 WHERE d.status = 'pending' AND d.next_attempt_ms <= \(bind: time) AND d.app_id = \(bind: app) AND d.endpoint = \(bind: endpoint) \
@@ -137,21 +129,21 @@ extension CustomerDatabase {
                 WHERE p.app_id = d.app_id AND p.endpoint = d.endpoint AND p.ordering_key = d.ordering_key AND p.status = 'pending' \
                 AND pe.seq < e.seq) \
                 ORDER BY e.seq LIMIT \(bind: limit)
-                """).all().map { row in
-                DueDelivery(eventId: try row.decode(column: "event_id", as: String.self), endpoint: try row.decode(column: "endpoint", as: String.self),
-                            attempts: try row.decode(column: "attempts", as: Int.self), body: try row.decode(column: "body", as: String.self))
+                """) { row in
+                DueDelivery(eventId: try row.string("event_id"), endpoint: try row.string("endpoint"), attempts: try row.int("attempts"),
+                            body: try row.string("body"))
             }
         }
         var taken: [DueDelivery] = []
         for candidate in candidates {
             let leased = try await database.withConnection { sql in
-                try await sql.raw("""
+                try await sql.count("""
                     UPDATE webhook_deliveries SET lease_until_ms = \(bind: Self.milliseconds(leaseUntil)) \
                     WHERE event_id = \(bind: candidate.eventId) AND endpoint = \(bind: candidate.endpoint) AND status = 'pending' \
                     AND attempts = \(bind: candidate.attempts) AND (lease_until_ms IS NULL OR lease_until_ms < \(bind: time)) RETURNING event_id
-                    """).all()
+                    """)
             }
-            if !leased.isEmpty { taken.append(candidate) }
+            if leased > 0 { taken.append(candidate) }
         }
         return taken
     }
@@ -162,13 +154,13 @@ extension CustomerDatabase {
         let time = Self.milliseconds(now)
         let newStatus: DeliveryStatus = delivered ? .delivered : retryAt == nil ? .failed : .pending
         try await database.withConnection { sql in
-            try await sql.raw("""
+            try await sql.run("""
                 UPDATE webhook_deliveries SET status = \(bind: newStatus.rawValue), attempts = attempts + 1, lease_until_ms = NULL, \
                 last_status = \(bind: status), last_error = \(bind: error.map { String($0.prefix(500)) }), \
                 next_attempt_ms = \(bind: retryAt.map(Self.milliseconds) ?? time), \
                 delivered_at_ms = \(bind: delivered ? time : nil) \
                 WHERE event_id = \(bind: delivery.eventId) AND endpoint = \(bind: delivery.endpoint) AND attempts = \(bind: delivery.attempts)
-                """).run()
+                """)
         }
     }
 
@@ -178,13 +170,13 @@ extension CustomerDatabase {
     public func pruneEvents(before cutoff: Date) async throws -> (events: Int, deliveries: Int) {
         let time = Self.milliseconds(cutoff)
         return try await database.transaction { sql in
-            let deliveries = try await sql.raw("""
+            let deliveries = try await sql.count("""
                 DELETE FROM webhook_deliveries WHERE status = 'delivered' AND delivered_at_ms < \(bind: time) RETURNING event_id
-                """).all().count
-            let events = try await sql.raw("""
+                """)
+            let events = try await sql.count("""
                 DELETE FROM events WHERE created_at_ms < \(bind: time) \
                 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = events.event_id) RETURNING seq
-                """).all().count
+                """)
             return (events, deliveries)
         }
     }
@@ -193,15 +185,16 @@ extension CustomerDatabase {
     /// once the endpoint is back).
     func failUnconfiguredDeliveries(apps: [AppConfiguration], now: Date) async throws {
         let pending = try await database.withConnection { sql in
-            try await sql.raw("SELECT DISTINCT app_id, endpoint FROM webhook_deliveries WHERE status = 'pending'").all()
-                .map { (try $0.decode(column: "app_id", as: String.self), try $0.decode(column: "endpoint", as: String.self)) }
+            try await sql.all("SELECT DISTINCT app_id, endpoint FROM webhook_deliveries WHERE status = 'pending'") {
+                (try $0.string("app_id"), try $0.string("endpoint"))
+            }
         }
         for (app, endpoint) in pending where !(apps.first { $0.id == app }?.webhooks ?? []).contains(where: { $0.url == endpoint }) {
             try await database.withConnection { sql in
-                try await sql.raw("""
+                try await sql.run("""
                     UPDATE webhook_deliveries SET status = 'failed', last_error = 'the endpoint is no longer configured', lease_until_ms = NULL \
                     WHERE status = 'pending' AND app_id = \(bind: app) AND endpoint = \(bind: endpoint)
-                    """).run()
+                    """)
             }
         }
     }
@@ -209,20 +202,19 @@ extension CustomerDatabase {
     /// Gives a delivery back untried (its lease ended, its attempts unchanged).
     func releaseLease(_ delivery: DueDelivery) async throws {
         try await database.withConnection { sql in
-            try await sql.raw("""
+            try await sql.run("""
                 UPDATE webhook_deliveries SET lease_until_ms = NULL \
                 WHERE event_id = \(bind: delivery.eventId) AND endpoint = \(bind: delivery.endpoint) AND attempts = \(bind: delivery.attempts)
-                """).run()
+                """)
         }
     }
 
     /// The customer's events, newest first (the dashboard's history and tests).
     public func events(app: String, user: String, limit: Int = 100) async throws -> [(type: String, body: String)] {
         try await database.withConnection { sql in
-            try await sql.select().columns("event_type", "body").from("events")
-                .where("app_id", .equal, app).where("app_user_id", .equal, user)
-                .orderBy("seq", .descending).limit(limit).all()
-                .map { (try $0.decode(column: "event_type", as: String.self), try $0.decode(column: "body", as: String.self)) }
+            try await sql.all("""
+                SELECT event_type, body FROM events WHERE app_id = \(bind: app) AND app_user_id = \(bind: user) ORDER BY seq DESC LIMIT \(bind: limit)
+                """) { (try $0.string("event_type"), try $0.string("body")) }
         }
     }
 }
@@ -236,15 +228,14 @@ extension CustomerDatabase {
     func recordExpirations(apps: [AppConfiguration], now: Date, limit: Int = 500) async throws -> Int {
         let time = Self.milliseconds(now)
         return try await database.transaction { sql in
-            let through = try await sql.select().column("through_ms").from("event_checks").where("name", .equal, "expirations").first()
-                .map { try $0.decode(column: "through_ms", as: Int64.self) }
+            let through = try await sql.first("SELECT through_ms FROM event_checks WHERE name = 'expirations'") { try $0.int64("through_ms") }
             guard let through else {
                 // Two servers starting at once both note it; the first one's mark stands.
-                try await sql.raw("INSERT INTO event_checks (name, through_ms) VALUES ('expirations', \(bind: time)) ON CONFLICT (name) DO NOTHING").run()
+                try await sql.run("INSERT INTO event_checks (name, through_ms) VALUES ('expirations', \(bind: time)) ON CONFLICT (name) DO NOTHING")
                 return 0
             }
             guard through < time else { return 0 }
-            let rows = try await sql.raw("""
+            let rows = try await sql.all("""
                 SELECT p.app_id, p.transaction_id, p.original_transaction_id, p.product_id, p.environment, p.period_type, \
                 p.purchase_date_ms, p.expires_date_ms, o.app_user_id, s.auto_renew_status, s.in_billing_retry \
                 FROM purchases p \
@@ -255,34 +246,35 @@ extension CustomerDatabase {
                 AND NOT EXISTS (SELECT 1 FROM purchases q WHERE q.app_id = p.app_id \
                 AND q.original_transaction_id = p.original_transaction_id AND q.expires_date_ms > p.expires_date_ms) \
                 ORDER BY p.expires_date_ms LIMIT \(bind: limit)
-                """).all()
+                """) { row in
+                let transaction = EventTransaction(
+                    transactionId: try row.string("transaction_id"), originalTransactionId: try row.string("original_transaction_id"),
+                    productId: try row.string("product_id"), environment: try row.string("environment"),
+                    periodType: try row.text("period_type") ?? "normal", purchasedAtMs: try row.integer("purchase_date_ms"),
+                    expiresAtMs: try row.int64("expires_date_ms")
+                )
+                let reason = try row.integer("in_billing_retry") ?? 0 != 0 ? "BILLING_ERROR"
+                    : try row.integer("auto_renew_status") == 0 ? "UNSUBSCRIBE" : "UNKNOWN"
+                return (app: try row.string("app_id"), owner: try row.string("app_user_id"), transaction: transaction, reason: reason)
+            }
             // Nothing expired: leave the mark where it is for up to a minute (the next look scans a
             // slightly longer window) rather than write it every second.
             if rows.isEmpty, time - through < 60_000 { return 0 }
             var reported = 0
             var last = through
             for row in rows {
-                last = try row.decode(column: "expires_date_ms", as: Int64.self)
-                guard let app = apps.first(where: { $0.id == (try? row.decode(column: "app_id", as: String.self)) }) else { continue }
-                let transaction = EventTransaction(
-                    transactionId: try row.decode(column: "transaction_id", as: String.self),
-                    originalTransactionId: try row.decode(column: "original_transaction_id", as: String.self),
-                    productId: try row.decode(column: "product_id", as: String.self),
-                    environment: try row.decode(column: "environment", as: String.self),
-                    periodType: try row.decode(column: "period_type", as: String?.self) ?? "normal",
-                    purchasedAtMs: try row.decode(column: "purchase_date_ms", as: Int64?.self), expiresAtMs: last
-                )
-                var event = Self.expirationEvent(app: app, owner: try row.decode(column: "app_user_id", as: String.self), transaction: transaction, now: now)
-                event.expirationReason = try row.decode(column: "in_billing_retry", as: Int?.self) ?? 0 != 0 ? "BILLING_ERROR"
-                    : try row.decode(column: "auto_renew_status", as: Int?.self) == 0 ? "UNSUBSCRIBE" : "UNKNOWN"
+                last = row.transaction.expiresAtMs ?? last
+                guard let app = apps.first(where: { $0.id == row.app }) else { continue }
+                var event = Self.expirationEvent(app: app, owner: row.owner, transaction: row.transaction, now: now)
+                event.expirationReason = row.reason
                 try await Self.emit([event], on: sql, app: app, now: now)
                 reported += 1
             }
             // A full batch may have left more at its last expiry: look again from just before it,
             // unless the whole batch had that expiry (then move past it rather than loop).
-            let first = try rows.first?.decode(column: "expires_date_ms", as: Int64.self)
+            let first = rows.first?.transaction.expiresAtMs
             let next = rows.count < limit ? time : first == last ? last : last - 1
-            try await sql.update("event_checks").set("through_ms", to: SQLBind(next)).where("name", .equal, "expirations").run()
+            try await sql.run("UPDATE event_checks SET through_ms = \(bind: next) WHERE name = 'expirations'")
             return reported
         }
     }
@@ -292,11 +284,11 @@ extension CustomerDatabase {
     /// The user's auto-renewable chains with their environment (what a refresh asks about).
     public func subscriptionChains(app: String, user: String) async throws -> [(chain: String, environment: String)] {
         try await database.withConnection { sql in
-            try await sql.raw("""
+            try await sql.all("""
                 SELECT DISTINCT p.original_transaction_id, p.environment FROM purchase_owners o \
                 JOIN purchases p ON p.app_id = o.app_id AND p.original_transaction_id = o.original_transaction_id \
                 WHERE o.app_id = \(bind: app) AND o.app_user_id = \(bind: user) AND p.product_type = 'autoRenewable'
-                """).all().map { (try $0.decode(column: "original_transaction_id", as: String.self), try $0.decode(column: "environment", as: String.self)) }
+                """) { (try $0.string("original_transaction_id"), try $0.string("environment")) }
         }
     }
 
@@ -308,7 +300,7 @@ extension CustomerDatabase {
         let weekAgo = time - 7 * 86_400_000
         let checkedBefore = time - Int64(recheckAfter * 1000)
         return try await database.transaction { sql in
-            let rows = try await sql.raw("""
+            let chains = try await sql.all("""
                 SELECT p.original_transaction_id, p.environment FROM purchases p \
                 JOIN purchase_owners o ON o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id \
                 LEFT JOIN chain_checks c ON c.app_id = p.app_id AND c.original_transaction_id = p.original_transaction_id \
@@ -325,15 +317,12 @@ extension CustomerDatabase {
                 WHERE s.app_id = \(bind: app) AND (s.in_billing_retry = 1 OR s.grace_period_expires_ms > \(bind: time)) \
                 AND o.app_user_id IS NOT NULL AND (c.checked_at_ms IS NULL OR c.checked_at_ms < \(bind: checkedBefore)) \
                 LIMIT \(bind: limit)
-                """).all()
-            var chains: [(chain: String, environment: String)] = []
-            for row in rows {
-                let chain = try row.decode(column: "original_transaction_id", as: String.self)
-                chains.append((chain, try row.decode(column: "environment", as: String.self)))
-                try await sql.raw("""
+                """) { (chain: try $0.string("original_transaction_id"), environment: try $0.string("environment")) }
+            for (chain, _) in chains {
+                try await sql.run("""
                     INSERT INTO chain_checks (app_id, original_transaction_id, checked_at_ms) VALUES (\(bind: app), \(bind: chain), \(bind: time)) \
                     ON CONFLICT (app_id, original_transaction_id) DO UPDATE SET checked_at_ms = \(bind: time)
-                    """).run()
+                    """)
             }
             return chains
         }

@@ -1,7 +1,6 @@
 import CountersignAppStore
 import CountersignCore
 import Foundation
-import SQLKit
 
 extension CustomerDatabase {
     /// What became of a notification.
@@ -19,14 +18,13 @@ extension CustomerDatabase {
     public func apply(_ notification: SignedDataVerifier.VerifiedNotification, app: AppConfiguration, now: Date) async throws -> NotificationOutcome {
         let payload = notification.notification
         return try await database.transactionRetryingUniqueViolations { sql in
-            let seen = try await sql.select().column("notification_uuid").from("notifications")
-                .where("notification_uuid", .equal, payload.notificationUUID).first()
+            let seen = try await sql.first("SELECT 1 AS seen FROM notifications WHERE notification_uuid = \(bind: payload.notificationUUID)") { _ in true }
             guard seen == nil else { return .duplicate }
-            try await sql.insert(into: "notifications")
-                .columns("notification_uuid", "app_id", "notification_type", "subtype", "signed_date_ms", "received_at_ms")
-                .values(SQLBind(payload.notificationUUID), SQLBind(app.id), SQLBind(payload.notificationType.rawValue),
-                        SQLBind(payload.subtype?.rawValue), SQLBind(Self.milliseconds(payload.signedDate ?? now)), SQLBind(Self.milliseconds(now)))
-                .run()
+            try await sql.run("""
+                INSERT INTO notifications (notification_uuid, app_id, notification_type, subtype, signed_date_ms, received_at_ms) \
+                VALUES (\(bind: payload.notificationUUID), \(bind: app.id), \(bind: payload.notificationType.rawValue), \
+                \(bind: payload.subtype?.rawValue), \(bind: Self.milliseconds(payload.signedDate ?? now)), \(bind: Self.milliseconds(now)))
+                """)
             var transaction: VerifiedTransaction?
             if let transactionPayload = notification.transaction, let jws = payload.data?.signedTransactionInfo {
                 transaction = try? VerifiedTransaction(jws: jws, payload: transactionPayload, app: app)
@@ -51,7 +49,7 @@ extension CustomerDatabase {
     /// Stores the transaction and the renewal state, with their events (see
     /// ``upsertTransaction(_:_:app:now:)`` and ``stateEvents(_:chain:renewal:app:owner:transaction:now:)``);
     /// returns the chain's owner.
-    static func applyStoreState(_ sql: any SQLDatabase, transaction: VerifiedTransaction?, renewal: RenewalInfoPayload?,
+    static func applyStoreState(_ sql: any SQLExecutor, transaction: VerifiedTransaction?, renewal: RenewalInfoPayload?,
                                 app: AppConfiguration, now: Date) async throws -> String? {
         var owner: String?
         if let transaction {
@@ -137,11 +135,11 @@ extension CustomerDatabase {
     /// arrival. The chain's owner, if it has one, owns it; a purchase bound by app account token
     /// to a known customer gets that owner. Returns the chain's owner.
     @discardableResult
-    static func upsertTransaction(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws -> String? {
+    static func upsertTransaction(_ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws -> String? {
         let stored = try await storeTransaction(sql, transaction, app: app, now: now)
-        var owner = try await sql.select().column("app_user_id").from("purchase_owners")
-            .where("app_id", .equal, app.id).where("original_transaction_id", .equal, transaction.originalTransactionId).first()
-            .map { try $0.decode(column: "app_user_id", as: String?.self) }
+        var owner = try await sql.first("""
+            SELECT app_user_id FROM purchase_owners WHERE app_id = \(bind: app.id) AND original_transaction_id = \(bind: transaction.originalTransactionId)
+            """) { try $0.text("app_user_id") }
         if owner == nil, let token = transaction.payload.appAccountToken?.lowercased(),
            let user = try await customer(sql, app: app.id, token: token) {
             try await sql.run(insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: user, now: now))
@@ -180,18 +178,18 @@ extension CustomerDatabase {
     /// Inserts a transaction, or refreshes a stored one from a copy signed later than the stored
     /// one (revocation and upgrade state); an older copy changes nothing.
     @discardableResult
-    static func storeTransaction(_ sql: any SQLDatabase, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws -> StoredTransaction {
-        let row = try await sql.raw("""
+    static func storeTransaction(_ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws -> StoredTransaction {
+        let stored = try await sql.first("""
             SELECT signed_date_ms, revocation_date_ms FROM purchases \
             WHERE app_id = \(bind: app.id) AND environment = \(bind: transaction.environment) AND transaction_id = \(bind: transaction.transactionId)
-            """).first()
-        guard let row else {
+            """) { (signed: try $0.int64("signed_date_ms"), revoked: try $0.integer("revocation_date_ms")) }
+        guard let stored else {
             try await sql.run(insertPurchaseStatement(transaction, app: app, now: now))
             return .inserted
         }
-        guard milliseconds(transaction.payload.signedDate ?? now) > (try row.decode(column: "signed_date_ms", as: Int64.self)) else { return .unchanged }
+        guard milliseconds(transaction.payload.signedDate ?? now) > stored.signed else { return .unchanged }
         try await sql.run(refreshPurchaseStatement(transaction, app: app.id, now: now))
-        let wasRevoked = try row.decode(column: "revocation_date_ms", as: Int64?.self) != nil
+        let wasRevoked = stored.revoked != nil
         let revoked = transaction.payload.revocationDate != nil
         return .refreshed(revoked: wasRevoked == revoked ? nil : revoked)
     }
@@ -199,31 +197,33 @@ extension CustomerDatabase {
     /// Stores a chain's renewal state unless the stored one was signed at the same time or later;
     /// returns the change (nil when nothing was stored).
     @discardableResult
-    static func updateSubscriptionState(_ sql: any SQLDatabase, app: String, chain: String, renewal: RenewalInfoPayload, now: Date) async throws -> StateChange? {
+    static func updateSubscriptionState(_ sql: any SQLExecutor, app: String, chain: String, renewal: RenewalInfoPayload, now: Date) async throws -> StateChange? {
         let signed = milliseconds(renewal.signedDate ?? now)
-        let stored = try await sql.select().columns("state_signed_date_ms", "auto_renew_status", "in_billing_retry").from("subscription_states")
-            .where("app_id", .equal, app).where("original_transaction_id", .equal, chain).first()
-        if let stored, try stored.decode(column: "state_signed_date_ms", as: Int64.self) >= signed { return nil } // an older state arriving late changes nothing
-        let values: [any SQLExpression] = [
-            SQLBind(renewal.autoRenewStatus), SQLBind((renewal.isInBillingRetryPeriod ?? false) ? 1 : 0),
-            SQLBind(renewal.gracePeriodExpiresDate.map(milliseconds)), SQLBind(signed),
-        ]
+        let stored = try await sql.first("""
+            SELECT state_signed_date_ms, auto_renew_status, in_billing_retry FROM subscription_states \
+            WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: chain)
+            """) { (signed: try $0.int64("state_signed_date_ms"), autoRenew: try $0.integer("auto_renew_status"), retry: try $0.integer("in_billing_retry")) }
+        if let stored, stored.signed >= signed { return nil } // an older state arriving late changes nothing
+        let autoRenew = renewal.autoRenewStatus.map(Int64.init)
+        let retry: Int64 = (renewal.isInBillingRetryPeriod ?? false) ? 1 : 0
+        let grace = renewal.gracePeriodExpiresDate.map(milliseconds)
         if stored == nil {
-            try await sql.insert(into: "subscription_states")
-                .columns("app_id", "original_transaction_id", "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "state_signed_date_ms")
-                .values([SQLBind(app), SQLBind(chain)] + values)
-                .run()
+            try await sql.run("""
+                INSERT INTO subscription_states (app_id, original_transaction_id, auto_renew_status, in_billing_retry, grace_period_expires_ms, \
+                state_signed_date_ms) VALUES (\(bind: app), \(bind: chain), \(bind: autoRenew), \(bind: retry), \(bind: grace), \(bind: signed))
+                """)
         } else {
-            try await sql.update("subscription_states")
-                .set("auto_renew_status", to: values[0]).set("in_billing_retry", to: values[1])
-                .set("grace_period_expires_ms", to: values[2]).set("state_signed_date_ms", to: values[3])
-                .where("app_id", .equal, app).where("original_transaction_id", .equal, chain).run()
+            try await sql.run("""
+                UPDATE subscription_states SET auto_renew_status = \(bind: autoRenew), in_billing_retry = \(bind: retry), \
+                grace_period_expires_ms = \(bind: grace), state_signed_date_ms = \(bind: signed) \
+                WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: chain)
+                """)
         }
         // A chain without a stored state renews (the App Store's default) and is not in retry.
         return StateChange(
-            wasAutoRenewing: (try stored?.decode(column: "auto_renew_status", as: Int?.self) ?? 1) == 1,
+            wasAutoRenewing: (stored?.autoRenew ?? 1) == 1,
             autoRenewing: (renewal.autoRenewStatus ?? 1) == 1,
-            wasInBillingRetry: (try stored?.decode(column: "in_billing_retry", as: Int?.self) ?? 0) != 0,
+            wasInBillingRetry: (stored?.retry ?? 0) != 0,
             inBillingRetry: renewal.isInBillingRetryPeriod ?? false,
             signedMs: signed
         )

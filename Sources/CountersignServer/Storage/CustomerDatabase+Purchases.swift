@@ -1,7 +1,5 @@
 import CountersignCore
 import Foundation
-import PostgresKit
-import SQLKit
 
 /// Recording a posted purchase in three steps: read what the database holds about it (one
 /// statement), decide in Swift who owns it and what to write (``plan(_:_:app:poster:now:ownerHasActiveEntitlement:)``,
@@ -49,36 +47,36 @@ extension CustomerDatabase {
         -> (status: PurchaseStatus, info: SubscriberResponse?) {
         if database.dialect == .postgres {
             do {
-                let status = try await database.withPostgresConnection { connection in
-                    try await Self.record(connection.sql(), postgres: connection, transaction, app: app, poster: poster, now: now, movesChains: false)
+                let status = try await database.withConnection { sql in
+                    try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: false)
                 }
-                if let status, let status { return (status, nil) }
+                if let status { return (status, nil) }
             } catch where Database.isUniqueViolation(error) {
                 // Another server recorded this purchase or its chain meanwhile: decide again below.
             }
         }
-        let statement = reading && database.dialect == .sqlite ? leanSQLiteStatement(for: app) : nil
+        let readsOnWriter = reading && database.dialect == .sqlite
         return try await database.transactionRetryingUniqueViolations { sql in
             // Never nil when chains may move.
             let status = try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: true)!
-            guard let statement, status != .boundToAnotherUser, let writer = sql as? DirectSQLiteDatabase else { return (status, nil) }
-            let read = try Self.leanRead(statement, user: poster, on: writer.connection)
+            guard readsOnWriter, status != .boundToAnotherUser else { return (status, nil) }
+            var read = LeanRead()
+            try await sql.query(Self.leanStatement(app: app, user: poster, dialect: .sqlite)) { row in try read.add(row) }
             return (status, Self.customerInfo(read, app: app, user: poster, now: now) { Self.isRecent($0, now: now) })
         }
     }
 
-    /// Reads, decides and writes on `sql` (reading with the prepared statement when `postgres`
-    /// is its connection); nil, with nothing written, when the purchase would move a chain and
-    /// `movesChains` is false.
-    static func record(_ sql: any SQLDatabase, postgres: PostgresConnection? = nil, _ transaction: VerifiedTransaction, app: AppConfiguration,
+    /// Reads, decides and writes on `sql`; nil, with nothing written, when the purchase would
+    /// move a chain and `movesChains` is false.
+    static func record(_ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration,
                        poster: String, now: Date, movesChains: Bool) async throws -> PurchaseStatus? {
-        let facts = try await purchaseFacts(sql, postgres: postgres, transaction, app: app.id, poster: poster)
+        let facts = try await purchaseFacts(sql, transaction, app: app.id, poster: poster)
         let chain = transaction.originalTransactionId
         let plan = try await Self.plan(facts, transaction, app: app, poster: poster, now: now) { other in
             try await !entitlements(sql, app: app, user: other, now: now, onlyChain: chain).activeEntitlementIds.isEmpty
         }
         if case .update = plan.owner, !movesChains { return nil }
-        try await write(plan, on: sql, postgres: postgres, transaction, app: app, poster: poster, now: now,
+        try await write(plan, on: sql, transaction, app: app, poster: poster, now: now,
                         events: purchaseEvents(plan, facts, transaction, app: app, now: now))
         return plan.status
     }
@@ -182,35 +180,18 @@ extension CustomerDatabase {
         """
 
     /// ``purchaseFactsSQL`` prepared once per PostgreSQL connection.
-    struct PurchaseFactsStatement: NumberedPreparedStatement {
+    enum PurchaseFactsStatement: PreparedSQL {
         static let name = "countersign_purchase_facts"
         static let sql = CustomerDatabase.purchaseFactsSQL
-        typealias Row = PostgresRow
-
-        let values: [StatementValue]
-
-        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
     }
 
-    /// The facts of a purchase: on a PostgreSQL connection given as `postgres`, the prepared
-    /// statement; otherwise through sql-kit.
-    static func purchaseFacts(_ sql: any SQLDatabase, postgres: PostgresConnection?, _ transaction: VerifiedTransaction,
-                              app: String, poster: String) async throws -> PurchaseFacts {
-        let values: [StatementValue] = [
+    /// The facts of a purchase (one statement, prepared).
+    static func purchaseFacts(_ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: String, poster: String) async throws -> PurchaseFacts {
+        let values: [SQLValue] = [
             .text(app), .text(poster), .text(transaction.payload.appAccountToken?.lowercased()), .text(transaction.transactionId),
             .text(transaction.originalTransactionId), .text(transaction.environment),
         ]
-        var facts: PurchaseFacts?
-        if let postgres {
-            for try await found in try await postgres.execute(PurchaseFactsStatement(values: values), logger: postgres.logger) where facts == nil {
-                facts = try purchaseFacts(PostgresStoredRow(row: found.makeRandomAccess()))
-            }
-        } else {
-            try await sql.query(NumberedStatement(purchaseFactsSQL, values)) { row in
-                if facts == nil { facts = try purchaseFacts(row) }
-            }
-        }
-        guard let facts else { throw StoredRowError(description: "the purchase facts statement returned no row") }
+        guard let facts = try await sql.first(PurchaseFactsStatement.statement(values), { try purchaseFacts($0) }) else { throw StoredRowError(description: "the purchase facts statement returned no row") }
         return facts
     }
 
@@ -306,36 +287,32 @@ extension CustomerDatabase {
     /// The writes of a new purchase (the customer added unless known, the purchase, its chain's
     /// owner, its event) as one statement prepared once per PostgreSQL connection: the commonest
     /// write of an app without webhooks.
-    struct NewPurchaseStatement: NumberedPreparedStatement {
+    enum NewPurchaseStatement: PreparedSQL {
         static let name = "countersign_new_purchase"
-        static let sql = NumberedStatement.together([
-            NumberedStatement(CustomerDatabase.insertCustomerSQL, []), NumberedStatement(CustomerDatabase.insertPurchaseSQL, []),
-            NumberedStatement(CustomerDatabase.insertOwnerSQL, []), NumberedStatement(CustomerDatabase.insertEventSQL, []),
+        static let sql = SQLStatement.together([
+            SQLStatement(CustomerDatabase.insertCustomerSQL, []), SQLStatement(CustomerDatabase.insertPurchaseSQL, []),
+            SQLStatement(CustomerDatabase.insertOwnerSQL, []), SQLStatement(CustomerDatabase.insertEventSQL, []),
         ]).text
-        typealias Row = ()
-
-        let values: [StatementValue]
-
-        func decodeRow(_ row: PostgresRow) throws {}
     }
 
     /// Writes what `plan` says: on SQLite statement by statement (inside the caller's
     /// transaction), on PostgreSQL as one statement (each write a data-modifying `WITH` clause;
-    /// a new purchase's the prepared ``NewPurchaseStatement`` when `postgres` is the connection).
-    static func write(_ plan: PurchasePlan, on sql: any SQLDatabase, postgres: PostgresConnection? = nil, _ transaction: VerifiedTransaction,
+    /// a new purchase's the prepared ``NewPurchaseStatement``).
+    static func write(_ plan: PurchasePlan, on sql: any SQLExecutor, _ transaction: VerifiedTransaction,
                       app: AppConfiguration, poster: String, now: Date, events: [WebhookEvent]) async throws {
         let chain = transaction.originalTransactionId
         let eventWrites = events.flatMap { eventStatements($0, app: app, now: now) }
-        if let postgres, plan.customer != .touch, plan.purchase == .insert, case .insert(let owner) = plan.owner, eventWrites.count == 1 {
+        let postgres = sql.dialect == .postgres
+        if postgres, plan.customer != .touch, plan.purchase == .insert, case .insert(let owner) = plan.owner, eventWrites.count == 1 {
             // A known customer's insert does nothing (ON CONFLICT DO NOTHING), as the plan says.
             let values = insertCustomerStatement(app: app.id, user: poster, now: now).values
                 + insertPurchaseStatement(transaction, app: app, now: now).values
                 + insertOwnerStatement(app: app.id, chain: chain, user: owner, now: now).values
                 + eventWrites[0].values
-            _ = try await postgres.execute(NewPurchaseStatement(values: values), logger: postgres.logger)
+            try await sql.run(NewPurchaseStatement.statement(values))
             return
         }
-        var statements: [NumberedStatement] = []
+        var statements: [SQLStatement] = []
         switch plan.customer {
         case .none: break
         case .insert: statements.append(insertCustomerStatement(app: app.id, user: poster, now: now))
@@ -353,168 +330,10 @@ extension CustomerDatabase {
             statements.append(updateOwnerStatement(app: app.id, chain: chain, user: user, now: now, opensWindow: !plan.dampsTransfer))
         }
         statements += eventWrites
-        if statements.count > 1, sql.dialect.name == "postgresql" {
-            try await sql.raw(NumberedStatement.together(statements).query).run()
+        if statements.count > 1, postgres {
+            try await sql.run(SQLStatement.together(statements))
         } else {
             for statement in statements { try await sql.run(statement) }
         }
-    }
-}
-
-extension SQLDatabase {
-    /// Runs `statement`, calling `row` with each result row: on the embedded database straight on
-    /// its connection (prepared once; a profile of purchase intake put 7 % of the CPU in
-    /// sql-kit's serializing and bind encoding of these statements), elsewhere through sql-kit.
-    func query(_ statement: NumberedStatement, row: (any StoredRow) throws -> Void) async throws {
-        if let direct = self as? DirectSQLiteDatabase {
-            try direct.connection.query(numbered: statement.text, statement.storedValues) { try row($0) }
-        } else {
-            for found in try await raw(statement.query).all() { try row(NamedRow(row: found)) }
-        }
-    }
-
-    /// Runs `statement`, a write, as ``query(_:row:)`` does.
-    func run(_ statement: NumberedStatement) async throws {
-        if let direct = self as? DirectSQLiteDatabase {
-            try direct.connection.query(numbered: statement.text, statement.storedValues) { _ in }
-        } else {
-            try await raw(statement.query).run()
-        }
-    }
-}
-
-/// A value of a ``NumberedStatement``: text or an integer, either of them possibly NULL.
-enum StatementValue: Sendable {
-    case text(String?)
-    case integer(Int64?)
-
-    var bind: any Encodable & Sendable {
-        switch self {
-        case .text(let value): value
-        case .integer(let value): value
-        }
-    }
-
-    func append(to bindings: inout PostgresBindings) {
-        switch self {
-        case .text(let value): bindings.append(value)
-        case .integer(let value): bindings.append(value)
-        }
-    }
-}
-
-/// A PostgreSQL prepared statement whose parameters are ``StatementValue``s, `$1…$n` in order.
-///
-/// Each names itself with a constant (`static let name`): PostgresNIO's default name is
-/// `String(reflecting:)` of the type, built again on every execution (half a percent of a read).
-protocol NumberedPreparedStatement: PostgresPreparedStatement {
-    var values: [StatementValue] { get }
-}
-
-extension NumberedPreparedStatement {
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: values.count)
-        for value in values { value.append(to: &bindings) }
-        return bindings
-    }
-}
-
-/// SQL text written with PostgreSQL's numbered parameters (`$1`, `$2`, … each as often as
-/// needed) and their values: one text for sql-kit on either database (``query``) and for
-/// PostgreSQL's prepared statements. The text holds no other `$` followed by a digit.
-struct NumberedStatement: Sendable {
-    let text: String
-    let values: [StatementValue]
-
-    init(_ text: String, _ values: [StatementValue]) {
-        self.text = text
-        self.values = values
-    }
-
-    /// The text cut at its parameters: each piece of literal text and the parameter after it.
-    static func pieces(_ text: String) -> [(literal: Substring, parameter: Int?)] {
-        // Over the UTF-8 view: `$` and digits are ASCII, so their positions are valid String
-        // indices, and no grapheme breaking is done (this runs for every statement sent).
-        let utf8 = text.utf8
-        var pieces: [(Substring, Int?)] = []
-        var start = utf8.startIndex
-        var cursor = utf8.startIndex
-        while let dollar = utf8[cursor...].firstIndex(of: UInt8(ascii: "$")) {
-            var end = utf8.index(after: dollar)
-            var number = 0
-            while end < utf8.endIndex, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(utf8[end]) {
-                if number < 1_000_000 { number = number * 10 + Int(utf8[end] - UInt8(ascii: "0")) } // no overflow
-                end = utf8.index(after: end)
-            }
-            cursor = end
-            guard end > utf8.index(after: dollar) else { continue }
-            pieces.append((text[start..<dollar], number))
-            start = end
-        }
-        pieces.append((text[start...], nil))
-        return pieces
-    }
-
-    /// The text with SQLite's spelling of each numbered parameter (`?n` for `$n`). SQLite reads
-    /// `$1` as a *named* parameter, numbered in the order names first appear, which is not `1`
-    /// when `$2` comes first.
-    static func sqliteText(_ text: String) -> String {
-        respelled(text) { "?\($0)" }
-    }
-
-    /// `text` with each parameter `$n` written as `spell(n)`, the rest as it is.
-    static func respelled(_ text: String, _ spell: (Int) -> String) -> String {
-        var rewritten = ""
-        for piece in pieces(text) {
-            rewritten += piece.literal
-            if let number = piece.parameter { rewritten += spell(number) }
-        }
-        return rewritten
-    }
-
-    /// The values as the embedded database binds them.
-    var storedValues: [StoredValue] {
-        values.map { value in
-            switch value {
-            case .text(let text): text.map(StoredValue.text) ?? .null
-            case .integer(let number): number.map(StoredValue.integer) ?? .null
-            }
-        }
-    }
-
-    /// The text as sql-kit query text: every `$n` a bind of `values[n - 1]` (sql-kit writes each
-    /// database's placeholder).
-    var query: SQLQueryString {
-        var query = SQLQueryString("")
-        for piece in Self.pieces(text) {
-            query.appendLiteral(String(piece.literal))
-            if let number = piece.parameter {
-                precondition((1...values.count).contains(number), "$\(number) has no value")
-                query.appendInterpolation(bind: values[number - 1].bind)
-            }
-        }
-        return query
-    }
-
-    /// PostgreSQL: `statements` as one, each but the last a data-modifying `WITH` clause, their
-    /// parameters numbered on (a statement's values are its `$1…$n`, each number used). One
-    /// statement is atomic and one round trip.
-    static func together(_ statements: [NumberedStatement]) -> NumberedStatement {
-        var clauses: [String] = []
-        var values: [StatementValue] = []
-        var offset = 0
-        for statement in statements {
-            var highest = 0
-            clauses.append(respelled(statement.text) { number in
-                highest = max(highest, number)
-                return "$\(number + offset)"
-            })
-            values += statement.values
-            offset += highest
-        }
-        guard let last = clauses.popLast() else { return NumberedStatement("", []) }
-        guard !clauses.isEmpty else { return NumberedStatement(last, values) }
-        let with = clauses.enumerated().map { "w\($0.offset) AS (\($0.element))" }.joined(separator: ", ")
-        return NumberedStatement("WITH \(with) \(last)", values)
     }
 }

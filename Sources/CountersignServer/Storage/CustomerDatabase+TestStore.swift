@@ -1,6 +1,5 @@
 import CountersignCore
 import Foundation
-import SQLKit
 
 /// The test store's accounts: what StoreKit keeps for an Apple ID, kept by the server so a
 /// running SDK on any platform hears renewals, refunds, Ask-to-Buy approvals, Family Sharing
@@ -33,14 +32,14 @@ extension CustomerDatabase {
     public func appendToFeed(app: String, account: String, transactionId: String, originalTransactionId: String,
                              signedTransaction: String, now: Date) async throws -> Int64 {
         try await database.transactionRetryingUniqueViolations { sql in
-            let last = try await sql.select().column(SQLFunction("MAX", args: SQLIdentifier("sequence")), as: "last")
-                .from("test_store_feed").where("app_id", .equal, app).where("store_account", .equal, account).first()
-                .flatMap { try $0.decodeNil(column: "last") ? nil : $0.decode(column: "last", as: Int64.self) } ?? 0
-            try await sql.insert(into: "test_store_feed")
-                .columns("app_id", "store_account", "sequence", "transaction_id", "original_transaction_id", "signed_transaction", "created_at_ms")
-                .values(SQLBind(app), SQLBind(account), SQLBind(last + 1), SQLBind(transactionId), SQLBind(originalTransactionId),
-                        SQLBind(signedTransaction), SQLBind(Self.milliseconds(now)))
-                .run()
+            let last = try await sql.first("""
+                SELECT MAX(sequence) AS last FROM test_store_feed WHERE app_id = \(bind: app) AND store_account = \(bind: account)
+                """) { try $0.integer("last") ?? 0 } ?? 0
+            try await sql.run("""
+                INSERT INTO test_store_feed (app_id, store_account, sequence, transaction_id, original_transaction_id, signed_transaction, \
+                created_at_ms) VALUES (\(bind: app), \(bind: account), \(bind: last + 1), \(bind: transactionId), \(bind: originalTransactionId), \
+                \(bind: signedTransaction), \(bind: Self.milliseconds(now)))
+                """)
             return last + 1
         }
     }
@@ -48,42 +47,39 @@ extension CustomerDatabase {
     /// The account's feed after `sequence`, oldest first, at most `limit` entries.
     public func feed(app: String, account: String, after sequence: Int64, limit: Int) async throws -> [FeedEntry] {
         try await database.withConnection { sql in
-            try await sql.select().column("sequence").column(SQLColumn("signed_transaction"), as: "signedTransaction")
-                .from("test_store_feed").where("app_id", .equal, app).where("store_account", .equal, account)
-                .where("sequence", .greaterThan, sequence).orderBy("sequence").limit(limit)
-                .all().map { row in
-                    FeedEntry(sequence: try row.decode(column: "sequence", as: Int64.self),
-                              signedTransaction: try row.decode(column: "signedTransaction", as: String.self))
-                }
+            try await sql.all("""
+                SELECT sequence, signed_transaction FROM test_store_feed WHERE app_id = \(bind: app) AND store_account = \(bind: account) \
+                AND sequence > \(bind: sequence) ORDER BY sequence LIMIT \(bind: limit)
+                """) { row in FeedEntry(sequence: try row.int64("sequence"), signedTransaction: try row.string("signed_transaction")) }
         }
     }
 
     /// The store account a purchase chain was bought with through the test store, if any.
     public func feedAccount(app: String, originalTransactionId: String) async throws -> String? {
         try await database.withConnection { sql in
-            try await sql.select().column("store_account").from("test_store_feed")
-                .where("app_id", .equal, app).where("original_transaction_id", .equal, originalTransactionId)
-                .orderBy("created_at_ms").limit(1).first()
-                .map { try $0.decode(column: "store_account", as: String.self) }
+            try await sql.first("""
+                SELECT store_account FROM test_store_feed WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: originalTransactionId) \
+                ORDER BY created_at_ms LIMIT 1
+                """) { try $0.string("store_account") }
         }
     }
 
     /// The stored signed transaction `transactionId` of `app`.
     public func signedTransaction(app: String, transactionId: String) async throws -> String? {
         try await database.withConnection { sql in
-            try await sql.select().column("signed_transaction").from("purchases")
-                .where("app_id", .equal, app).where("transaction_id", .equal, transactionId).first()
-                .map { try $0.decode(column: "signed_transaction", as: String.self) }
+            try await sql.first("SELECT signed_transaction FROM purchases WHERE app_id = \(bind: app) AND transaction_id = \(bind: transactionId)") {
+                try $0.string("signed_transaction")
+            }
         }
     }
 
     /// The newest signed transaction of a purchase chain (by purchase date).
     public func latestSignedTransaction(app: String, originalTransactionId: String) async throws -> String? {
         try await database.withConnection { sql in
-            try await sql.select().column("signed_transaction").from("purchases")
-                .where("app_id", .equal, app).where("original_transaction_id", .equal, originalTransactionId)
-                .orderBy("purchase_date_ms", .descending).orderBy("transaction_id", .descending).limit(1).first()
-                .map { try $0.decode(column: "signed_transaction", as: String.self) }
+            try await sql.first("""
+                SELECT signed_transaction FROM purchases WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: originalTransactionId) \
+                ORDER BY purchase_date_ms DESC, transaction_id DESC LIMIT 1
+                """) { try $0.string("signed_transaction") }
         }
     }
 
@@ -98,11 +94,11 @@ extension CustomerDatabase {
     public func addPending(app: String, account: String, productId: String, appAccountToken: String?, now: Date) async throws -> PendingPurchase {
         let pending = PendingPurchase(pendingId: UUID().uuidString.lowercased(), storeAccount: account, productId: productId, appAccountToken: appAccountToken)
         try await database.transaction { sql in
-            try await sql.insert(into: "test_store_pending")
-                .columns("pending_id", "app_id", "store_account", "product_id", "app_account_token", "created_at_ms")
-                .values(SQLBind(pending.pendingId), SQLBind(app), SQLBind(account), SQLBind(productId), SQLBind(appAccountToken),
-                        SQLBind(Self.milliseconds(now)))
-                .run()
+            try await sql.run("""
+                INSERT INTO test_store_pending (pending_id, app_id, store_account, product_id, app_account_token, created_at_ms) \
+                VALUES (\(bind: pending.pendingId), \(bind: app), \(bind: account), \(bind: productId), \(bind: appAccountToken), \
+                \(bind: Self.milliseconds(now)))
+                """)
         }
         return pending
     }
@@ -110,12 +106,17 @@ extension CustomerDatabase {
     /// Removes and returns the account's pending purchases (one of them when `pendingId` is given).
     public func takePending(app: String, account: String, pendingId: String?) async throws -> [PendingPurchase] {
         try await database.transaction { sql in
-            var query = sql.select().columns("pending_id", "store_account", "product_id", "app_account_token").from("test_store_pending")
-                .where("app_id", .equal, app).where("store_account", .equal, account)
-            if let pendingId { query = query.where("pending_id", .equal, pendingId) }
-            let pending = try await query.orderBy("created_at_ms").orderBy("pending_id").all(decoding: PendingPurchase.self)
+            var query: SQLStatement = """
+                SELECT pending_id, store_account, product_id, app_account_token FROM test_store_pending \
+                WHERE app_id = \(bind: app) AND store_account = \(bind: account)
+                """
+            if let pendingId { query = query + " AND pending_id = \(bind: pendingId)" }
+            let pending = try await sql.all(query + " ORDER BY created_at_ms, pending_id") { row in
+                PendingPurchase(pendingId: try row.string("pending_id"), storeAccount: try row.string("store_account"),
+                                productId: try row.string("product_id"), appAccountToken: try row.text("app_account_token"))
+            }
             for purchase in pending {
-                try await sql.delete(from: "test_store_pending").where("pending_id", .equal, purchase.pendingId).run()
+                try await sql.run("DELETE FROM test_store_pending WHERE pending_id = \(bind: purchase.pendingId)")
             }
             return pending
         }
@@ -141,19 +142,19 @@ extension CustomerDatabase {
             try await Self.touchCustomer(sql, app: app, user: user, now: now)
             var changed = 0
             for (key, attribute) in attributes.sorted(by: { $0.key < $1.key }) {
-                let stored = try await sql.select().column("updated_at_ms").from("subscriber_attributes")
-                    .where("app_id", .equal, app).where("app_user_id", .equal, user).where("attribute_key", .equal, key).first()
-                    .map { try $0.decode(column: "updated_at_ms", as: Int64.self) }
+                let customerKey: SQLStatement = "app_id = \(bind: app) AND app_user_id = \(bind: user) AND attribute_key = \(bind: key)"
+                let stored = try await sql.first("SELECT updated_at_ms FROM subscriber_attributes WHERE \(customerKey)") { try $0.int64("updated_at_ms") }
                 if let stored {
                     guard attribute.updatedAtMs >= stored else { continue }
-                    try await sql.update("subscriber_attributes")
-                        .set("attribute_value", to: SQLBind(attribute.value)).set("updated_at_ms", to: SQLBind(attribute.updatedAtMs))
-                        .where("app_id", .equal, app).where("app_user_id", .equal, user).where("attribute_key", .equal, key).run()
+                    try await sql.run("""
+                        UPDATE subscriber_attributes SET attribute_value = \(bind: attribute.value), updated_at_ms = \(bind: attribute.updatedAtMs) \
+                        WHERE \(customerKey)
+                        """)
                 } else {
-                    try await sql.insert(into: "subscriber_attributes")
-                        .columns("app_id", "app_user_id", "attribute_key", "attribute_value", "updated_at_ms")
-                        .values(SQLBind(app), SQLBind(user), SQLBind(key), SQLBind(attribute.value), SQLBind(attribute.updatedAtMs))
-                        .run()
+                    try await sql.run("""
+                        INSERT INTO subscriber_attributes (app_id, app_user_id, attribute_key, attribute_value, updated_at_ms) \
+                        VALUES (\(bind: app), \(bind: user), \(bind: key), \(bind: attribute.value), \(bind: attribute.updatedAtMs))
+                        """)
                 }
                 changed += 1
             }
@@ -161,15 +162,12 @@ extension CustomerDatabase {
         }
     }
 
-    static func attributes(_ sql: any SQLDatabase, app: String, user: String) async throws -> [String: AttributeRecord] {
-        let rows = try await sql.select().columns("attribute_key", "attribute_value", "updated_at_ms").from("subscriber_attributes")
-            .where("app_id", .equal, app).where("app_user_id", .equal, user).all()
+    static func attributes(_ sql: any SQLExecutor, app: String, user: String) async throws -> [String: AttributeRecord] {
         var attributes: [String: AttributeRecord] = [:]
-        for row in rows {
-            attributes[try row.decode(column: "attribute_key", as: String.self)] = AttributeRecord(
-                value: try row.decode(column: "attribute_value", as: String?.self),
-                updatedAtMs: try row.decode(column: "updated_at_ms", as: Int64.self)
-            )
+        try await sql.query("""
+            SELECT attribute_key, attribute_value, updated_at_ms FROM subscriber_attributes WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)
+            """) { row in
+            attributes[try row.string("attribute_key")] = AttributeRecord(value: try row.text("attribute_value"), updatedAtMs: try row.int64("updated_at_ms"))
         }
         return attributes
     }
@@ -181,8 +179,7 @@ extension CustomerDatabase {
     /// a group is a group of its own); `noIntroOfferExists` for a product without an offer.
     public func introductoryOfferEligibility(app: AppConfiguration, user: String, products: [AppConfiguration.Product]) async throws -> [String: IntroEligibilityStatus] {
         let owned: Set<String> = try await database.withConnection { sql in
-            let rows = try await Self.ownedPurchases(sql, app: app.id, user: user).distinct().column(SQLColumn("product_id", table: "p")).all()
-            return Set(try rows.map { try $0.decode(column: "product_id", as: String.self) })
+            Set(try await sql.all("SELECT DISTINCT p.product_id FROM \(Self.ownedPurchases(app: app.id, user: user))") { try $0.string("product_id") })
         }
         func group(_ product: AppConfiguration.Product) -> String { product.subscriptionGroup ?? "product:" + product.id }
         let ownedGroups = Set(app.products.filter { owned.contains($0.id) && $0.type == .autoRenewable }.map(group))

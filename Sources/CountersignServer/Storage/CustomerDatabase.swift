@@ -2,8 +2,6 @@ import CountersignAppStore
 import CountersignCore
 import Foundation
 import NIOConcurrencyHelpers
-import PostgresNIO
-import SQLKit
 
 /// What happened to a posted purchase; sent back as `purchase_status`.
 public enum PurchaseStatus: String, Codable, Sendable {
@@ -19,8 +17,6 @@ public enum PurchaseStatus: String, Codable, Sendable {
 /// that is after the commit.
 public struct CustomerDatabase: Sendable {
     public let database: Database
-    /// The lean CustomerInfo statement of each app, by app id.
-    let leanStatements = NIOLockedValueBox<[String: String]>([:])
     /// PostgreSQL's CustomerInfo reads, batched on each event loop (nil on SQLite).
     let postgresReads: PerEventLoop<ReadBatcher<LeanRequest, LeanRead>>?
 
@@ -87,46 +83,43 @@ public struct CustomerDatabase: Sendable {
     /// tests and the admin API.
     public func purchaseCount(app: String, transactionId: String) async throws -> Int {
         try await database.withConnection { sql in
-            try await sql.select().column(SQLFunction("COUNT", args: SQLLiteral.all), as: "n").from("purchases")
-                .where("app_id", .equal, app).where("transaction_id", .equal, transactionId).first()!.decode(column: "n", as: Int.self)
+            try await sql.first("SELECT COUNT(*) AS n FROM purchases WHERE app_id = \(bind: app) AND transaction_id = \(bind: transactionId)") {
+                try $0.int("n")
+            } ?? 0
         }
     }
 
     // MARK: Statements
     //
-    // The statements of a purchase's path are SQL text with numbered parameters rather than
-    // sql-kit builders: a builder tree is serialized again on every call (identifier quoting and
-    // all), which cost more than running the statement. One text serves both databases through
-    // sql-kit (``NumberedStatement/query``) and PostgreSQL's prepared statements.
+    // Each statement is one text for both databases (``SQLStatement``), kept prepared by its
+    // text on SQLite; those of the hottest paths also run as named prepared statements on
+    // PostgreSQL (``PreparedSQL``).
 
     /// Notes a visit of the customer (at most one write an hour), adding them unless `creating`
     /// is false; nil for an unknown customer not added.
     @discardableResult
-    static func touchCustomer(_ sql: any SQLDatabase, app: String, user: String, now: Date, creating: Bool = true) async throws -> (first: Date, last: Date)? {
-        if let row = try await sql.raw("""
+    static func touchCustomer(_ sql: any SQLExecutor, app: String, user: String, now: Date, creating: Bool = true) async throws -> (first: Date, last: Date)? {
+        if let (firstSeen, lastSeen) = try await sql.first("""
             SELECT first_seen_ms, last_seen_ms FROM customers WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)
-            """).first() {
-            let lastSeen = try row.decode(column: "last_seen_ms", as: Int64.self)
+            """, { (try $0.int64("first_seen_ms"), try $0.int64("last_seen_ms")) }) {
             // At most one write an hour per customer: a CustomerInfo fetch stays a read.
-            guard milliseconds(now) - lastSeen >= lastSeenResolution else {
-                return (date(try row.decode(column: "first_seen_ms", as: Int64.self)), date(lastSeen))
-            }
+            guard milliseconds(now) - lastSeen >= lastSeenResolution else { return (date(firstSeen), date(lastSeen)) }
             try await sql.run(touchCustomerStatement(app: app, user: user, now: now))
-            return (date(try row.decode(column: "first_seen_ms", as: Int64.self)), now)
+            return (date(firstSeen), now)
         }
         guard creating else { return nil }
         try await sql.run(insertCustomerStatement(app: app, user: user, now: now))
         return (now, now)
     }
 
-    static func touchCustomerStatement(app: String, user: String, now: Date) -> NumberedStatement {
-        NumberedStatement("UPDATE customers SET last_seen_ms = $3 WHERE app_id = $1 AND app_user_id = $2",
+    static func touchCustomerStatement(app: String, user: String, now: Date) -> SQLStatement {
+        SQLStatement("UPDATE customers SET last_seen_ms = $3 WHERE app_id = $1 AND app_user_id = $2",
                           [.text(app), .text(user), .integer(milliseconds(now))])
     }
 
     /// A customer seen for the first time (nothing when another request just added them).
-    static func insertCustomerStatement(app: String, user: String, now: Date) -> NumberedStatement {
-        NumberedStatement(insertCustomerSQL, [
+    static func insertCustomerStatement(app: String, user: String, now: Date) -> SQLStatement {
+        SQLStatement(insertCustomerSQL, [
             .text(app), .text(user), .text(AppAccountToken.forAppUserID(user).uuidString.lowercased()), .integer(milliseconds(now)),
         ])
     }
@@ -136,15 +129,15 @@ public struct CustomerDatabase: Sendable {
         VALUES ($1, $2, $3, $4, $4) ON CONFLICT (app_id, app_user_id) DO NOTHING
         """
 
-    static func customer(_ sql: any SQLDatabase, app: String, token: String) async throws -> String? {
-        try await sql.raw("""
-            SELECT app_user_id FROM customers WHERE app_id = \(bind: app) AND app_account_token = \(bind: token)
-            """).first().map { try $0.decode(column: "app_user_id", as: String.self) }
+    static func customer(_ sql: any SQLExecutor, app: String, token: String) async throws -> String? {
+        try await sql.first("SELECT app_user_id FROM customers WHERE app_id = \(bind: app) AND app_account_token = \(bind: token)") {
+            try $0.string("app_user_id")
+        }
     }
 
-    static func insertPurchaseStatement(_ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) -> NumberedStatement {
+    static func insertPurchaseStatement(_ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) -> SQLStatement {
         let payload = transaction.payload
-        return NumberedStatement(insertPurchaseSQL, [
+        return SQLStatement(insertPurchaseSQL, [
             .text(transaction.transactionId), .text(app.id), .text(transaction.originalTransactionId), .text(transaction.productId),
             .text(transaction.kind.rawValue), .text(transaction.environment), .integer(payload.purchaseDate.map(milliseconds)),
             .integer(payload.expiresDate.map(milliseconds)), .integer(payload.revocationDate.map(milliseconds)),
@@ -163,9 +156,9 @@ public struct CustomerDatabase: Sendable {
 
     /// A copy of a stored transaction signed later than the stored one: its revocation and
     /// upgrade state win (the condition keeps an older copy from undoing a newer one).
-    static func refreshPurchaseStatement(_ transaction: VerifiedTransaction, app: String, now: Date) -> NumberedStatement {
+    static func refreshPurchaseStatement(_ transaction: VerifiedTransaction, app: String, now: Date) -> SQLStatement {
         let payload = transaction.payload
-        return NumberedStatement("""
+        return SQLStatement("""
             UPDATE purchases SET revocation_date_ms = $2, is_upgraded = $3, signed_date_ms = $4
             WHERE app_id = $5 AND environment = $6 AND transaction_id = $1 AND signed_date_ms < $4
             """, [
@@ -175,8 +168,8 @@ public struct CustomerDatabase: Sendable {
         ])
     }
 
-    static func insertOwnerStatement(app: String, chain: String, user: String, now: Date) -> NumberedStatement {
-        NumberedStatement(insertOwnerSQL, [.text(app), .text(chain), .text(user), .integer(milliseconds(now))])
+    static func insertOwnerStatement(app: String, chain: String, user: String, now: Date) -> SQLStatement {
+        SQLStatement(insertOwnerSQL, [.text(app), .text(chain), .text(user), .integer(milliseconds(now))])
     }
 
     static let insertOwnerSQL = """
@@ -184,50 +177,30 @@ public struct CustomerDatabase: Sendable {
         """
 
     /// A chain's new owner; `opensWindow`: the move opens a transfer window (its time noted).
-    static func updateOwnerStatement(app: String, chain: String, user: String, now: Date, opensWindow: Bool) -> NumberedStatement {
-        NumberedStatement("UPDATE purchase_owners SET app_user_id = $3, updated_at_ms = $4\(opensWindow ? ", moved_at_ms = $4" : "") "
+    static func updateOwnerStatement(app: String, chain: String, user: String, now: Date, opensWindow: Bool) -> SQLStatement {
+        SQLStatement("UPDATE purchase_owners SET app_user_id = $3, updated_at_ms = $4\(opensWindow ? ", moved_at_ms = $4" : "") "
                           + "WHERE app_id = $1 AND original_transaction_id = $2",
                           [.text(app), .text(chain), .text(user), .integer(milliseconds(now))])
     }
 
-    /// Evaluates the entitlement rules over what the user owns (optionally one chain only): one
-    /// query for the purchases with their chains' renewal states, one for promotional grants.
-    static func entitlements(_ sql: any SQLDatabase, app: AppConfiguration, user: String, now: Date, onlyChain: String?) async throws -> CustomerEntitlements {
-        func column(_ name: String, _ table: String) -> SQLColumn { SQLColumn(name, table: table) }
-        var query = sql.select()
-            .columns(["transaction_id", "original_transaction_id", "product_id", "product_type", "environment",
-                      "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms", "is_upgraded",
-                      "period_type", "ownership_type"].map { column($0, "p") })
-            .columns(["auto_renew_status", "in_billing_retry", "grace_period_expires_ms"].map { column($0, "s") })
-            .column(SQLAlias(column("original_transaction_id", "s"), as: SQLIdentifier("state_chain")))
-            .from(SQLAlias(SQLIdentifier("purchases"), as: SQLIdentifier("p")))
-            .join(SQLAlias(SQLIdentifier("purchase_owners"), as: SQLIdentifier("o")), method: SQLJoinMethod.inner,
-                  on: SQLBinaryExpression(column("original_transaction_id", "p"), .equal, column("original_transaction_id", "o")))
-            .join(SQLAlias(SQLIdentifier("subscription_states"), as: SQLIdentifier("s")), method: SQLJoinMethod.left,
-                  on: SQLBinaryExpression(
-                      SQLBinaryExpression(column("original_transaction_id", "s"), .equal, column("original_transaction_id", "p")),
-                      .and,
-                      SQLBinaryExpression(column("app_id", "s"), .equal, column("app_id", "p"))
-                  ))
-            .where(column("app_id", "o"), .equal, SQLBind(app.id))
-            .where(column("app_id", "p"), .equal, SQLBind(app.id))
-            .where(column("app_user_id", "o"), .equal, SQLBind(user))
+    /// Evaluates the entitlement rules over what the user owns (optionally one chain only), from
+    /// the lean read (``leanStatement(app:user:dialect:)``) on `sql`: the same rows CustomerInfo
+    /// reads outside a transaction.
+    static func entitlements(_ sql: any SQLExecutor, app: AppConfiguration, user: String, now: Date, onlyChain: String?) async throws -> CustomerEntitlements {
+        var read = LeanRead()
+        try await sql.query(leanStatement(app: app, user: user, dialect: sql.dialect)) { row in try read.add(row) }
         if let onlyChain {
-            query = query.where(column("original_transaction_id", "p"), .equal, SQLBind(onlyChain))
+            // One chain only (may it move?): promotional grants are not the chain's.
+            read.purchases.removeAll { $0.originalTransactionId != onlyChain }
+            read.statuses = read.statuses.filter { $0.key == onlyChain }
+            read.grants = []
         }
-        var purchases: [PurchaseRecord] = []
-        var statuses: [String: SubscriptionStatus] = [:]
-        for row in try await query.all() {
-            try readState(NamedRow(row: row), at: 12, into: &statuses)
-            try readPurchase(NamedRow(row: row), into: &purchases)
-        }
-        // One chain only (may it move?): promotional grants are not the chain's.
-        let grants = onlyChain == nil ? try await grants(sql, app: app.id, user: user) : []
-        return EntitlementRules.evaluate(purchases: purchases, statuses: Array(statuses.values), grants: grants, products: app.products, at: now)
+        return EntitlementRules.evaluate(purchases: read.purchases, statuses: Array(read.statuses.values), grants: read.grants,
+                                         products: app.products, at: now)
     }
 
-    /// The columns of a purchase row with its chain's renewal state as the sql-kit query names
-    /// them, read by position in that order (the lean read maps its positions onto these).
+    /// The names of a purchase row's columns with its chain's renewal state, by position (the
+    /// lean read maps its positions onto these; the names only label a NULL where none may be).
     static let purchaseColumns: [String] = [
         "transaction_id", "original_transaction_id", "product_id", "product_type", "environment",
         "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms", "is_upgraded",
@@ -242,16 +215,15 @@ public struct CustomerDatabase: Sendable {
     /// back). One statement is one round trip on PostgreSQL and, on SQLite, one consistent
     /// read without `BEGIN … COMMIT`.
     ///
-    /// `app` and `user` are SQL text: on SQLite the app id as a quoted literal (app ids come
-    /// from the operator's configuration, and are quoted all the same; one statement per app)
-    /// and `?1` for the user; on PostgreSQL `$1` and `$2` (a named prepared statement).
+    /// `app` and `user` are SQL text: parameters (`$1`, `$2`), or the elements of the batch's
+    /// arrays on PostgreSQL (``LeanPostgresBatch``).
     ///
     /// The user's chains are joined in each database's own way, both chosen so that the plan
     /// cannot read all of an app's purchases:
     /// - SQLite: `IN (SELECT …)`. As `purchase_owners CROSS JOIN purchases` (to spare the `IN`
     ///   list's ephemeral table) the statement was prepared anew on every read, 158 → 260 µs of
     ///   CPU a signed CustomerInfo, until the connections took the query planner stability
-    ///   guarantee (``DirectSQLiteConnection``); with it the join measured no faster than `IN`
+    ///   guarantee (``SQLiteConnection``); with it the join measured no faster than `IN`
     ///   (a test holds the re-prepare count at zero either way).
     /// - PostgreSQL: from the user's owner rows, a `LATERAL` subquery per chain (`OFFSET 0`
     ///   keeps it a subquery). A prepared statement gets a generic plan after five runs and keeps
@@ -321,6 +293,8 @@ public struct CustomerDatabase: Sendable {
 
         func text(_ position: Int32, _ name: String) throws -> String? { try row.text(map[Int(position)], name) }
         func integer(_ position: Int32, _ name: String) throws -> Int64? { try row.integer(map[Int(position)], name) }
+        /// Read by position only (its columns are named for the union, not for the kind).
+        func position(of name: String) -> Int32? { nil }
     }
 
     /// What the rows of the lean statement add up to.
@@ -404,14 +378,20 @@ public struct CustomerDatabase: Sendable {
                                 expiresDate: try row.integer(3, names[3]).map(date), revokedDate: try row.integer(4, names[4]).map(date))
     }
 
-    /// The lean statement of an app on SQLite (made once, then kept).
-    func leanSQLiteStatement(for app: AppConfiguration) -> String {
-        leanStatements.withLockedValue { cache in
-            if let known = cache[app.id] { return known }
-            let made = Self.leanStatement(app: "'" + app.id.replacingOccurrences(of: "'", with: "''") + "'", user: "?1", dialect: .sqlite)
-            cache[app.id] = made
-            return made
+    /// The lean statement of `app` for `user` on a connection of `dialect` (on PostgreSQL
+    /// prepared; outside a transaction its reads go in batches, ``LeanPostgresBatch``).
+    static func leanStatement(app: AppConfiguration, user: String, dialect: Database.Dialect) -> SQLStatement {
+        switch dialect {
+        case .postgres: LeanPostgresCustomer.statement([.text(app.id), .text(user)])
+        case .sqlite: SQLStatement(leanSQLiteText, [.text(app.id), .text(user)])
         }
+    }
+
+    static let leanSQLiteText = leanStatement(app: "$1", user: "$2", dialect: .sqlite)
+
+    enum LeanPostgresCustomer: PreparedSQL {
+        static let name = "countersign_lean_customer_info"
+        static let sql = CustomerDatabase.leanStatement(app: "$1", user: "$2", dialect: .postgres)
     }
 
     /// One customer's lean read: the app and the app user id.
@@ -425,7 +405,7 @@ public struct CustomerDatabase: Sendable {
     /// arrays (a nested loop over them, each branch read by key as for one customer) and tagged
     /// with the element's position. Prepared once per connection by PostgresNIO, then only bound
     /// and executed.
-    struct LeanPostgresBatch: PostgresPreparedStatement {
+    enum LeanPostgresBatch: PreparedSQL {
         /// A constant: PostgresNIO's default (the type's name) is built anew on every execution.
         static let name = "countersign_lean_customer_infos"
         /// The column of a row's position in the batch (1-based), after the single statement's.
@@ -441,66 +421,47 @@ public struct CustomerDatabase: Sendable {
         /// that turns on PostgreSQL's JIT compilation.
         static let sql = "SELECT x.*, w.n FROM (SELECT generate_subscripts($1::text[], 1) AS n LIMIT \(largestReadBatch)) w CROSS JOIN LATERAL ("
             + CustomerDatabase.leanStatement(app: "($1::text[])[w.n]", user: "($2::text[])[w.n]", dialect: .postgres) + ") x"
-        typealias Row = PostgresRow
-
-        let apps: [String]
-        let users: [String]
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 2)
-            bindings.append(apps)
-            bindings.append(users)
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
     }
 
     /// The lean reads of `requests` in one statement on one pooled connection. A row that does
     /// not decode fails its own customer's read only.
     static func leanBatch(_ requests: [LeanRequest], database: Database) async throws -> [Result<LeanRead, any Error>] {
         precondition(requests.count <= largestReadBatch, "the statement reads \(largestReadBatch) customers at most")
-        let statement = LeanPostgresBatch(apps: requests.map(\.app), users: requests.map(\.user))
-        let answers = try await database.withPostgresConnection { connection in
+        let statement = LeanPostgresBatch.statement([.texts(requests.map(\.app)), .texts(requests.map(\.user))])
+        return try await database.withConnection { sql in
             var reads = [LeanRead](repeating: LeanRead(), count: requests.count)
             var failures = [(any Error)?](repeating: nil, count: requests.count)
-            for try await row in try await connection.execute(statement, logger: connection.logger) {
-                let columns = row.makeRandomAccess()
-                let position = Int(try columns[LeanPostgresBatch.positionColumn].decode(Int64.self)) - 1
+            try await sql.query(statement) { row in
+                let position = Int(try row.integer(Int32(LeanPostgresBatch.positionColumn), "n") ?? 0) - 1
                 guard reads.indices.contains(position) else {
                     throw StoredRowError(description: "a batched read answered for position \(position + 1) of \(requests.count)")
                 }
-                guard failures[position] == nil else { continue }
+                guard failures[position] == nil else { return }
                 do {
-                    try reads[position].add(PostgresStoredRow(row: columns))
+                    try reads[position].add(row)
                 } catch {
                     failures[position] = error
                 }
             }
             return zip(reads, failures).map { read, failure -> Result<LeanRead, any Error> in failure.map { .failure($0) } ?? .success(read) }
         }
-        guard let answers else { throw StoredRowError(description: "a batched PostgreSQL read on another database") }
-        return answers
     }
 
     /// The rows of the lean statement for `user`, added up.
     func leanRead(app: AppConfiguration, user: String) async throws -> LeanRead {
         guard let postgresReads else {
-            let statement = leanSQLiteStatement(for: app)
+            let statement = Self.leanStatement(app: app, user: user, dialect: .sqlite)
             guard let reader = database.sqliteReader else { throw StoredRowError(description: "no lean reader for this database") }
-            return try reader.read { connection in try Self.leanRead(statement, user: user, on: connection) }
+            return try reader.read { connection in
+                var read = LeanRead()
+                try connection.query(statement.text, statement.values) { row in try read.add(row) }
+                return read
+            }
         }
         return try await postgresReads.current.read(LeanRequest(app: app.id, user: user))
     }
 
-    /// The rows of an app's lean SQLite `statement` for `user`, read on `connection`.
-    static func leanRead(_ statement: String, user: String, on connection: DirectSQLiteConnection) throws -> LeanRead {
-        var read = LeanRead()
-        try connection.query(statement, [.text(user)]) { row in try read.add(row) }
-        return read
-    }
-
-    /// The CustomerInfo of a known customer without sql-kit, in one statement: on SQLite through
+    /// The CustomerInfo of a known customer in one statement: on SQLite through
     /// the lean reader (prepared once, no thread hop), on PostgreSQL straight on a pooled
     /// PostgresNIO connection, together with the reads that wait for one (``ReadBatcher``). Nil
     /// for an unknown customer or when `accepts` refuses its `last_seen`.
@@ -518,37 +479,6 @@ public struct CustomerDatabase: Sendable {
         return SubscriberResponse(appUserId: user, firstSeen: date(seen.first), lastSeen: date(seen.last),
                                   entitlements: entitlements, requestDate: now)
     }
-}
-
-/// A result row read by column: by position (the lean SQLite reader) or by name (sql-kit).
-protocol StoredRow {
-    func text(_ position: Int32, _ name: String) throws -> String?
-    func integer(_ position: Int32, _ name: String) throws -> Int64?
-}
-
-struct StoredRowError: Error, CustomStringConvertible {
-    var description: String
-}
-
-/// A sql-kit row, read by column name.
-struct NamedRow: StoredRow {
-    let row: any SQLRow
-
-    func text(_ position: Int32, _ name: String) throws -> String? { try row.decode(column: name, as: String?.self) }
-    func integer(_ position: Int32, _ name: String) throws -> Int64? { try row.decode(column: name, as: Int64?.self) }
-}
-
-/// A PostgresNIO row, read by position.
-struct PostgresStoredRow: StoredRow {
-    let row: PostgresRandomAccessRow
-
-    func text(_ position: Int32, _ name: String) throws -> String? { try row[Int(position)].decode(String?.self) }
-    func integer(_ position: Int32, _ name: String) throws -> Int64? { try row[Int(position)].decode(Int64?.self) }
-}
-
-extension SQLiteRowView: StoredRow {
-    func text(_ position: Int32, _ name: String) -> String? { text(position) }
-    func integer(_ position: Int32, _ name: String) -> Int64? { integer(position) }
 }
 
 /// A store transaction that passed signed-data verification, with the fields the server relies on.

@@ -1,22 +1,20 @@
-import AsyncKit
 import CountersignCore
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import PostgresKit
-import SQLiteKit
-import SQLKit
+import PostgresNIO
 import ServiceLifecycle
 
-/// The server's database, over sql-kit: one implementation for SQLite and PostgreSQL, with the
-/// few dialect differences kept in this file and in ``Migrations``.
+/// The server's database: SQLite or PostgreSQL behind one executor (``SQLExecutor``) and one
+/// statement type (``SQLStatement``), with the few dialect differences kept in the statements
+/// and in ``Migrations``.
 ///
 /// SQLite runs on one read-write connection in WAL mode with `synchronous=FULL`, so a committed
 /// purchase survives a crash; every use is serialized, which also keeps a transaction's
 /// statements together. Its statements run on the caller's thread, prepared once
-/// (``DirectSQLiteDatabase``); only a commit, which waits on the disk, goes to NIO's thread
+/// (``SQLiteConnection``); only a commit, which waits on the disk, goes to NIO's thread
 /// pool, and transactions queued meanwhile commit with it (group commit). PostgreSQL uses
 /// PostgresNIO's `PostgresClient` (its own pool, prepared statements kept per connection); a
 /// transaction holds one connection throughout.
@@ -35,7 +33,7 @@ public final class Database: Sendable {
     }
 
     private enum Backend: Sendable {
-        case sqlite(DirectSQLiteConnection, AsyncLock, Logger)
+        case sqlite(SQLiteConnection, AsyncLock)
         /// The pools and the task running them (cancelled to close them).
         case postgres(PostgresPools, Task<Void, Never>)
     }
@@ -54,7 +52,7 @@ public final class Database: Sendable {
     /// prepared (SQLite does so when it judges a bound value may change the plan): a statement
     /// prepared on every use costs what keeping it saves. Nil on PostgreSQL; for tests.
     func sqliteWriterReprepares() async -> [String: Int]? {
-        guard case .sqlite(let connection, let lock, _) = backend else { return nil }
+        guard case .sqlite(let connection, let lock) = backend else { return nil }
         return await lock.withLock { connection.reprepares() }
     }
 
@@ -75,7 +73,7 @@ public final class Database: Sendable {
         switch location {
         case .sqlite(let path):
             try restrictToOwner(sqlitePath: path)
-            let connection = try DirectSQLiteConnection(path: path, readOnly: false)
+            let connection = try SQLiteConnection(path: path, readOnly: false)
             // WAL: readers do not block the writer; FULL: a commit is on disk before it returns.
             // temp_store=MEMORY keeps the savepoints' sub-journal of a group commit in memory:
             // SQLite spills it to a temporary file past 64 KiB, and a profile of purchase intake
@@ -90,7 +88,7 @@ public final class Database: Sendable {
                 try connection.query(pragma, []) { _ in }
             }
             let reader = try SQLiteReader(path: path, count: System.coreCount)
-            database = Database(location: location, backend: .sqlite(connection, AsyncLock(), logger), sqliteReader: reader,
+            database = Database(location: location, backend: .sqlite(connection, AsyncLock()), sqliteReader: reader,
                                 sqliteReports: try SQLiteReader(path: path, count: 1))
         case .postgres(let url):
             let pools = PostgresPools(configuration: try clientConfiguration(url: url), totalConnections: postgresConnections, logger: logger)
@@ -104,32 +102,6 @@ public final class Database: Sendable {
             throw error
         }
         return database
-    }
-
-    /// A pool's settings from a `postgres://` URL, read as postgres-kit reads it (user,
-    /// password, host, port, database, `sslmode`/`tlsmode`: disable, prefer or require).
-    ///
-    /// The connections run with PostgreSQL's JIT compilation off. It compiles a statement whose
-    /// estimated cost passes `jit_above_cost` (100,000 by default) on every execution, about
-    /// 15 ms each time: a point read by key whose plan's estimate grows with the tables (the
-    /// batched CustomerInfo read at 1M customers, estimated for a thousand positions before its
-    /// estimate was bounded) went from 0.1 ms to 15 ms at PostgreSQL and the server's reads from
-    /// 11,000 a second to 550. Nothing the server runs is long enough to gain from it.
-    static func clientConfiguration(url: String) throws -> PostgresClient.Configuration {
-        let core = try SQLPostgresConfiguration(url: url).coreConfiguration
-        var configuration: PostgresClient.Configuration
-        if let socket = core.unixSocketPath {
-            configuration = PostgresClient.Configuration(unixSocketPath: socket, username: core.username, password: core.password, database: core.database)
-        } else {
-            guard let host = core.host else { throw ConfigurationError("the PostgreSQL URL needs a host") }
-            let tls: PostgresClient.Configuration.TLS = !core.tls.isAllowed ? .disable
-                : core.tls.isEnforced ? .require(.makeClientConfiguration()) : .prefer(.makeClientConfiguration())
-            configuration = PostgresClient.Configuration(
-                host: host, port: core.port ?? 5432, username: core.username, password: core.password, database: core.database, tls: tls
-            )
-        }
-        configuration.options.additionalStartupParameters.append(("jit", "off"))
-        return configuration
     }
 
     /// The database holds every customer's purchases: its file is created readable by the owner
@@ -149,52 +121,42 @@ public final class Database: Sendable {
     }
 
     /// Runs `body` outside a transaction (each statement commits on its own).
-    public func withConnection<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+    func withConnection<T: Sendable>(_ body: @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
         switch backend {
-        case .sqlite(let connection, let lock, let logger):
-            return try await lock.withLock { try await body(DirectSQLiteDatabase(connection: connection, logger: logger)) }
+        case .sqlite(let connection, let lock):
+            return try await lock.withLock { try await body(SQLiteExecutor(connection: connection)) }
         case .postgres(let pools, _):
-            return try await pools.client.withConnection { connection in try await body(connection.sql()) }
+            return try await pools.client.withConnection { connection in try await body(PostgresExecutor(connection: connection)) }
         }
     }
 
-    /// Runs read-only report queries (the dashboard's counts, which read a range that grows with
-    /// the app) where they hold up nothing else, and returns each one's rows. On SQLite they run
-    /// on a read-only connection of their own on NIO's thread pool: a count of a second holds
-    /// neither the writer (purchases) nor the CustomerInfo readers nor an event loop. On
-    /// PostgreSQL, on a pooled connection like any read.
-    func report(_ queries: [SQLQueryString]) async throws -> [[any SQLRow]] {
+    /// Runs a read-only report (the dashboard's counts, which read a range that grows with the
+    /// app) where it holds up nothing else: each row is added into `initial` by `add`. On SQLite
+    /// it runs on a read-only connection of its own on NIO's thread pool: a count of a second
+    /// holds neither the writer (purchases) nor the CustomerInfo readers nor a thread of the
+    /// cooperative pool. On PostgreSQL, on a pooled connection like any read.
+    func report<T: Sendable>(_ statement: SQLStatement, into initial: T,
+                             _ add: @escaping @Sendable (inout T, any StoredRow) throws -> Void) async throws -> T {
         guard let sqliteReports else {
             return try await withConnection { sql in
-                var results: [[any SQLRow]] = []
-                for query in queries { results.append(try await sql.raw(query).all()) }
-                return results
+                var result = initial
+                try await sql.query(statement) { try add(&result, $0) }
+                return result
             }
         }
-        let logger = Logger(label: "countersign.reports")
         return try await NIOThreadPool.singleton.runIfActive {
             try sqliteReports.read { connection in
-                let database = DirectSQLiteDatabase(connection: connection, logger: logger)
-                return try queries.map { query in
-                    let rows = NIOLockedValueBox<[any SQLRow]>([])
-                    try database.run(query) { row in rows.withLockedValue { $0.append(row) } }
-                    return rows.withLockedValue { $0 }
-                }
+                var result = initial
+                try connection.query(statement.text, statement.values) { try add(&result, $0) }
+                return result
             }
         }
-    }
-
-    /// Runs `body` with one of the pool's PostgreSQL connections, for the lean reads that skip
-    /// sql-kit; nil on SQLite.
-    func withPostgresConnection<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T? {
-        guard case .postgres(let pools, _) = backend else { return nil }
-        return try await pools.client.withConnection { connection in try await body(connection) }
     }
 
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
     /// Whatever the caller answers after this returns is backed by committed data.
-    public func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        if case .sqlite(let connection, let lock, let logger) = backend {
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
+        if case .sqlite(let connection, let lock) = backend {
             let result = NIOLockedValueBox<T?>(nil)
             let waiting = WaitingTransaction { sql in
                 let value = try await body(sql)
@@ -210,7 +172,7 @@ public final class Database: Sendable {
                 }
                 if !batch.isEmpty {
                     largestSQLiteBatch.withLockedValue { $0 = max($0, batch.count) }
-                    await Self.commitTogether(batch, on: DirectSQLiteDatabase(connection: connection, logger: logger))
+                    await Self.commitTogether(batch, on: connection)
                 }
             }
             switch waiting.outcome.withLockedValue({ $0 }) {
@@ -221,13 +183,13 @@ public final class Database: Sendable {
             throw TransactionLost()
         }
         return try await withConnection { sql in
-            try await sql.raw("BEGIN").run()
+            try await sql.run("BEGIN")
             do {
                 let result = try await body(sql)
-                try await sql.raw("COMMIT").run()
+                try await sql.run("COMMIT")
                 return result
             } catch {
-                try? await sql.raw("ROLLBACK").run()
+                try? await sql.run("ROLLBACK")
                 throw error
             }
         }
@@ -241,10 +203,10 @@ public final class Database: Sendable {
     /// An SQLite transaction queued for the writer: its body, and how it ended once its batch
     /// is committed or rolled back.
     private final class WaitingTransaction: Sendable {
-        let body: @Sendable (any SQLDatabase) async throws -> Void
+        let body: @Sendable (any SQLExecutor) async throws -> Void
         let outcome = NIOLockedValueBox<Result<Void, any Error>?>(nil)
 
-        init(_ body: @escaping @Sendable (any SQLDatabase) async throws -> Void) {
+        init(_ body: @escaping @Sendable (any SQLExecutor) async throws -> Void) {
             self.body = body
         }
     }
@@ -254,8 +216,8 @@ public final class Database: Sendable {
     /// SQLite transaction, each inside a savepoint: one that throws is rolled back alone and
     /// gets its error; the others are committed together, and none hears of success before that
     /// commit is on disk. A failed commit fails them all (nothing of the batch was stored).
-    private static func commitTogether(_ batch: [WaitingTransaction], on sql: DirectSQLiteDatabase) async {
-        let connection = sql.connection
+    private static func commitTogether(_ batch: [WaitingTransaction], on connection: SQLiteConnection) async {
+        let sql = SQLiteExecutor(connection: connection)
         func run(_ statement: String) throws { try connection.query(statement, []) { _ in } }
         var done: [WaitingTransaction] = []
         do {
@@ -289,8 +251,8 @@ public final class Database: Sendable {
     /// Runs `body` in a transaction, again (up to `attempts` times) when it loses a race on a
     /// unique key: two servers recording one purchase at once both insert it; the loser's retry
     /// sees the winner's committed row and answers "already recorded".
-    public func transactionRetryingUniqueViolations<T: Sendable>(
-        attempts: Int = 3, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+    func transactionRetryingUniqueViolations<T: Sendable>(
+        attempts: Int = 3, _ body: @escaping @Sendable (any SQLExecutor) async throws -> T
     ) async throws -> T {
         var attempt = 1
         while true {
@@ -309,9 +271,18 @@ public final class Database: Sendable {
         return false
     }
 
+    /// Drops everything in a PostgreSQL database's `public` schema: the test suites' fresh start.
+    public func dropPublicSchema() async throws {
+        guard dialect == .postgres else { throw ConfigurationError("only a PostgreSQL database is emptied by dropping its schema") }
+        try await withConnection { sql in
+            try await sql.run("DROP SCHEMA public CASCADE")
+            try await sql.run("CREATE SCHEMA public")
+        }
+    }
+
     public func close() async throws {
         switch backend {
-        case .sqlite(let connection, let lock, _):
+        case .sqlite(let connection, let lock):
             sqliteReader?.close()
             sqliteReports?.close()
             await lock.withLock { connection.close() }

@@ -14,8 +14,8 @@ public enum DatabaseLocation: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses `--database`: `postgres://user:pass@host:5432/db`,
     /// `postgres+uds://user:pass@localhost/path/of/the/socket#db` (PostgreSQL on this machine
-    /// through its Unix domain socket, e.g. `/var/run/postgresql/.s.PGSQL.5432`; postgres-kit's
-    /// form), `sqlite:///absolute/path` or a plain file path (SQLite).
+    /// through its Unix domain socket, e.g. `/var/run/postgresql/.s.PGSQL.5432`),
+    /// `sqlite:///absolute/path` or a plain file path (SQLite).
     public init(argument: String) throws(ConfigurationError) {
         if ["postgres://", "postgresql://", "postgres+uds://", "postgresql+uds://"].contains(where: argument.hasPrefix) {
             self = .postgres(url: argument)

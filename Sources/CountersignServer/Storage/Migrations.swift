@@ -1,5 +1,4 @@
 import Foundation
-import SQLKit
 
 /// Versioned schema migrations, run at start. Each version runs once, in its own transaction,
 /// recorded in `schema_migrations`; several servers starting at once on PostgreSQL take turns
@@ -305,30 +304,29 @@ enum Migrations {
 
     static func run(on database: Database, migrations: [Migration] = all) async throws {
         try await database.withConnection { sql in
-            try await sql.raw("""
+            try await sql.run("""
                 CREATE TABLE IF NOT EXISTS schema_migrations (
                     version INTEGER PRIMARY KEY,
                     name TEXT NOT NULL,
                     applied_at_ms BIGINT NOT NULL
                 )
-                """).run()
+                """)
         }
         for migration in migrations {
             try await database.transaction { sql in
                 if database.dialect == .postgres {
                     // Serializes concurrent starts; released at commit.
-                    try await sql.raw("SELECT pg_advisory_xact_lock(727361)").run()
+                    try await sql.run("SELECT pg_advisory_xact_lock(727361)")
                 }
-                let applied = try await sql.select().column("version").from("schema_migrations")
-                    .where("version", .equal, migration.version).all()
-                guard applied.isEmpty else { return }
+                let applied = try await sql.first("SELECT version FROM schema_migrations WHERE version = \(bind: migration.version)") { _ in true }
+                guard applied == nil else { return }
                 for statement in migration.statements(for: database.dialect) {
-                    try await sql.raw(SQLQueryString(statement)).run()
+                    try await sql.run(SQLStatement(statement))
                 }
-                try await sql.insert(into: "schema_migrations")
-                    .columns("version", "name", "applied_at_ms")
-                    .values(SQLBind(migration.version), SQLBind(migration.name), SQLBind(Int64(Date().timeIntervalSince1970 * 1000)))
-                    .run()
+                try await sql.run("""
+                    INSERT INTO schema_migrations (version, name, applied_at_ms) \
+                    VALUES (\(bind: migration.version), \(bind: migration.name), \(bind: Int64(Date().timeIntervalSince1970 * 1000)))
+                    """)
             }
         }
     }
@@ -336,8 +334,7 @@ enum Migrations {
     /// The versions recorded as applied.
     static func appliedVersions(on database: Database) async throws -> [Int] {
         try await database.withConnection { sql in
-            try await sql.select().column("version").from("schema_migrations").orderBy("version").all()
-                .map { try $0.decode(column: "version", as: Int.self) }
+            try await sql.all("SELECT version FROM schema_migrations ORDER BY version") { try $0.int("version") }
         }
     }
 }

@@ -4,24 +4,22 @@ import NIOConcurrencyHelpers
 
 /// Read-only connections to the embedded database for the hottest path, CustomerInfo.
 ///
-/// sql-kit over sqlite-nio cost a request three times what it needed: every query's SQL text was
-/// serialized again from a builder tree, every statement prepared again, and each one hopped to
-/// a thread pool and back. Here statements are prepared once per connection and kept, and a
-/// read runs synchronously on the calling thread: reads of cached pages take microseconds, less
-/// than the hop they replace. Writes go through the one read-write connection of ``Database``
+/// Statements are prepared once per connection and kept, and a read runs synchronously on the
+/// calling thread: reads of cached pages take microseconds, less than a hop to a thread pool
+/// and back would cost. Writes go through the one read-write connection of ``Database``
 /// (WAL: readers never block it, nor it them); a read begun after a write committed sees it.
 final class SQLiteReader: Sendable {
-    private let connections: [NIOLockedValueBox<DirectSQLiteConnection>]
+    private let connections: [NIOLockedValueBox<SQLiteConnection>]
     private let next = NIOLockedValueBox(0)
 
     /// Opens `count` read-only connections to the database at `path` (already created and migrated).
     init(path: String, count: Int) throws {
-        connections = try (0..<max(1, count)).map { _ in NIOLockedValueBox(try DirectSQLiteConnection(path: path, readOnly: true)) }
+        connections = try (0..<max(1, count)).map { _ in NIOLockedValueBox(try SQLiteConnection(path: path, readOnly: true)) }
     }
 
     /// Runs `body` on the next connection in turn (waiting for it if busy). A single statement
     /// is a consistent read by itself; several need `BEGIN` and `COMMIT` around them.
-    func read<T>(_ body: (DirectSQLiteConnection) throws -> T) throws -> T {
+    func read<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
         let start = next.withLockedValue { value in
             defer { value = (value + 1) % connections.count }
             return value
