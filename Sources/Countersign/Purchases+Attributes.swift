@@ -96,5 +96,5 @@ extension Purchases {
 
 extension Configuration {
     /// The clock in milliseconds since 1970, as the wire carries times.
-    var nowMilliseconds: Int64 { Int64((now().timeIntervalSince1970 * 1000).rounded(.down)) }
+    var nowMilliseconds: Int64 { now().epochMilliseconds }
 }

@@ -258,7 +258,7 @@ public final class TamperingProxy: Sendable {
             postParamsHash: request.headers[Self.postParamsHash],
             headersHash: request.headers[Self.headersHash]
         )
-        let requestTime = requestTime ?? String(Int64(Date().timeIntervalSince1970 * 1000))
+        let requestTime = requestTime ?? String(Date().epochMilliseconds)
         let etag = keepingETag ? answer.headers[Self.etag] : answer.headers[Self.etag] == nil ? nil : String(SHA256Hex.of(answer.body).prefix(16))
         answer.headers[Self.requestTime] = requestTime
         answer.headers[Self.etag] = etag

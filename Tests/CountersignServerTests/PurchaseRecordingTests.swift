@@ -39,7 +39,7 @@ struct PurchaseRecordingTests {
         }
     }
 
-    static let seenNow = (first: Int64(1_700_000_000_000), last: CustomerDatabase.milliseconds(now))
+    static let seenNow = (first: Int64(1_700_000_000_000), last: now.epochMilliseconds)
 
     @Test("a new purchase by a new customer: customer, purchase and owner inserted, answered new")
     func newPurchase() async throws {
@@ -58,7 +58,7 @@ struct PurchaseRecordingTests {
 
     @Test("the same copy again is already recorded; a copy signed later refreshes the stored one, an older one does not")
     func repost() async throws {
-        let signed = CustomerDatabase.milliseconds(Self.now)
+        let signed = Self.now.epochMilliseconds
         let facts = Facts(posterSeen: Self.seenNow, tokenUser: nil, storedSignedDate: signed, chainOwner: .user("alice"))
         #expect(try await Self.plan(facts, Self.transaction()) == Plan(status: .alreadyRecorded, customer: .none, purchase: .none, owner: .none))
         var older = facts
@@ -69,7 +69,7 @@ struct PurchaseRecordingTests {
 
     @Test("a stored transaction without an owner (a notification came first) is new to its poster")
     func storedWithoutOwner() async throws {
-        let facts = Facts(posterSeen: Self.seenNow, tokenUser: nil, storedSignedDate: CustomerDatabase.milliseconds(Self.now), chainOwner: .none)
+        let facts = Facts(posterSeen: Self.seenNow, tokenUser: nil, storedSignedDate: Self.now.epochMilliseconds, chainOwner: .none)
         #expect(try await Self.plan(facts, Self.transaction()) == Plan(status: .new, customer: .none, purchase: .none, owner: .insert("alice")))
     }
 
@@ -100,7 +100,7 @@ struct PurchaseRecordingTests {
 
     @Test("a chain held by another user: moved, refused or moved only when it gives them nothing, by the app's setting")
     func transferBehaviours() async throws {
-        let facts = Facts(posterSeen: Self.seenNow, tokenUser: nil, storedSignedDate: CustomerDatabase.milliseconds(Self.now), chainOwner: .user("bob"))
+        let facts = Facts(posterSeen: Self.seenNow, tokenUser: nil, storedSignedDate: Self.now.epochMilliseconds, chainOwner: .user("bob"))
         #expect(try await Self.plan(facts, Self.transaction()) == Plan(status: .transferred, customer: .none, purchase: .none, owner: .update("alice")))
         await #expect(throws: APIError.self) { try await Self.plan(facts, Self.transaction(), behavior: .keepWithOriginal) }
         let asked = Collected<String>()
@@ -113,7 +113,7 @@ struct PurchaseRecordingTests {
 
     @Test("a chain whose owner was deleted goes to the poster unless the app keeps purchases with their first owner")
     func deletedOwner() async throws {
-        let facts = Facts(posterSeen: nil, tokenUser: nil, storedSignedDate: CustomerDatabase.milliseconds(Self.now), chainOwner: .deleted)
+        let facts = Facts(posterSeen: nil, tokenUser: nil, storedSignedDate: Self.now.epochMilliseconds, chainOwner: .deleted)
         let asked = Collected<String>()
         let plan = try await Self.plan(facts, Self.transaction(), behavior: .transferIfNoActive, ownerActive: true, asked: asked)
         #expect(plan.owner == .update("alice"))

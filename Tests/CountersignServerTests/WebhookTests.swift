@@ -315,7 +315,7 @@ struct WebhookTests {
         let key = try root.issueIntermediate(validForDays: 30)
         let signer = ResponseSigner(key: key)
         let body = Data(#"{"api_version":"1.0","event":{"id":"E","type":"TEST"}}"#.utf8)
-        let time = String(CustomerDatabase.milliseconds(Date()))
+        let time = String(Date().epochMilliseconds)
         let signature = try signer.signature(request: SignedRequestParts(path: "/hooks"), response: SignedResponseParts(requestTime: time, body: body))
         let verifier = SignatureVerifier(rootKeys: [root.publicKey])
         func check(path: String = "/hooks", time checked: String = time, body checkedBody: Data = body, signature checkedSignature: String = signature) -> VerificationOutcome {

@@ -119,7 +119,7 @@ extension SubscriberResponse {
         if let milliseconds = container.lenient(Int64.self, .requestDateMs) {
             requestDateMs = milliseconds
         } else if let date = WireDate.parse(requestDate) {
-            requestDateMs = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+            requestDateMs = date.epochMilliseconds
         } else {
             throw DecodingError.keyNotFound(CodingKeys.requestDateMs, .init(codingPath: [], debugDescription: "no request date"))
         }
@@ -183,7 +183,7 @@ extension SubscriberResponse {
         appUserId: String, firstSeen: Date, lastSeen: Date, entitlements: CustomerEntitlements, requestDate: Date
     ) {
         let format = WireDate.format
-        let milliseconds = Int64((requestDate.timeIntervalSince1970 * 1000).rounded(.down))
+        let milliseconds = requestDate.epochMilliseconds
         self.requestDate = format(requestDate)
         requestDateMs = milliseconds
         subscriber = Subscriber(

@@ -261,7 +261,7 @@ struct DashboardRoutes: Sendable {
             OverviewCache.Figures(active: try await store.activeCustomers(app: app, now: date),
                                   activity: try await store.dailyActivity(app: app.id, days: 30, now: date), computed: date)
         }
-        let today = CustomerDatabase.milliseconds(date) / 86_400_000
+        let today = date.epochMilliseconds / 86_400_000
         let days = (0..<30).map { today - 29 + Int64($0) }
         func label(_ day: Int64) -> String { CustomerDatabase.day(Date(timeIntervalSince1970: TimeInterval(day) * 86_400)) }
         func chart(_ figures: OverviewCache.Figures, _ title: String, _ style: String, _ value: (CustomerDatabase.DailyActivity) -> Int) -> [String: Any] {
@@ -318,7 +318,7 @@ struct DashboardRoutes: Sendable {
         guard let (record, detail) = try await store.lookupWithEntitlements(app: app, user: user, now: date) else {
             throw AdminRoutes.unknownCustomer
         }
-        let nowMs = CustomerDatabase.milliseconds(date)
+        let nowMs = date.epochMilliseconds
         let entitlements: [[String: Any]] = detail.entitlements.keys.sorted().map { id in
             let grant = detail.entitlements[id]!
             return ["id": id, "active": grant.isActive, "product": grant.productId, "why": Self.why(grant, detail: detail, now: date),
@@ -460,7 +460,7 @@ struct DashboardRoutes: Sendable {
 
     static func time(_ milliseconds: Int64?) -> String {
         guard let milliseconds else { return "" }
-        return time(CustomerDatabase.date(milliseconds))
+        return time(Date(epochMilliseconds: milliseconds))
     }
 
     /// `2026-11-25 14:03 UTC`: what a person reads (the wire's ISO 8601, minute precision).

@@ -172,7 +172,7 @@ public struct WebhookDeliveryService: Service {
         } else {
             logger.warning("webhook attempt failed", metadata: [
                 "event": "\(delivery.eventId)", "endpoint": "\(delivery.endpoint)", "attempt": "\(delivery.attempts + 1)",
-                "error": "\(problem ?? "")", "retry": "\(retryAt.map { "\(CustomerDatabase.milliseconds($0))" } ?? "none")",
+                "error": "\(problem ?? "")", "retry": "\(retryAt.map { "\($0.epochMilliseconds)" } ?? "none")",
             ])
         }
         await finish(delivery, delivered: delivered, status: status, error: problem, retryAt: retryAt)
@@ -191,7 +191,7 @@ public struct WebhookDeliveryService: Service {
     func signedRequest(_ delivery: CustomerDatabase.DueDelivery, to webhook: AppConfiguration.Webhook, app: String) throws -> HTTPClientRequest {
         let date = now()
         let body = Data(delivery.body.utf8)
-        let requestTime = String(CustomerDatabase.milliseconds(date))
+        let requestTime = String(date.epochMilliseconds)
         // The configuration checked every URL has a host.
         guard let parts = WebhookSignature.requestParts(appId: app, url: webhook.url) else {
             throw ConfigurationError("webhook '\(webhook.url)' has no host")

@@ -84,7 +84,7 @@ public struct WebhookEvent: Sendable, Hashable {
         (environment, store) = Self.environmentAndStore(transaction.environment)
         transactionId = transaction.transactionId
         originalTransactionId = transaction.originalTransactionId
-        eventTimestampMs = CustomerDatabase.milliseconds(now)
+        eventTimestampMs = now.epochMilliseconds
     }
 
     /// The event of a transaction newly recorded for `user`: the first of an auto-renewable chain
@@ -97,7 +97,7 @@ public struct WebhookEvent: Sendable, Hashable {
 
     /// A `TEST` event for `app` (a fresh id each time).
     static func test(app: AppConfiguration, now: Date) -> WebhookEvent {
-        WebhookEvent(id: UUID().uuidString, type: .test, appId: app.id, eventTimestampMs: CustomerDatabase.milliseconds(now))
+        WebhookEvent(id: UUID().uuidString, type: .test, appId: app.id, eventTimestampMs: now.epochMilliseconds)
     }
 
     private init(id: String, type: WebhookEventType, appId: String, eventTimestampMs: Int64) {
@@ -250,7 +250,7 @@ struct EventTransaction: Sendable {
         let payload = transaction.payload
         self.init(transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId,
                   productId: transaction.productId, environment: payload.environment?.rawValue ?? "", periodType: payload.periodType,
-                  purchasedAtMs: payload.purchaseDate.map(CustomerDatabase.milliseconds),
-                  expiresAtMs: payload.expiresDate.map(CustomerDatabase.milliseconds))
+                  purchasedAtMs: payload.purchaseDate.map(\.epochMilliseconds),
+                  expiresAtMs: payload.expiresDate.map(\.epochMilliseconds))
     }
 }

@@ -129,7 +129,7 @@ public struct SignedExchange: Sendable {
                 answer = SignedAnswer(status: .notModified, body: Data(), cacheable: true)
             }
         }
-        let requestTime = String(Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
+        let requestTime = String(date.epochMilliseconds)
         // The monotonic clock (read in user space), not the thread's CPU time: that is a
         // system call, and two of them cost about 2 % of a signed health answer. Signing is
         // synchronous, so the two differ only when the thread is preempted mid-signature.

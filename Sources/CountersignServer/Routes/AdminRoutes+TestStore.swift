@@ -158,8 +158,8 @@ extension AdminRoutes {
         }
         return TestStoreChange.Transaction(
             transactionId: id, originalTransactionId: chain, productId: minted.payload.productId ?? "", storeAccount: account,
-            expiresDateMs: minted.payload.expiresDate.map(CustomerDatabase.milliseconds),
-            revocationDateMs: minted.payload.revocationDate.map(CustomerDatabase.milliseconds), signedTransaction: minted.jws
+            expiresDateMs: minted.payload.expiresDate.map(\.epochMilliseconds),
+            revocationDateMs: minted.payload.revocationDate.map(\.epochMilliseconds), signedTransaction: minted.jws
         )
     }
 }

@@ -130,8 +130,8 @@ struct AdminRoutes: Sendable {
             case (let name?, nil):
                 expires = try PromotionalDuration.named(name).end(from: start)
             case (nil, let end?):
-                guard end > CustomerDatabase.milliseconds(start) else { throw APIError(.invalidField, "end_time_ms must be in the future") }
-                expires = CustomerDatabase.date(end)
+                guard end > start.epochMilliseconds else { throw APIError(.invalidField, "end_time_ms must be in the future") }
+                expires = Date(epochMilliseconds: end)
             default:
                 throw APIError(.invalidField, "give exactly one of duration and end_time_ms")
             }

@@ -234,7 +234,7 @@ struct PublicRoutes: Sendable {
             let time = now()
             let nonce = UUID()
             let token = AppAccountToken.forAppUserID(user)
-            let timestamp = CustomerDatabase.milliseconds(time)
+            let timestamp = time.epochMilliseconds
             let answer = PromotionalOfferAnswer(
                 productIdentifier: product.id, offerIdentifier: body.offerIdentifier, keyIdentifier: signer.keyId,
                 nonce: nonce.uuidString.lowercased(), timestamp: timestamp, appAccountToken: token.uuidString.lowercased(),

@@ -120,7 +120,7 @@ extension CustomerDatabase {
                 """) { row in (token: try row.string("app_account_token"), first: try row.int64("first_seen_ms"), last: try row.int64("last_seen_ms")) }
             guard let customer else { return nil }
             let entitlements = try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
-            let info = SubscriberResponse(appUserId: user, firstSeen: Self.date(customer.first), lastSeen: Self.date(customer.last),
+            let info = SubscriberResponse(appUserId: user, firstSeen: Date(epochMilliseconds: customer.first), lastSeen: Date(epochMilliseconds: customer.last),
                                           entitlements: entitlements, requestDate: now)
             let transactions = try await sql.all("""
                 SELECT \(raw: TransactionRecord.columns) FROM \(Self.ownedPurchases(app: app.id, user: user)) ORDER BY p.recorded_at_ms, p.transaction_id
@@ -146,8 +146,8 @@ extension CustomerDatabase {
             try await Self.touchCustomer(sql, app: app.id, user: user, now: now)
             try await sql.run("""
                 INSERT INTO promotional_grants (grant_id, app_id, app_user_id, entitlement, starts_ms, expires_ms, revoked_ms, created_ms) \
-                VALUES (\(bind: grantId), \(bind: app.id), \(bind: user), \(bind: entitlement), \(bind: Self.milliseconds(now)), \
-                \(bind: expires.map(Self.milliseconds)), NULL, \(bind: Self.milliseconds(now)))
+                VALUES (\(bind: grantId), \(bind: app.id), \(bind: user), \(bind: entitlement), \(bind: now.epochMilliseconds), \
+                \(bind: expires.map(\.epochMilliseconds)), NULL, \(bind: now.epochMilliseconds))
                 """)
         }
         return grantId
@@ -157,7 +157,7 @@ extension CustomerDatabase {
     public func revokePromotionals(app: AppConfiguration, user: String, entitlement: String, now: Date) async throws -> Int {
         try await database.transaction { sql in
             try await sql.count("""
-                UPDATE promotional_grants SET revoked_ms = \(bind: Self.milliseconds(now)) WHERE app_id = \(bind: app.id) \
+                UPDATE promotional_grants SET revoked_ms = \(bind: now.epochMilliseconds) WHERE app_id = \(bind: app.id) \
                 AND app_user_id = \(bind: user) AND entitlement = \(bind: entitlement) AND revoked_ms IS NULL RETURNING grant_id
                 """)
         }
@@ -174,7 +174,7 @@ extension CustomerDatabase {
             let customer: SQLStatement = "app_id = \(bind: app.id) AND app_user_id = \(bind: user)"
             try await sql.run("DELETE FROM promotional_grants WHERE \(customer)")
             try await sql.run("DELETE FROM subscriber_attributes WHERE \(customer)")
-            try await sql.run("UPDATE purchase_owners SET app_user_id = NULL, updated_at_ms = \(bind: Self.milliseconds(now)) WHERE \(customer)")
+            try await sql.run("UPDATE purchase_owners SET app_user_id = NULL, updated_at_ms = \(bind: now.epochMilliseconds) WHERE \(customer)")
             try await sql.run("DELETE FROM customers WHERE \(customer)")
             return true
         }

@@ -28,11 +28,11 @@ extension CustomerDatabase {
     func createDashboardSession(tokenHash: String, _ session: DashboardSession, now: Date) async throws {
         let grants = String(decoding: try JSONEncoder().encode(session.grants), as: UTF8.self)
         try await database.transaction { sql in
-            try await sql.run("DELETE FROM dashboard_sessions WHERE expires_ms <= \(bind: Self.milliseconds(now))")
+            try await sql.run("DELETE FROM dashboard_sessions WHERE expires_ms <= \(bind: now.epochMilliseconds)")
             try await sql.run("""
                 INSERT INTO dashboard_sessions (session_hash, app_ids, current_app, csrf_token, created_ms, expires_ms) \
                 VALUES (\(bind: tokenHash), \(bind: grants), \(bind: session.currentApp), \(bind: session.csrfToken), \
-                \(bind: Self.milliseconds(now)), \(bind: Self.milliseconds(session.expires)))
+                \(bind: now.epochMilliseconds), \(bind: session.expires.epochMilliseconds))
                 """)
         }
     }
@@ -43,11 +43,11 @@ extension CustomerDatabase {
         try await database.withConnection { sql in
             try await sql.first("""
                 SELECT app_ids, current_app, csrf_token, expires_ms FROM dashboard_sessions \
-                WHERE session_hash = \(bind: tokenHash) AND expires_ms > \(bind: Self.milliseconds(now))
+                WHERE session_hash = \(bind: tokenHash) AND expires_ms > \(bind: now.epochMilliseconds)
                 """) { row -> DashboardSession? in
                 guard let grants = try? JSONDecoder().decode([DashboardSession.Grant].self, from: Data(try row.string("app_ids").utf8)) else { return nil }
                 return DashboardSession(grants: grants, currentApp: try row.string("current_app"), csrfToken: try row.string("csrf_token"),
-                                        expires: Self.date(try row.int64("expires_ms")))
+                                        expires: Date(epochMilliseconds: try row.int64("expires_ms")))
             } ?? nil
         }
     }
@@ -146,7 +146,7 @@ extension CustomerDatabase {
     /// 1970) and kind, read through `events_by_time`. A refund is a CANCELLATION whose
     /// `cancel_reason` is CUSTOMER_SUPPORT (auto-renew turned off is the other kind).
     func dailyActivity(app: String, days: Int, now: Date) async throws -> [Int64: DailyActivity] {
-        let today = Self.milliseconds(now) / 86_400_000
+        let today = now.epochMilliseconds / 86_400_000
         let since = (today - Int64(days - 1)) * 86_400_000
         let refund = "%\"cancel_reason\":\"CUSTOMER_SUPPORT\"%"
         let statement: SQLStatement = """
@@ -174,7 +174,7 @@ extension CustomerDatabase {
     /// periods and billing retry are not counted: this is the dashboard's headcount, the
     /// entitlement rules decide access.
     func activeCustomers(app: AppConfiguration, now: Date) async throws -> [(entitlement: String, customers: Int)] {
-        let time = Self.milliseconds(now)
+        let time = now.epochMilliseconds
         let entitlements = Set(app.products.flatMap(\.entitlements)).sorted()
         let queries = entitlements.map { entitlement -> SQLStatement in
             let products = app.products.filter { $0.entitlements.contains(entitlement) }

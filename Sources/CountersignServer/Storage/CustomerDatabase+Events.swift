@@ -18,7 +18,7 @@ extension CustomerDatabase {
     /// The statements that store `event` and its deliveries to `app`'s endpoints. A stored event
     /// with the same id (the same change reported again) makes them do nothing.
     static func eventStatements(_ event: WebhookEvent, app: AppConfiguration, now: Date) -> [SQLStatement] {
-        let time = milliseconds(now)
+        let time = now.epochMilliseconds
         var statements = [SQLStatement(insertEventSQL, [
             .text(event.id), .text(app.id), .text(event.appUserId), .text(event.type.rawValue), .text(event.body), .integer(time),
         ])]
@@ -99,7 +99,7 @@ extension CustomerDatabase {
     public func redeliver(app: String, eventId: String, now: Date) async throws -> Bool {
         try await database.transaction { sql in
             try await sql.count("""
-                UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_ms = \(bind: Self.milliseconds(now)), \
+                UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_ms = \(bind: now.epochMilliseconds), \
                 lease_until_ms = NULL WHERE app_id = \(bind: app) AND event_id = \(bind: eventId) RETURNING event_id
                 """) > 0
         }
@@ -118,7 +118,7 @@ extension CustomerDatabase {
     /// `leaseUntil` so no other server sends it meanwhile. A server that dies holding a lease
     /// leaves the delivery to whoever looks after the lease ends: sent again with the same id.
     func takeDueDeliveries(app: String, endpoint: String, now: Date, leaseUntil: Date, limit: Int) async throws -> [DueDelivery] {
-        let time = Self.milliseconds(now)
+        let time = now.epochMilliseconds
         let candidates = try await database.withConnection { sql in
             try await sql.all("""
                 SELECT d.event_id, d.endpoint, d.attempts, e.body FROM webhook_deliveries d \
@@ -138,7 +138,7 @@ extension CustomerDatabase {
         for candidate in candidates {
             let leased = try await database.withConnection { sql in
                 try await sql.count("""
-                    UPDATE webhook_deliveries SET lease_until_ms = \(bind: Self.milliseconds(leaseUntil)) \
+                    UPDATE webhook_deliveries SET lease_until_ms = \(bind: leaseUntil.epochMilliseconds) \
                     WHERE event_id = \(bind: candidate.eventId) AND endpoint = \(bind: candidate.endpoint) AND status = 'pending' \
                     AND attempts = \(bind: candidate.attempts) AND (lease_until_ms IS NULL OR lease_until_ms < \(bind: time)) RETURNING event_id
                     """)
@@ -151,13 +151,13 @@ extension CustomerDatabase {
     /// Records an attempt: delivered, or failed with the next attempt at `retryAt` (nil: the
     /// schedule is used up and the delivery has failed).
     func finishAttempt(_ delivery: DueDelivery, delivered: Bool, status: Int?, error: String?, retryAt: Date?, now: Date) async throws {
-        let time = Self.milliseconds(now)
+        let time = now.epochMilliseconds
         let newStatus: DeliveryStatus = delivered ? .delivered : retryAt == nil ? .failed : .pending
         try await database.withConnection { sql in
             try await sql.run("""
                 UPDATE webhook_deliveries SET status = \(bind: newStatus.rawValue), attempts = attempts + 1, lease_until_ms = NULL, \
                 last_status = \(bind: status), last_error = \(bind: error.map { String($0.prefix(500)) }), \
-                next_attempt_ms = \(bind: retryAt.map(Self.milliseconds) ?? time), \
+                next_attempt_ms = \(bind: retryAt.map(\.epochMilliseconds) ?? time), \
                 delivered_at_ms = \(bind: delivered ? time : nil) \
                 WHERE event_id = \(bind: delivery.eventId) AND endpoint = \(bind: delivery.endpoint) AND attempts = \(bind: delivery.attempts)
                 """)
@@ -168,7 +168,7 @@ extension CustomerDatabase {
     /// before it that no delivery refers to any more (pending and failed deliveries keep theirs).
     @discardableResult
     public func pruneEvents(before cutoff: Date) async throws -> (events: Int, deliveries: Int) {
-        let time = Self.milliseconds(cutoff)
+        let time = cutoff.epochMilliseconds
         return try await database.transaction { sql in
             let deliveries = try await sql.count("""
                 DELETE FROM webhook_deliveries WHERE status = 'delivered' AND delivered_at_ms < \(bind: time) RETURNING event_id
@@ -226,7 +226,7 @@ extension CustomerDatabase {
     /// one Apple's `EXPIRED` notification makes, so the two never both count. The first check
     /// of a database only notes the time: expiries before it are history, not news.
     func recordExpirations(apps: [AppConfiguration], now: Date, limit: Int = 500) async throws -> Int {
-        let time = Self.milliseconds(now)
+        let time = now.epochMilliseconds
         return try await database.transaction { sql in
             let through = try await sql.first("SELECT through_ms FROM event_checks WHERE name = 'expirations'") { try $0.int64("through_ms") }
             guard let through else {
@@ -296,7 +296,7 @@ extension CustomerDatabase {
     /// their expiry within the last week with nothing newer (a renewal may have gone unnoticed),
     /// in billing retry, or in a grace period. At most `limit`; each is noted as asked.
     func chainsInDoubt(app: String, now: Date, recheckAfter: TimeInterval, limit: Int) async throws -> [(chain: String, environment: String)] {
-        let time = Self.milliseconds(now)
+        let time = now.epochMilliseconds
         let weekAgo = time - 7 * 86_400_000
         let checkedBefore = time - Int64(recheckAfter * 1000)
         return try await database.transaction { sql in

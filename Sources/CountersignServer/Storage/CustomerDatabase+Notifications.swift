@@ -23,7 +23,7 @@ extension CustomerDatabase {
             try await sql.run("""
                 INSERT INTO notifications (notification_uuid, app_id, notification_type, subtype, signed_date_ms, received_at_ms) \
                 VALUES (\(bind: payload.notificationUUID), \(bind: app.id), \(bind: payload.notificationType.rawValue), \
-                \(bind: payload.subtype?.rawValue), \(bind: Self.milliseconds(payload.signedDate ?? now)), \(bind: Self.milliseconds(now)))
+                \(bind: payload.subtype?.rawValue), \(bind: (payload.signedDate ?? now).epochMilliseconds), \(bind: now.epochMilliseconds))
                 """)
             var transaction: VerifiedTransaction?
             if let transactionPayload = notification.transaction, let jws = payload.data?.signedTransactionInfo {
@@ -156,7 +156,7 @@ extension CustomerDatabase {
             event.cancelReason = "CUSTOMER_SUPPORT"
             events.append(event)
         case .refreshed(revoked: false):
-            let signed = milliseconds(transaction.payload.signedDate ?? now)
+            let signed = (transaction.payload.signedDate ?? now).epochMilliseconds
             events.append(WebhookEvent(.uncancellation, subject: "\(transaction.transactionId)\u{0}\(signed)", app: app, user: user,
                                        transaction: subject, now: now))
         case .refreshed(revoked: nil), .unchanged:
@@ -187,7 +187,7 @@ extension CustomerDatabase {
             try await sql.run(insertPurchaseStatement(transaction, app: app, now: now))
             return .inserted
         }
-        guard milliseconds(transaction.payload.signedDate ?? now) > stored.signed else { return .unchanged }
+        guard (transaction.payload.signedDate ?? now).epochMilliseconds > stored.signed else { return .unchanged }
         try await sql.run(refreshPurchaseStatement(transaction, app: app.id, now: now))
         let wasRevoked = stored.revoked != nil
         let revoked = transaction.payload.revocationDate != nil
@@ -198,7 +198,7 @@ extension CustomerDatabase {
     /// returns the change (nil when nothing was stored).
     @discardableResult
     static func updateSubscriptionState(_ sql: any SQLExecutor, app: String, chain: String, renewal: RenewalInfoPayload, now: Date) async throws -> StateChange? {
-        let signed = milliseconds(renewal.signedDate ?? now)
+        let signed = (renewal.signedDate ?? now).epochMilliseconds
         let stored = try await sql.first("""
             SELECT state_signed_date_ms, auto_renew_status, in_billing_retry FROM subscription_states \
             WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: chain)
@@ -206,7 +206,7 @@ extension CustomerDatabase {
         if let stored, stored.signed >= signed { return nil } // an older state arriving late changes nothing
         let autoRenew = renewal.autoRenewStatus.map(Int64.init)
         let retry: Int64 = (renewal.isInBillingRetryPeriod ?? false) ? 1 : 0
-        let grace = renewal.gracePeriodExpiresDate.map(milliseconds)
+        let grace = renewal.gracePeriodExpiresDate.map(\.epochMilliseconds)
         if stored == nil {
             try await sql.run("""
                 INSERT INTO subscription_states (app_id, original_transaction_id, auto_renew_status, in_billing_retry, grace_period_expires_ms, \

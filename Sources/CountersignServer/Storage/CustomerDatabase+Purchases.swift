@@ -92,7 +92,7 @@ extension CustomerDatabase {
             owner = user
         case .update(let user) where !plan.dampsTransfer:
             owner = user
-            var transfer = WebhookEvent(.transfer, subject: "\(transaction.originalTransactionId)\u{0}\(user)\u{0}\(milliseconds(now))",
+            var transfer = WebhookEvent(.transfer, subject: "\(transaction.originalTransactionId)\u{0}\(user)\u{0}\(now.epochMilliseconds)",
                                         app: app, user: user, transaction: EventTransaction(transaction), now: now)
             if case .user(let previous) = facts.chainOwner { transfer.transferredFrom = [previous] }
             transfer.transferredTo = [user]
@@ -230,13 +230,13 @@ extension CustomerDatabase {
         let customer: PurchasePlan.CustomerWrite
         if let seen = facts.posterSeen {
             // At most one write an hour per customer.
-            customer = milliseconds(now) - seen.last >= lastSeenResolution ? .touch : .none
+            customer = now.epochMilliseconds - seen.last >= lastSeenResolution ? .touch : .none
         } else {
             customer = .insert
         }
         let purchase: PurchasePlan.PurchaseWrite
         if let stored = facts.storedSignedDate {
-            purchase = milliseconds(transaction.payload.signedDate ?? now) > stored ? .refresh : .none
+            purchase = (transaction.payload.signedDate ?? now).epochMilliseconds > stored ? .refresh : .none
         } else {
             purchase = .insert
         }
@@ -280,7 +280,7 @@ extension CustomerDatabase {
         }
         var transferred = plan(.transferred, .update(poster))
         // Posted back and forth: it moves each time, but one TRANSFER a window tells of it.
-        transferred.dampsTransfer = facts.chainMoved.map { milliseconds(now) - $0 < transferWindow } ?? false
+        transferred.dampsTransfer = facts.chainMoved.map { now.epochMilliseconds - $0 < transferWindow } ?? false
         return transferred
     }
 

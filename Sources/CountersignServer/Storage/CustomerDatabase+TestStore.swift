@@ -38,7 +38,7 @@ extension CustomerDatabase {
             try await sql.run("""
                 INSERT INTO test_store_feed (app_id, store_account, sequence, transaction_id, original_transaction_id, signed_transaction, \
                 created_at_ms) VALUES (\(bind: app), \(bind: account), \(bind: last + 1), \(bind: transactionId), \(bind: originalTransactionId), \
-                \(bind: signedTransaction), \(bind: Self.milliseconds(now)))
+                \(bind: signedTransaction), \(bind: now.epochMilliseconds))
                 """)
             return last + 1
         }
@@ -97,7 +97,7 @@ extension CustomerDatabase {
             try await sql.run("""
                 INSERT INTO test_store_pending (pending_id, app_id, store_account, product_id, app_account_token, created_at_ms) \
                 VALUES (\(bind: pending.pendingId), \(bind: app), \(bind: account), \(bind: productId), \(bind: appAccountToken), \
-                \(bind: Self.milliseconds(now)))
+                \(bind: now.epochMilliseconds))
                 """)
         }
         return pending

@@ -49,12 +49,8 @@ public struct CustomerDatabase: Sendable {
     /// How stale `last_seen` may get (milliseconds) before a visit updates it.
     static let lastSeenResolution: Int64 = 3_600_000
 
-    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
-
     /// Whether a customer last seen at `lastSeen` (milliseconds) needs no new `last_seen` at `now`.
-    static func isRecent(_ lastSeen: Int64, now: Date) -> Bool { milliseconds(now) - lastSeen < lastSeenResolution }
-
-    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000) }
+    static func isRecent(_ lastSeen: Int64, now: Date) -> Bool { now.epochMilliseconds - lastSeen < lastSeenResolution }
 
     /// The customer's entitlements at `now`. A read never creates a customer: an id nobody has
     /// purchased, logged in or been granted anything as is answered as seen first now, with
@@ -103,9 +99,9 @@ public struct CustomerDatabase: Sendable {
             SELECT first_seen_ms, last_seen_ms FROM customers WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)
             """, { (try $0.int64("first_seen_ms"), try $0.int64("last_seen_ms")) }) {
             // At most one write an hour per customer: a CustomerInfo fetch stays a read.
-            guard milliseconds(now) - lastSeen >= lastSeenResolution else { return (date(firstSeen), date(lastSeen)) }
+            guard now.epochMilliseconds - lastSeen >= lastSeenResolution else { return (Date(epochMilliseconds: firstSeen), Date(epochMilliseconds: lastSeen)) }
             try await sql.run(touchCustomerStatement(app: app, user: user, now: now))
-            return (date(firstSeen), now)
+            return (Date(epochMilliseconds: firstSeen), now)
         }
         guard creating else { return nil }
         try await sql.run(insertCustomerStatement(app: app, user: user, now: now))
@@ -114,13 +110,13 @@ public struct CustomerDatabase: Sendable {
 
     static func touchCustomerStatement(app: String, user: String, now: Date) -> SQLStatement {
         SQLStatement("UPDATE customers SET last_seen_ms = $3 WHERE app_id = $1 AND app_user_id = $2",
-                          [.text(app), .text(user), .integer(milliseconds(now))])
+                          [.text(app), .text(user), .integer(now.epochMilliseconds)])
     }
 
     /// A customer seen for the first time (nothing when another request just added them).
     static func insertCustomerStatement(app: String, user: String, now: Date) -> SQLStatement {
         SQLStatement(insertCustomerSQL, [
-            .text(app), .text(user), .text(AppAccountToken.forAppUserID(user).uuidString.lowercased()), .integer(milliseconds(now)),
+            .text(app), .text(user), .text(AppAccountToken.forAppUserID(user).uuidString.lowercased()), .integer(now.epochMilliseconds),
         ])
     }
 
@@ -139,9 +135,9 @@ public struct CustomerDatabase: Sendable {
         let payload = transaction.payload
         return SQLStatement(insertPurchaseSQL, [
             .text(transaction.transactionId), .text(app.id), .text(transaction.originalTransactionId), .text(transaction.productId),
-            .text(transaction.kind.rawValue), .text(transaction.environment), .integer(payload.purchaseDate.map(milliseconds)),
-            .integer(payload.expiresDate.map(milliseconds)), .integer(payload.revocationDate.map(milliseconds)),
-            .integer(milliseconds(payload.signedDate ?? now)), .text(payload.appAccountToken), .text(transaction.jws), .integer(milliseconds(now)),
+            .text(transaction.kind.rawValue), .text(transaction.environment), .integer(payload.purchaseDate.map(\.epochMilliseconds)),
+            .integer(payload.expiresDate.map(\.epochMilliseconds)), .integer(payload.revocationDate.map(\.epochMilliseconds)),
+            .integer((payload.signedDate ?? now).epochMilliseconds), .text(payload.appAccountToken), .text(transaction.jws), .integer(now.epochMilliseconds),
             .integer((payload.isUpgraded ?? false) ? 1 : 0), .text(payload.periodType),
             .text(payload.inAppOwnershipType == .familyShared ? "FAMILY_SHARED" : "PURCHASED"),
         ])
@@ -162,14 +158,14 @@ public struct CustomerDatabase: Sendable {
             UPDATE purchases SET revocation_date_ms = $2, is_upgraded = $3, signed_date_ms = $4
             WHERE app_id = $5 AND environment = $6 AND transaction_id = $1 AND signed_date_ms < $4
             """, [
-            .text(transaction.transactionId), .integer(payload.revocationDate.map(milliseconds)),
-            .integer((payload.isUpgraded ?? false) ? 1 : 0), .integer(milliseconds(payload.signedDate ?? now)),
+            .text(transaction.transactionId), .integer(payload.revocationDate.map(\.epochMilliseconds)),
+            .integer((payload.isUpgraded ?? false) ? 1 : 0), .integer((payload.signedDate ?? now).epochMilliseconds),
             .text(app), .text(transaction.environment),
         ])
     }
 
     static func insertOwnerStatement(app: String, chain: String, user: String, now: Date) -> SQLStatement {
-        SQLStatement(insertOwnerSQL, [.text(app), .text(chain), .text(user), .integer(milliseconds(now))])
+        SQLStatement(insertOwnerSQL, [.text(app), .text(chain), .text(user), .integer(now.epochMilliseconds)])
     }
 
     static let insertOwnerSQL = """
@@ -180,7 +176,7 @@ public struct CustomerDatabase: Sendable {
     static func updateOwnerStatement(app: String, chain: String, user: String, now: Date, opensWindow: Bool) -> SQLStatement {
         SQLStatement("UPDATE purchase_owners SET app_user_id = $3, updated_at_ms = $4\(opensWindow ? ", moved_at_ms = $4" : "") "
                           + "WHERE app_id = $1 AND original_transaction_id = $2",
-                          [.text(app), .text(chain), .text(user), .integer(milliseconds(now))])
+                          [.text(app), .text(chain), .text(user), .integer(now.epochMilliseconds)])
     }
 
     /// Evaluates the entitlement rules over what the user owns (optionally one chain only), from
@@ -322,7 +318,7 @@ public struct CustomerDatabase: Sendable {
                 let count = purchases.count
                 try readPurchase(purchase, into: &purchases)
                 if purchases.count > count, let first = try purchase.integer(12, "first_ms") {
-                    purchases[count].originalPurchaseDate = CustomerDatabase.date(first)
+                    purchases[count].originalPurchaseDate = Date(epochMilliseconds: first)
                 }
             case 2: try readState(UnionRow(row: row, map: Self.state), at: 0, into: &statuses)
             default: grants.append(try readGrantRow(UnionRow(row: row, map: Self.grant)))
@@ -337,7 +333,7 @@ public struct CustomerDatabase: Sendable {
         statuses[chain] = SubscriptionStatus(
             originalTransactionId: chain,
             willRenew: (try row.integer(base, purchaseColumns[12]) ?? 1) == 1,
-            gracePeriodExpiresDate: try row.integer(base + 2, purchaseColumns[14]).map(date),
+            gracePeriodExpiresDate: try row.integer(base + 2, purchaseColumns[14]).map(Date.init(epochMilliseconds:)),
             isInBillingRetry: (try row.integer(base + 1, purchaseColumns[13]) ?? 0) != 0
         )
     }
@@ -357,10 +353,10 @@ public struct CustomerDatabase: Sendable {
             productId: try required(text(2), 2),
             kind: kind,
             environment: try required(text(4), 4),
-            purchaseDate: date(try integer(5) ?? required(integer(8), 8)),
-            expiresDate: try integer(6).map(date)
+            purchaseDate: Date(epochMilliseconds: try integer(5) ?? required(integer(8), 8)),
+            expiresDate: try integer(6).map(Date.init(epochMilliseconds:))
         )
-        record.revocationDate = try integer(7).map(date)
+        record.revocationDate = try integer(7).map(Date.init(epochMilliseconds:))
         record.isUpgraded = try required(integer(9), 9) != 0
         // Rows recorded before these columns existed read as RevenueCat's defaults.
         record.periodType = try text(10) ?? "normal"
@@ -374,8 +370,8 @@ public struct CustomerDatabase: Sendable {
         guard let id = try row.text(0, names[0]), let entitlement = try row.text(1, names[1]), let starts = try row.integer(2, names[2]) else {
             throw StoredRowError(description: "a promotional grant lacks its id, entitlement or start")
         }
-        return PromotionalGrant(grantId: id, entitlement: entitlement, startsDate: date(starts),
-                                expiresDate: try row.integer(3, names[3]).map(date), revokedDate: try row.integer(4, names[4]).map(date))
+        return PromotionalGrant(grantId: id, entitlement: entitlement, startsDate: Date(epochMilliseconds: starts),
+                                expiresDate: try row.integer(3, names[3]).map(Date.init(epochMilliseconds:)), revokedDate: try row.integer(4, names[4]).map(Date.init(epochMilliseconds:)))
     }
 
     /// The lean statement of `app` for `user` on a connection of `dialect` (on PostgreSQL
@@ -476,7 +472,7 @@ public struct CustomerDatabase: Sendable {
         let entitlements = EntitlementRules.evaluate(
             purchases: read.purchases, statuses: Array(read.statuses.values), grants: read.grants, products: app.products, at: now
         )
-        return SubscriberResponse(appUserId: user, firstSeen: date(seen.first), lastSeen: date(seen.last),
+        return SubscriberResponse(appUserId: user, firstSeen: Date(epochMilliseconds: seen.first), lastSeen: Date(epochMilliseconds: seen.last),
                                   entitlements: entitlements, requestDate: now)
     }
 }

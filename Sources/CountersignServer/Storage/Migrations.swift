@@ -325,7 +325,7 @@ enum Migrations {
                 }
                 try await sql.run("""
                     INSERT INTO schema_migrations (version, name, applied_at_ms) \
-                    VALUES (\(bind: migration.version), \(bind: migration.name), \(bind: Int64(Date().timeIntervalSince1970 * 1000)))
+                    VALUES (\(bind: migration.version), \(bind: migration.name), \(bind: Date().epochMilliseconds))
                     """)
             }
         }
