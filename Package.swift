@@ -52,18 +52,30 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
+        // Storage: the operations the server's routes and services call, on SQLite or PostgreSQL.
+        .target(
+            name: "CountersignStorage",
+            dependencies: [
+                "CountersignCore",
+                "CountersignAppStore",
+                "CountersignSQLiteSettings",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .target(
             name: "CountersignServer",
             dependencies: [
                 "CountersignCore",
                 "CountersignAppStore",
                 "CountersignAppStoreServerAPI",
-                "CountersignSQLiteSettings",
+                "CountersignStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -102,6 +114,7 @@ let package = Package(
                 "CountersignCore",
                 "CountersignAppStore",
                 "CountersignServer",
+                "CountersignStorage",
                 "CountersignProxy",
                 "Countersign",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -120,6 +133,7 @@ let package = Package(
                 "CountersignAppStore",
                 "CountersignAppStoreServerAPI",
                 "CountersignServer",
+                "CountersignStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -152,6 +166,7 @@ let package = Package(
             name: "CountersignServerTests",
             dependencies: [
                 "CountersignServer",
+                "CountersignStorage",
                 "Countersign",
                 "CountersignTesting",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -167,6 +182,7 @@ let package = Package(
             dependencies: [
                 "Countersign",
                 "CountersignServer",
+                "CountersignStorage",
                 "CountersignProxy",
                 "CountersignTesting",
                 .product(name: "Hummingbird", package: "hummingbird"),

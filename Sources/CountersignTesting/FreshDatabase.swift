@@ -1,3 +1,4 @@
+import CountersignStorage
 import CountersignServer
 import Foundation
 import Logging

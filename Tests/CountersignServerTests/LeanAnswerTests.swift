@@ -1,5 +1,6 @@
 import CountersignCore
 @testable import CountersignServer
+@testable import CountersignStorage
 import Foundation
 import Testing
 

@@ -1,4 +1,5 @@
 @testable import CountersignServer
+@testable import CountersignStorage
 import CountersignCore
 import CountersignTesting
 import Foundation

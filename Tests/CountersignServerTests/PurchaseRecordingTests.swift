@@ -1,4 +1,5 @@
 @testable import CountersignServer
+@testable import CountersignStorage
 import CountersignAppStore
 import CountersignCore
 import CountersignTesting

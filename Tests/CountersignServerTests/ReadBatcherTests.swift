@@ -1,4 +1,5 @@
 @testable import CountersignServer
+@testable import CountersignStorage
 import Foundation
 import NIOConcurrencyHelpers
 import Testing

@@ -2,6 +2,7 @@ import Countersign
 import CountersignAppStore
 import CountersignCore
 @testable import CountersignServer
+@testable import CountersignStorage
 import CountersignTesting
 import Foundation
 import HTTPTypes

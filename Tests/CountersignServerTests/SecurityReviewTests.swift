@@ -1,6 +1,7 @@
 import CountersignAppStore
 import CountersignCore
 @testable import CountersignServer
+@testable import CountersignStorage
 import CountersignTesting
 import Crypto
 import Foundation

@@ -1,4 +1,5 @@
 @testable import Countersign
+@testable import CountersignStorage
 import CountersignAppStore
 import CountersignCore
 import CountersignProxy

@@ -1,3 +1,4 @@
+import CountersignStorage
 import ArgumentParser
 import CountersignCore
 import CountersignServer

@@ -1,3 +1,4 @@
+import CountersignStorage
 import CountersignCore
 import Foundation
 import Logging

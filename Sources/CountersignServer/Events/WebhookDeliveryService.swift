@@ -1,3 +1,4 @@
+import CountersignStorage
 import AsyncHTTPClient
 import CountersignCore
 import Foundation

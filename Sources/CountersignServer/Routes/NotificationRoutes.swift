@@ -1,3 +1,4 @@
+import CountersignStorage
 import CountersignAppStore
 import CountersignCore
 import Foundation

@@ -22,7 +22,7 @@ extension CustomerDatabase {
     }
 
     /// `2026-11-22`: the UTC day of `date`.
-    static func day(_ date: Date) -> String {
+    public static func day(_ date: Date) -> String {
         String(WireDate.format(date).prefix(10))
     }
 

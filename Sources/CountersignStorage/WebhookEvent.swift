@@ -96,7 +96,7 @@ public struct WebhookEvent: Sendable, Hashable {
     }
 
     /// A `TEST` event for `app` (a fresh id each time).
-    static func test(app: AppConfiguration, now: Date) -> WebhookEvent {
+    public static func test(app: AppConfiguration, now: Date) -> WebhookEvent {
         WebhookEvent(id: UUID().uuidString, type: .test, appId: app.id, eventTimestampMs: now.epochMilliseconds)
     }
 

@@ -11,8 +11,13 @@ extension CustomerDatabase {
     public struct DashboardSession: Sendable, Hashable {
         public struct Grant: Codable, Sendable, Hashable {
             public var app: String
-            /// ``DashboardToken/fingerprint(ofKey:)`` of the secret key the app was signed in with.
+            /// A fingerprint of the secret key the app was signed in with (the dashboard's `DashboardToken.fingerprint(ofKey:)`).
             public var key: String
+
+            public init(app: String, key: String) {
+                self.app = app
+                self.key = key
+            }
         }
 
         public var grants: [Grant]
@@ -21,11 +26,18 @@ extension CustomerDatabase {
         public var expires: Date
 
         public var apps: [String] { grants.map(\.app) }
+
+        public init(grants: [Grant], currentApp: String, csrfToken: String, expires: Date) {
+            self.grants = grants
+            self.currentApp = currentApp
+            self.csrfToken = csrfToken
+            self.expires = expires
+        }
     }
 
     /// Stores a new session under the SHA-256 of its token; sessions past their expiry go at the
     /// same time (a sign-in is rare enough to pay for the sweep).
-    func createDashboardSession(tokenHash: String, _ session: DashboardSession, now: Date) async throws {
+    public func createDashboardSession(tokenHash: String, _ session: DashboardSession, now: Date) async throws {
         let grants = String(decoding: try JSONEncoder().encode(session.grants), as: UTF8.self)
         try await database.transaction { sql in
             try await sql.run("DELETE FROM dashboard_sessions WHERE expires_ms <= \(bind: now.epochMilliseconds)")
@@ -39,7 +51,7 @@ extension CustomerDatabase {
 
     /// The session of a token's hash; nil when unknown, expired, or stored before sessions held
     /// key fingerprints (a plain list of app ids: signed out).
-    func dashboardSession(tokenHash: String, now: Date) async throws -> DashboardSession? {
+    public func dashboardSession(tokenHash: String, now: Date) async throws -> DashboardSession? {
         try await database.withConnection { sql in
             try await sql.first("""
                 SELECT app_ids, current_app, csrf_token, expires_ms FROM dashboard_sessions \
@@ -80,13 +92,13 @@ extension CustomerDatabase {
     }
 
     /// Shows another of the session's apps.
-    func switchDashboardApp(tokenHash: String, to app: String) async throws {
+    public func switchDashboardApp(tokenHash: String, to app: String) async throws {
         try await database.withConnection { sql in
             try await sql.run("UPDATE dashboard_sessions SET current_app = \(bind: app) WHERE session_hash = \(bind: tokenHash)")
         }
     }
 
-    func deleteDashboardSession(tokenHash: String) async throws {
+    public func deleteDashboardSession(tokenHash: String) async throws {
         try await database.withConnection { sql in
             try await sql.run("DELETE FROM dashboard_sessions WHERE session_hash = \(bind: tokenHash)")
         }
@@ -94,14 +106,14 @@ extension CustomerDatabase {
 
     // MARK: Customers
 
-    func customerExists(app: String, user: String) async throws -> Bool {
+    public func customerExists(app: String, user: String) async throws -> Bool {
         try await database.withConnection { sql in try await Self.customerExists(sql, app: app, user: user) }
     }
 
     /// The app user ids a search finds: the customer of that app user id, and the owner of the
     /// purchase whose transaction id or original transaction id it is (each an indexed lookup;
     /// ids are matched exactly, and an app user id also by prefix, at most `limit`).
-    func searchCustomers(app: String, query: String, limit: Int = 50) async throws -> [(appUserId: String, matched: String)] {
+    public func searchCustomers(app: String, query: String, limit: Int = 50) async throws -> [(appUserId: String, matched: String)] {
         try await database.withConnection { sql in
             var found: [(String, String)] = []
             func add(_ user: String?, _ matched: String) {
@@ -140,12 +152,14 @@ extension CustomerDatabase {
         public var renewals = 0
         public var refunds = 0
         public var expirations = 0
+
+        public init() {}
     }
 
     /// The app's events of the last `days` UTC days (today included) counted by day (days since
     /// 1970) and kind, read through `events_by_time`. A refund is a CANCELLATION whose
     /// `cancel_reason` is CUSTOMER_SUPPORT (auto-renew turned off is the other kind).
-    func dailyActivity(app: String, days: Int, now: Date) async throws -> [Int64: DailyActivity] {
+    public func dailyActivity(app: String, days: Int, now: Date) async throws -> [Int64: DailyActivity] {
         let today = now.epochMilliseconds / 86_400_000
         let since = (today - Int64(days - 1)) * 86_400_000
         let refund = "%\"cancel_reason\":\"CUSTOMER_SUPPORT\"%"
@@ -173,7 +187,7 @@ extension CustomerDatabase {
     /// latest period ends after now), purchases for life among those without an expiry. Grace
     /// periods and billing retry are not counted: this is the dashboard's headcount, the
     /// entitlement rules decide access.
-    func activeCustomers(app: AppConfiguration, now: Date) async throws -> [(entitlement: String, customers: Int)] {
+    public func activeCustomers(app: AppConfiguration, now: Date) async throws -> [(entitlement: String, customers: Int)] {
         let time = now.epochMilliseconds
         let entitlements = Set(app.products.flatMap(\.entitlements)).sorted()
         let queries = entitlements.map { entitlement -> SQLStatement in

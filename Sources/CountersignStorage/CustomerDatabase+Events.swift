@@ -106,18 +106,18 @@ extension CustomerDatabase {
     }
 
     /// A delivery whose turn has come.
-    struct DueDelivery: Sendable {
-        var eventId: String
-        var endpoint: String
-        var attempts: Int
-        var body: String
+    public struct DueDelivery: Sendable {
+        public var eventId: String
+        public var endpoint: String
+        public var attempts: Int
+        public var body: String
     }
 
     /// Deliveries due at `now` and first in their customer's line (no earlier event of the same
     /// customer still pending for that endpoint), oldest first, each leased to the caller until
     /// `leaseUntil` so no other server sends it meanwhile. A server that dies holding a lease
     /// leaves the delivery to whoever looks after the lease ends: sent again with the same id.
-    func takeDueDeliveries(app: String, endpoint: String, now: Date, leaseUntil: Date, limit: Int) async throws -> [DueDelivery] {
+    public func takeDueDeliveries(app: String, endpoint: String, now: Date, leaseUntil: Date, limit: Int) async throws -> [DueDelivery] {
         let time = now.epochMilliseconds
         let candidates = try await database.withConnection { sql in
             try await sql.all("""
@@ -150,7 +150,7 @@ extension CustomerDatabase {
 
     /// Records an attempt: delivered, or failed with the next attempt at `retryAt` (nil: the
     /// schedule is used up and the delivery has failed).
-    func finishAttempt(_ delivery: DueDelivery, delivered: Bool, status: Int?, error: String?, retryAt: Date?, now: Date) async throws {
+    public func finishAttempt(_ delivery: DueDelivery, delivered: Bool, status: Int?, error: String?, retryAt: Date?, now: Date) async throws {
         let time = now.epochMilliseconds
         let newStatus: DeliveryStatus = delivered ? .delivered : retryAt == nil ? .failed : .pending
         try await database.withConnection { sql in
@@ -183,7 +183,7 @@ extension CustomerDatabase {
 
     /// Fails the pending deliveries to endpoints no longer in the configuration (redeliverable
     /// once the endpoint is back).
-    func failUnconfiguredDeliveries(apps: [AppConfiguration], now: Date) async throws {
+    public func failUnconfiguredDeliveries(apps: [AppConfiguration], now: Date) async throws {
         let pending = try await database.withConnection { sql in
             try await sql.all("SELECT DISTINCT app_id, endpoint FROM webhook_deliveries WHERE status = 'pending'") {
                 (try $0.string("app_id"), try $0.string("endpoint"))
@@ -200,7 +200,7 @@ extension CustomerDatabase {
     }
 
     /// Gives a delivery back untried (its lease ended, its attempts unchanged).
-    func releaseLease(_ delivery: DueDelivery) async throws {
+    public func releaseLease(_ delivery: DueDelivery) async throws {
         try await database.withConnection { sql in
             try await sql.run("""
                 UPDATE webhook_deliveries SET lease_until_ms = NULL \
@@ -225,7 +225,7 @@ extension CustomerDatabase {
     /// renewed, refunded or in a grace period at its expiry is not reported; its event id is the
     /// one Apple's `EXPIRED` notification makes, so the two never both count. The first check
     /// of a database only notes the time: expiries before it are history, not news.
-    func recordExpirations(apps: [AppConfiguration], now: Date, limit: Int = 500) async throws -> Int {
+    public func recordExpirations(apps: [AppConfiguration], now: Date, limit: Int = 500) async throws -> Int {
         let time = now.epochMilliseconds
         return try await database.transaction { sql in
             let through = try await sql.first("SELECT through_ms FROM event_checks WHERE name = 'expirations'") { try $0.int64("through_ms") }
@@ -295,7 +295,7 @@ extension CustomerDatabase {
     /// Owned subscriptions whose state is in doubt, not asked about since `recheckAfter`: past
     /// their expiry within the last week with nothing newer (a renewal may have gone unnoticed),
     /// in billing retry, or in a grace period. At most `limit`; each is noted as asked.
-    func chainsInDoubt(app: String, now: Date, recheckAfter: TimeInterval, limit: Int) async throws -> [(chain: String, environment: String)] {
+    public func chainsInDoubt(app: String, now: Date, recheckAfter: TimeInterval, limit: Int) async throws -> [(chain: String, environment: String)] {
         let time = now.epochMilliseconds
         let weekAgo = time - 7 * 86_400_000
         let checkedBefore = time - Int64(recheckAfter * 1000)

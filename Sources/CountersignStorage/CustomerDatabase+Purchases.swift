@@ -32,7 +32,7 @@ extension CustomerDatabase {
 
     /// As ``record(_:app:poster:now:)``, with the poster's CustomerInfo when it can be read
     /// together with the purchase (on SQLite, see below); nil means it is to be read separately.
-    func recordAndRead(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws
+    public func recordAndRead(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws
         -> (status: PurchaseStatus, info: SubscriberResponse?) {
         try await record(transaction, app: app, poster: poster, now: now, reading: true)
     }

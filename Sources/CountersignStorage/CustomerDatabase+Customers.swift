@@ -112,7 +112,7 @@ extension CustomerDatabase {
 
     /// ``lookup(app:user:now:)`` with what the entitlement rules made of the customer's
     /// purchases and grants (the dashboard's "why"), from the same read.
-    func lookupWithEntitlements(app: AppConfiguration, user: String, now: Date) async throws
+    public func lookupWithEntitlements(app: AppConfiguration, user: String, now: Date) async throws
         -> (record: CustomerRecord, entitlements: CustomerEntitlements)? {
         try await database.transaction { sql in
             let customer = try await sql.first("""

@@ -133,6 +133,11 @@ extension CustomerDatabase {
         enum CodingKeys: String, CodingKey {
             case value, updatedAtMs = "updated_at_ms"
         }
+
+        public init(value: String?, updatedAtMs: Int64) {
+            self.value = value
+            self.updatedAtMs = updatedAtMs
+        }
     }
 
     /// Stores attributes for the user (created if needed); returns how many changed.
