@@ -64,28 +64,9 @@ struct DashboardRoutes: Sendable {
                 return try render("error", nil, title: "Sign-in refused", section: "", status: error.status, ["message": error.message])
             }
         }
-        page(router, .post, "/dashboard/logout") { signedIn, _, _ in
-            try await store.deleteDashboardSession(tokenHash: signedIn.tokenHash)
-            var response = Self.redirect("/dashboard/login")
-            response.headers[.setCookie] = DashboardCookie.set(DashboardCookie.session, "", maxAge: 0, secure: signedIn.secure)
-            return response
-        }
-        page(router, .post, "/dashboard/sessions/end") { signedIn, _, _ in
-            // Every session of the shown app ends, this one's hold on it included.
-            try await store.endDashboardSessions(app: signedIn.app.id)
-            var response = Self.redirect(signedIn.apps.count > 1 ? "/dashboard" : "/dashboard/login")
-            if signedIn.apps.count == 1 {
-                response.headers[.setCookie] = DashboardCookie.set(DashboardCookie.session, "", maxAge: 0, secure: signedIn.secure)
-            }
-            return response
-        }
-        page(router, .post, "/dashboard/switch") { signedIn, form, _ in
-            guard let app = form?["app_id"], signedIn.apps.contains(where: { $0.id == app }) else {
-                throw APIError(.appNotInSession, "this session has not signed in to that app")
-            }
-            try await store.switchDashboardApp(tokenHash: signedIn.tokenHash, to: app)
-            return Self.redirect("/dashboard")
-        }
+        page(router, .post, "/dashboard/logout", signOut)
+        page(router, .post, "/dashboard/sessions/end", endSessions)
+        page(router, .post, "/dashboard/switch", switchApp)
         page(router, .get, "/dashboard") { signedIn, _, _ in
             try await overviewPage(signedIn)
         }
@@ -97,49 +78,82 @@ struct DashboardRoutes: Sendable {
         page(router, .get, RouterPath(customer)) { signedIn, _, request in
             try await customerPage(signedIn, user: try Self.user(request), done: request.uri.queryParameters.get("done"))
         }
-        page(router, .post, RouterPath(customer + "/grant")) { signedIn, form, request in
-            let user = try Self.user(request)
-            let entitlement = try AdminRoutes.entitlement(named: form?["entitlement"] ?? "", app: signedIn.app)
-            let duration = try AdminRoutes.PromotionalDuration.named(form?["duration"] ?? "")
-            try await requireCustomer(user, of: signedIn)
-            let start = now()
-            try await store.grantPromotional(app: signedIn.app, user: user, entitlement: entitlement, expires: duration.end(from: start), now: start)
-            overview.markStale(app: signedIn.app.id)
-            return Self.redirect(Self.customerPath(user) + "?done=granted")
-        }
-        page(router, .post, RouterPath(customer + "/revoke")) { signedIn, form, request in
-            let user = try Self.user(request)
-            let entitlement = try AdminRoutes.entitlement(named: form?["entitlement"] ?? "", app: signedIn.app)
-            try await requireCustomer(user, of: signedIn)
-            _ = try await store.revokePromotionals(app: signedIn.app, user: user, entitlement: entitlement, now: now())
-            overview.markStale(app: signedIn.app.id)
-            return Self.redirect(Self.customerPath(user) + "?done=revoked")
-        }
-        page(router, .get, RouterPath(customer + "/delete")) { signedIn, _, request in
-            let user = try Self.user(request)
-            try await requireCustomer(user, of: signedIn)
-            return try render("delete", signedIn, title: "Delete \(user)", section: "customers", [
-                "user": user, "userPath": Self.customerPath(user),
-            ])
-        }
-        page(router, .post, RouterPath(customer + "/delete")) { signedIn, form, request in
-            let user = try Self.user(request)
-            // The confirmation step: the app user id typed again.
-            guard form?["confirm"] == user else {
-                return try render("delete", signedIn, title: "Delete \(user)", section: "customers", status: .unprocessableContent, [
-                    "user": user, "userPath": Self.customerPath(user), "error": "Type the app user id exactly to delete this customer.",
-                ])
-            }
-            guard try await store.deleteCustomer(app: signedIn.app, user: user, now: now()) else { throw AdminRoutes.unknownCustomer }
-            overview.markStale(app: signedIn.app.id)
-            return Self.redirect("/dashboard/customers?deleted=1")
-        }
+        page(router, .post, RouterPath(customer + "/grant"), grant)
+        page(router, .post, RouterPath(customer + "/revoke"), revoke)
+        page(router, .get, RouterPath(customer + "/delete"), deletePage)
+        page(router, .post, RouterPath(customer + "/delete"), delete)
         page(router, .get, "/dashboard/failures") { signedIn, _, _ in
             try await failuresPage(signedIn)
         }
         page(router, .get, "/dashboard/keys") { signedIn, _, _ in
             try keysPage(signedIn)
         }
+    }
+
+    private func signOut(_ signedIn: SignedIn, _: FormBody?, _: Request) async throws -> Response {
+        try await store.deleteDashboardSession(tokenHash: signedIn.tokenHash)
+        var response = Self.redirect("/dashboard/login")
+        response.headers[.setCookie] = DashboardCookie.set(DashboardCookie.session, "", maxAge: 0, secure: signedIn.secure)
+        return response
+    }
+
+    private func endSessions(_ signedIn: SignedIn, _: FormBody?, _: Request) async throws -> Response {
+        // Every session of the shown app ends, this one's hold on it included.
+        try await store.endDashboardSessions(app: signedIn.app.id)
+        var response = Self.redirect(signedIn.apps.count > 1 ? "/dashboard" : "/dashboard/login")
+        if signedIn.apps.count == 1 {
+            response.headers[.setCookie] = DashboardCookie.set(DashboardCookie.session, "", maxAge: 0, secure: signedIn.secure)
+        }
+        return response
+    }
+
+    private func switchApp(_ signedIn: SignedIn, _ form: FormBody?, _: Request) async throws -> Response {
+        guard let app = form?["app_id"], signedIn.apps.contains(where: { $0.id == app }) else {
+            throw APIError(.appNotInSession, "this session has not signed in to that app")
+        }
+        try await store.switchDashboardApp(tokenHash: signedIn.tokenHash, to: app)
+        return Self.redirect("/dashboard")
+    }
+
+    private func grant(_ signedIn: SignedIn, _ form: FormBody?, _ request: Request) async throws -> Response {
+        let user = try Self.user(request)
+        let entitlement = try AdminRoutes.entitlement(named: form?["entitlement"] ?? "", app: signedIn.app)
+        let duration = try AdminRoutes.PromotionalDuration.named(form?["duration"] ?? "")
+        try await requireCustomer(user, of: signedIn)
+        let start = now()
+        try await store.grantPromotional(app: signedIn.app, user: user, entitlement: entitlement, expires: duration.end(from: start), now: start)
+        overview.markStale(app: signedIn.app.id)
+        return Self.redirect(Self.customerPath(user) + "?done=granted")
+    }
+
+    private func revoke(_ signedIn: SignedIn, _ form: FormBody?, _ request: Request) async throws -> Response {
+        let user = try Self.user(request)
+        let entitlement = try AdminRoutes.entitlement(named: form?["entitlement"] ?? "", app: signedIn.app)
+        try await requireCustomer(user, of: signedIn)
+        _ = try await store.revokePromotionals(app: signedIn.app, user: user, entitlement: entitlement, now: now())
+        overview.markStale(app: signedIn.app.id)
+        return Self.redirect(Self.customerPath(user) + "?done=revoked")
+    }
+
+    private func deletePage(_ signedIn: SignedIn, _: FormBody?, _ request: Request) async throws -> Response {
+        let user = try Self.user(request)
+        try await requireCustomer(user, of: signedIn)
+        return try render("delete", signedIn, title: "Delete \(user)", section: "customers", [
+            "user": user, "userPath": Self.customerPath(user),
+        ])
+    }
+
+    private func delete(_ signedIn: SignedIn, _ form: FormBody?, _ request: Request) async throws -> Response {
+        let user = try Self.user(request)
+        // The confirmation step: the app user id typed again.
+        guard form?["confirm"] == user else {
+            return try render("delete", signedIn, title: "Delete \(user)", section: "customers", status: .unprocessableContent, [
+                "user": user, "userPath": Self.customerPath(user), "error": "Type the app user id exactly to delete this customer.",
+            ])
+        }
+        guard try await store.deleteCustomer(app: signedIn.app, user: user, now: now()) else { throw AdminRoutes.unknownCustomer }
+        overview.markStale(app: signedIn.app.id)
+        return Self.redirect("/dashboard/customers?deleted=1")
     }
 
     private func requireCustomer(_ user: String, of signedIn: SignedIn) async throws {

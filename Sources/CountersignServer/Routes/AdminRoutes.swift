@@ -111,86 +111,104 @@ struct AdminRoutes: Sendable {
         let router = router.group().add(middleware: AppAuthentication(authentication: authentication, kind: .secretKey))
         let customer = "/v1/admin/customers/:app_user_id"
         func path(_ suffix: String = "") -> RouterPath { RouterPath(customer + suffix) }
-        route(router, .get, path()) { app, _, context in
-            try await Self.json(try await existing(app: app, context: context))
-        }
-        route(router, .get, path("/customer_info")) { app, _, context in
-            guard let info = try await store.existingCustomerInfo(app: app, user: try Self.user(context), now: now()) else {
-                throw Self.unknownCustomer
-            }
-            return try await Self.json(info)
-        }
-        route(router, .post, path("/entitlements/:entitlement/promotional")) { app, request, context in
-            var request = request
-            let user = try Self.user(context)
-            let entitlement = try Self.entitlement(context, app: app)
-            let grant = try await JSONBody.body(GrantRequest.self, of: &request, context: context)
-            let start = now()
-            let expires: Date?
-            switch (grant.duration, grant.endTimeMs) {
-            case (let name?, nil):
-                expires = try PromotionalDuration.named(name).end(from: start)
-            case (nil, let end?):
-                guard end > start.epochMilliseconds else { throw APIError(.invalidField, "end_time_ms must be in the future") }
-                expires = Date(epochMilliseconds: end)
-            default:
-                throw APIError(.invalidField, "give exactly one of duration and end_time_ms")
-            }
-            try await store.grantPromotional(app: app, user: user, entitlement: entitlement, expires: expires, now: start)
-            return try await Self.json(try await existing(app: app, context: context), status: .created)
-        }
-        route(router, .post, path("/entitlements/:entitlement/revoke_promotionals")) { app, _, context in
-            let user = try Self.user(context)
-            let entitlement = try Self.entitlement(context, app: app)
-            _ = try await existing(app: app, context: context)
-            _ = try await store.revokePromotionals(app: app, user: user, entitlement: entitlement, now: now())
-            return try await Self.json(try await existing(app: app, context: context))
-        }
-        route(router, .post, path("/refresh")) { app, _, context in
-            let user = try Self.user(context)
-            _ = try await existing(app: app, context: context)
-            try await storeAPI.refresh(app: app, chains: try await store.subscriptionChains(app: app.id, user: user))
-            return try await Self.json(try await existing(app: app, context: context))
-        }
-        route(router, .delete, path()) { app, _, context in
-            let user = try Self.user(context)
-            guard try await store.deleteCustomer(app: app, user: user, now: now()) else { throw Self.unknownCustomer }
-            context.logger.notice("customer deleted", metadata: ["app": "\(app.id)"])
-            return try await Self.json(Deleted(appUserId: user, deleted: true))
-        }
-        route(router, .post, "/v1/admin/dashboard/sessions/end") { app, _, context in
-            let ended = try await store.endDashboardSessions(app: app.id)
-            context.logger.notice("dashboard sessions ended", metadata: ["app": "\(app.id)", "sessions": "\(ended)"])
-            return try await Self.json(["ended_sessions": ended])
-        }
-        route(router, .get, "/v1/admin/keys") { _, _, _ in
-            let certificate = keys.currentSigner.key.certificate
-            let mode = switch keys.mode {
-            case .managed: "managed"
-            case .offline: "offline"
-            }
-            return try await Self.json(KeyStatus(
-                mode: mode,
-                rootPublicKey: keys.managedRootPublicKey?.rawRepresentation.base64EncodedString(),
-                intermediatePublicKey: certificate.publicKey.base64EncodedString(),
-                intermediateExpires: WireDate.format(certificate.expirationDate),
-                intermediateDaysLeft: (keys.daysUntilExpiry * 100).rounded(.down) / 100,
-                renewalWindowDays: Int(SigningKeyRing.renewalWindow / 86_400)
-            ))
-        }
-        route(router, .get, "/v1/admin/diagnostics/verification_failures") { app, request, _ in
-            let days: Int
-            if let text = request.uri.queryParameters.get("days") {
-                guard let value = Int(text), (1...366).contains(value) else { throw APIError(.invalidField, "days must be 1 to 366") }
-                days = value
-            } else {
-                days = 30
-            }
-            let counts = try await store.verificationFailures(app: app.id, days: days, now: now())
-            return try await Self.json(FailureCounts(appId: app.id, days: days, counts: counts))
-        }
+        route(router, .get, path(), customerRecord)
+        route(router, .get, path("/customer_info"), customerInfo)
+        route(router, .post, path("/entitlements/:entitlement/promotional"), grantPromotional)
+        route(router, .post, path("/entitlements/:entitlement/revoke_promotionals"), revokePromotionals)
+        route(router, .post, path("/refresh"), refresh)
+        route(router, .delete, path(), deleteCustomer)
+        route(router, .post, "/v1/admin/dashboard/sessions/end", endDashboardSessions)
+        route(router, .get, "/v1/admin/keys", keyStatus)
+        route(router, .get, "/v1/admin/diagnostics/verification_failures", verificationFailures)
         addTestStoreRoutes(to: router)
         addWebhookRoutes(to: router)
+    }
+
+    private func customerRecord(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> Response {
+        try await Self.json(try await existing(app: app, context: context))
+    }
+
+    private func customerInfo(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> Response {
+        guard let info = try await store.existingCustomerInfo(app: app, user: try Self.user(context), now: now()) else {
+            throw Self.unknownCustomer
+        }
+        return try await Self.json(info)
+    }
+
+    private func grantPromotional(_ app: AppConfiguration, _ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        var request = request
+        let user = try Self.user(context)
+        let entitlement = try Self.entitlement(context, app: app)
+        let grant = try await JSONBody.body(GrantRequest.self, of: &request, context: context)
+        let start = now()
+        let expires: Date?
+        switch (grant.duration, grant.endTimeMs) {
+        case (let name?, nil):
+            expires = try PromotionalDuration.named(name).end(from: start)
+        case (nil, let end?):
+            guard end > start.epochMilliseconds else { throw APIError(.invalidField, "end_time_ms must be in the future") }
+            expires = Date(epochMilliseconds: end)
+        default:
+            throw APIError(.invalidField, "give exactly one of duration and end_time_ms")
+        }
+        try await store.grantPromotional(app: app, user: user, entitlement: entitlement, expires: expires, now: start)
+        return try await Self.json(try await existing(app: app, context: context), status: .created)
+    }
+
+    private func revokePromotionals(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> Response {
+        let user = try Self.user(context)
+        let entitlement = try Self.entitlement(context, app: app)
+        _ = try await existing(app: app, context: context)
+        _ = try await store.revokePromotionals(app: app, user: user, entitlement: entitlement, now: now())
+        return try await Self.json(try await existing(app: app, context: context))
+    }
+
+    private func refresh(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> Response {
+        let user = try Self.user(context)
+        _ = try await existing(app: app, context: context)
+        try await storeAPI.refresh(app: app, chains: try await store.subscriptionChains(app: app.id, user: user))
+        return try await Self.json(try await existing(app: app, context: context))
+    }
+
+    private func deleteCustomer(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> Response {
+        let user = try Self.user(context)
+        guard try await store.deleteCustomer(app: app, user: user, now: now()) else { throw Self.unknownCustomer }
+        context.logger.notice("customer deleted", metadata: ["app": "\(app.id)"])
+        return try await Self.json(Deleted(appUserId: user, deleted: true))
+    }
+
+    private func endDashboardSessions(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> Response {
+        let ended = try await store.endDashboardSessions(app: app.id)
+        context.logger.notice("dashboard sessions ended", metadata: ["app": "\(app.id)", "sessions": "\(ended)"])
+        return try await Self.json(["ended_sessions": ended])
+    }
+
+    private func keyStatus(_: AppConfiguration, _: Request, _: ServerRequestContext) async throws -> Response {
+        let certificate = keys.currentSigner.key.certificate
+        let mode = switch keys.mode {
+        case .managed: "managed"
+        case .offline: "offline"
+        }
+        return try await Self.json(KeyStatus(
+            mode: mode,
+            rootPublicKey: keys.managedRootPublicKey?.rawRepresentation.base64EncodedString(),
+            intermediatePublicKey: certificate.publicKey.base64EncodedString(),
+            intermediateExpires: WireDate.format(certificate.expirationDate),
+            intermediateDaysLeft: (keys.daysUntilExpiry * 100).rounded(.down) / 100,
+            renewalWindowDays: Int(SigningKeyRing.renewalWindow / 86_400)
+        ))
+    }
+
+    private func verificationFailures(_ app: AppConfiguration, _ request: Request, _: ServerRequestContext) async throws -> Response {
+        let days: Int
+        if let text = request.uri.queryParameters.get("days") {
+            guard let value = Int(text), (1...366).contains(value) else { throw APIError(.invalidField, "days must be 1 to 366") }
+            days = value
+        } else {
+            days = 30
+        }
+        let counts = try await store.verificationFailures(app: app.id, days: days, now: now())
+        return try await Self.json(FailureCounts(appId: app.id, days: days, counts: counts))
     }
 
     static let unknownCustomer = APIError(.notFound, "no customer with that app user id")
@@ -224,7 +242,7 @@ struct AdminRoutes: Sendable {
     /// An admin route, given the app the group's middleware found for the secret key.
     func route(
         _ group: RouterGroup<ServerRequestContext>, _ method: HTTPRequest.Method, _ path: RouterPath,
-        handler: @escaping @Sendable (AppConfiguration, Request, ServerRequestContext) async throws -> Response
+        _ handler: @escaping @Sendable (AppConfiguration, Request, ServerRequestContext) async throws -> Response
     ) {
         group.on(path, method: method) { request, context in
             try await handler(try context.authenticatedApp(), request, context)

@@ -141,164 +141,188 @@ struct PublicRoutes: Sendable {
             .add(middleware: signing)
             .add(middleware: AppAuthentication(authentication: authentication, kind: .publicKey))
         if let rateLimits { signed = signed.add(middleware: PublicRateLimit(rateLimits, now: now)) }
-        get(signed, "/v1/subscribers/:app_user_id") { app, _, context in
-            let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
-            return SignedAnswer.customerInfo(try await store.customerInfo(app: app, user: user, now: now()))
+        get(signed, "/v1/subscribers/:app_user_id", customerInfo)
+        get(signed, "/v1/subscribers/:app_user_id/offerings", offerings)
+        get(signed, "/v1/product_entitlement_mapping", productEntitlementMapping)
+        post(signed, "/v1/receipts", ReceiptRequest.self, receipts)
+        post(signed, "/v1/subscribers/identify", IdentifyRequest.self, identify)
+        post(signed, "/v1/subscribers/:app_user_id/attributes", SubscriberAttributesBody.self, setAttributes)
+        post(signed, "/v1/subscribers/:app_user_id/intro_eligibility", IntroEligibilityRequest.self, introEligibility)
+        post(signed, "/v1/subscribers/:app_user_id/promotional_offer", PromotionalOfferRequest.self, promotionalOffer)
+        post(signed, "/v1/test_store/purchases", TestPurchaseRequest.self, testStorePurchase)
+        post(signed, "/v1/test_store/purchase_requests", TestPurchaseRequest.self, testStorePurchaseRequest)
+        get(signed, "/v1/test_store/accounts/:store_account/transactions", testStoreTransactions)
+        get(signed, "/v1/test_store/products", testStoreProducts)
+    }
+
+    private func customerInfo(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> SignedAnswer {
+        let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+        return SignedAnswer.customerInfo(try await store.customerInfo(app: app, user: user, now: now()))
+    }
+
+    private func offerings(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> SignedAnswer {
+        _ = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+        let answer = OfferingsAnswer(
+            currentOfferingId: app.offerings.first(where: \.isCurrent)?.id,
+            offerings: app.offerings.map { offering in
+                .init(identifier: offering.id, packages: offering.packages.map { .init(identifier: $0.id, platformProductIdentifier: $0.productId) },
+                      metadata: offering.metadata)
+            }
+        )
+        return try SignedAnswer.json(answer, cacheable: true)
+    }
+
+    private func productEntitlementMapping(_ app: AppConfiguration, _: Request, _: ServerRequestContext) async throws -> SignedAnswer {
+        let mapping = Dictionary(uniqueKeysWithValues: app.products.map { ($0.id, MappingAnswer.Product(productIdentifier: $0.id, entitlements: $0.entitlements)) })
+        return try SignedAnswer.json(MappingAnswer(productEntitlementMapping: mapping), cacheable: true)
+    }
+
+    private func receipts(_ app: AppConfiguration, _ receipt: ReceiptRequest, _ context: ServerRequestContext) async throws -> SignedAnswer {
+        let user = try Self.appUserId(receipt.appUserId, percentEncoded: false)
+        let status: PurchaseStatus
+        var recordedInfo: SubscriberResponse?
+        do {
+            if Self.isLegacyReceipt(receipt.fetchToken) {
+                status = try await recordLegacyReceipt(receipt.fetchToken, app: app, poster: user)
+            } else {
+                let transaction = try await verify(receipt.fetchToken, app: app)
+                (status, recordedInfo) = try await store.recordAndRead(transaction, app: app, poster: user, now: now())
+            }
+        } catch let error as APIError {
+            metrics.recordPurchase(app: app.id, outcome: String(error.code))
+            if error.code == APIErrorCode.signedDateAhead.rawValue { ServerClock.warnBehind(context.logger, detail: error.message) }
+            throw error
         }
-        get(signed, "/v1/subscribers/:app_user_id/offerings") { app, _, context in
-            _ = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
-            let answer = OfferingsAnswer(
-                currentOfferingId: app.offerings.first(where: \.isCurrent)?.id,
-                offerings: app.offerings.map { offering in
-                    .init(identifier: offering.id, packages: offering.packages.map { .init(identifier: $0.id, platformProductIdentifier: $0.productId) },
-                          metadata: offering.metadata)
-                }
+        metrics.recordPurchase(app: app.id, outcome: status.rawValue)
+        if status == .boundToAnotherUser {
+            throw APIError(.purchaseBoundToAnotherUser, "this purchase carries another user's app account token and stays with that user")
+        }
+        let info = if let recordedInfo { recordedInfo } else { try await store.customerInfo(app: app, user: user, now: now()) }
+        return SignedAnswer.customerInfo(info, member: "purchase_status", string: status.rawValue)
+    }
+
+    private func identify(_ app: AppConfiguration, _ identify: IdentifyRequest, _: ServerRequestContext) async throws -> SignedAnswer {
+        let current = try Self.appUserId(identify.appUserId, percentEncoded: false)
+        let new = try Self.appUserId(identify.newAppUserId, percentEncoded: false)
+        if CustomerDatabase.isAnonymous(new) {
+            throw APIError(.invalidAppUserId, "new_app_user_id must be a real user id, not an anonymous one")
+        }
+        let time = now()
+        let created = try await store.identify(app: app, currentUser: current, newUser: new, now: time)
+        let info = try await store.customerInfo(app: app, user: new, now: time)
+        // 201 when the user is new, as RevenueCat answers logIn.
+        return SignedAnswer.customerInfo(info, status: created ? .created : .ok, member: "created", bool: created)
+    }
+
+    private func setAttributes(_ app: AppConfiguration, _ body: SubscriberAttributesBody, _ context: ServerRequestContext) async throws -> SignedAnswer {
+        let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+        guard body.attributes.count <= SubscriberAttributeRules.maximumBatch else {
+            throw APIError(.invalidSubscriberAttributes, "at most \(SubscriberAttributeRules.maximumBatch) attributes per request")
+        }
+        for (key, attribute) in body.attributes.sorted(by: { $0.key < $1.key }) {
+            if let problem = SubscriberAttributeRules.problem(key: key, value: attribute.value) {
+                throw APIError(.invalidSubscriberAttributes, problem)
+            }
+            guard attribute.updatedAtMs > 0 else { throw APIError(.invalidSubscriberAttributes, "updated_at_ms of '\(key.prefix(60))' must be a time") }
+        }
+        let changed = try await store.setAttributes(app: app.id, user: user, body.attributes.mapValues {
+            CustomerDatabase.AttributeRecord(value: $0.value, updatedAtMs: $0.updatedAtMs)
+        }, now: now())
+        return try SignedAnswer.json(["updated_attributes": changed], cacheable: false)
+    }
+
+    private func introEligibility(_ app: AppConfiguration, _ body: IntroEligibilityRequest, _ context: ServerRequestContext) async throws -> SignedAnswer {
+        let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+        guard (1...100).contains(body.productIdentifiers.count) else {
+            throw APIError(.invalidField, "product_identifiers must list 1 to 100 products")
+        }
+        let known = body.productIdentifiers.compactMap(app.product)
+        var answer = try await store.introductoryOfferEligibility(app: app, user: user, products: known)
+        for id in body.productIdentifiers where answer[id] == nil { answer[id] = .unknown }
+        return try SignedAnswer.json(IntroEligibilityAnswer(eligibility: answer), cacheable: false)
+    }
+
+    private func promotionalOffer(_ app: AppConfiguration, _ body: PromotionalOfferRequest, _ context: ServerRequestContext) async throws -> SignedAnswer {
+        let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+        guard let signer = offerSigners[app.id] else {
+            throw APIError(.promotionalOfferUnavailable, "app '\(app.id)' has no In-App Purchase key (inAppPurchaseKey in countersign.json)")
+        }
+        guard let product = app.product(body.productIdentifier), product.type == .autoRenewable else {
+            throw APIError(.unknownProduct, "'\(body.productIdentifier.prefix(100))' is not an auto-renewable subscription of app '\(app.id)'")
+        }
+        guard product.promotionalOffers?.contains(body.offerIdentifier) == true else {
+            throw APIError(.promotionalOfferUnavailable, "product '\(product.id)' has no promotional offer '\(body.offerIdentifier.prefix(100))'")
+        }
+        let time = now()
+        let nonce = UUID()
+        let token = AppAccountToken.forAppUserID(user)
+        let timestamp = time.epochMilliseconds
+        let answer = PromotionalOfferAnswer(
+            productIdentifier: product.id, offerIdentifier: body.offerIdentifier, keyIdentifier: signer.keyId,
+            nonce: nonce.uuidString.lowercased(), timestamp: timestamp, appAccountToken: token.uuidString.lowercased(),
+            signature: try signer.signV1(productId: product.id, offerId: body.offerIdentifier, appAccountToken: token, nonce: nonce, timestamp: timestamp),
+            jws: try signer.signV2(productId: product.id, offerId: body.offerIdentifier, transactionId: nil, nonce: nonce, issuedAt: time)
+        )
+        return try SignedAnswer.json(answer, cacheable: false)
+    }
+
+    private func testStorePurchase(_ app: AppConfiguration, _ request: TestPurchaseRequest, _: ServerRequestContext) async throws -> SignedAnswer {
+        let testStore = try testStore(for: app)
+        let user = try Self.appUserId(request.appUserId, percentEncoded: false)
+        let token = try Self.appAccountToken(request.appAccountToken)
+        let account = try request.storeAccount.map(Self.storeAccount)
+        let time = now()
+        guard let product = app.product(request.productId) else { throw Self.unknownProduct(request.productId, app: app) }
+        // A customer's first subscription in a group gets the introductory offer, as App Store does.
+        let eligible = try await store.introductoryOfferEligibility(app: app, user: user, products: [product])[product.id] == .eligible
+        guard let (jws, payload) = try testStore.mintPurchase(of: product.id, for: app, appAccountToken: token, purchaseDate: time,
+                                                               withIntroductoryOffer: eligible)
+        else { throw Self.unknownProduct(request.productId, app: app) }
+        let transactionId = payload.transactionId ?? ""
+        if let account {
+            try await store.appendToFeed(app: app.id, account: account, transactionId: transactionId,
+                                         originalTransactionId: payload.originalTransactionId ?? transactionId, signedTransaction: jws, now: time)
+        }
+        return try SignedAnswer.json(TestPurchaseAnswer(signedTransaction: jws, transactionId: transactionId, productId: product.id), cacheable: false)
+    }
+
+    private func testStorePurchaseRequest(_ app: AppConfiguration, _ request: TestPurchaseRequest, _: ServerRequestContext) async throws -> SignedAnswer {
+        _ = try testStore(for: app)
+        _ = try Self.appUserId(request.appUserId, percentEncoded: false)
+        let token = try Self.appAccountToken(request.appAccountToken)
+        guard let account = try request.storeAccount.map(Self.storeAccount) else {
+            throw APIError(.invalidField, "an Ask-to-Buy purchase needs the store_account its approval goes to")
+        }
+        guard app.product(request.productId) != nil else { throw Self.unknownProduct(request.productId, app: app) }
+        let pending = try await store.addPending(app: app.id, account: account, productId: request.productId,
+                                                 appAccountToken: token?.uuidString.lowercased(), now: now())
+        return try SignedAnswer.json(TestStorePendingAnswer(pendingId: pending.pendingId, productId: pending.productId),
+                                     status: .accepted, cacheable: false)
+    }
+
+    private func testStoreTransactions(_ app: AppConfiguration, _ request: Request, _ context: ServerRequestContext) async throws -> SignedAnswer {
+        _ = try testStore(for: app)
+        let account = try Self.storeAccount(context.parameters.get("store_account")?.removingPercentEncoding ?? "")
+        var after: Int64 = 0
+        if let text = request.uri.queryParameters.get("after") {
+            guard let value = Int64(text), value >= 0 else { throw APIError(.invalidField, "after must be a sequence number (0 or more)") }
+            after = value
+        }
+        let entries = try await store.feed(app: app.id, account: account, after: after, limit: 100)
+        return try SignedAnswer.json(TestStoreFeed(transactions: entries.map { .init(sequence: $0.sequence, signedTransaction: $0.signedTransaction) }),
+                                     cacheable: false)
+    }
+
+    private func testStoreProducts(_ app: AppConfiguration, _: Request, _: ServerRequestContext) async throws -> SignedAnswer {
+        _ = try testStore(for: app)
+        return try SignedAnswer.json(TestStoreProducts(products: app.products.map { product in
+            TestStoreProducts.Product(
+                identifier: product.id, type: product.type.rawValue, displayName: product.displayName ?? product.id,
+                description: product.description ?? "", price: product.price ?? "0", currency: product.currency ?? "USD",
+                subscriptionPeriod: product.subscriptionPeriod, subscriptionGroup: product.subscriptionGroup,
+                introductoryOffer: product.introductoryOffer
             )
-            return try SignedAnswer.json(answer, cacheable: true)
-        }
-        get(signed, "/v1/product_entitlement_mapping") { app, _, _ in
-            let mapping = Dictionary(uniqueKeysWithValues: app.products.map { ($0.id, MappingAnswer.Product(productIdentifier: $0.id, entitlements: $0.entitlements)) })
-            return try SignedAnswer.json(MappingAnswer(productEntitlementMapping: mapping), cacheable: true)
-        }
-        post(signed, "/v1/receipts", ReceiptRequest.self) { app, receipt, context in
-            let user = try Self.appUserId(receipt.appUserId, percentEncoded: false)
-            let status: PurchaseStatus
-            var recordedInfo: SubscriberResponse?
-            do {
-                if Self.isLegacyReceipt(receipt.fetchToken) {
-                    status = try await recordLegacyReceipt(receipt.fetchToken, app: app, poster: user)
-                } else {
-                    let transaction = try await verify(receipt.fetchToken, app: app)
-                    (status, recordedInfo) = try await store.recordAndRead(transaction, app: app, poster: user, now: now())
-                }
-            } catch let error as APIError {
-                metrics.recordPurchase(app: app.id, outcome: String(error.code))
-                if error.code == APIErrorCode.signedDateAhead.rawValue { ServerClock.warnBehind(context.logger, detail: error.message) }
-                throw error
-            }
-            metrics.recordPurchase(app: app.id, outcome: status.rawValue)
-            if status == .boundToAnotherUser {
-                throw APIError(.purchaseBoundToAnotherUser, "this purchase carries another user's app account token and stays with that user")
-            }
-            let info = if let recordedInfo { recordedInfo } else { try await store.customerInfo(app: app, user: user, now: now()) }
-            return SignedAnswer.customerInfo(info, member: "purchase_status", string: status.rawValue)
-        }
-        post(signed, "/v1/subscribers/identify", IdentifyRequest.self) { app, identify, _ in
-            let current = try Self.appUserId(identify.appUserId, percentEncoded: false)
-            let new = try Self.appUserId(identify.newAppUserId, percentEncoded: false)
-            if CustomerDatabase.isAnonymous(new) {
-                throw APIError(.invalidAppUserId, "new_app_user_id must be a real user id, not an anonymous one")
-            }
-            let time = now()
-            let created = try await store.identify(app: app, currentUser: current, newUser: new, now: time)
-            let info = try await store.customerInfo(app: app, user: new, now: time)
-            // 201 when the user is new, as RevenueCat answers logIn.
-            return SignedAnswer.customerInfo(info, status: created ? .created : .ok, member: "created", bool: created)
-        }
-        post(signed, "/v1/subscribers/:app_user_id/attributes", SubscriberAttributesBody.self) { app, body, context in
-            let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
-            guard body.attributes.count <= SubscriberAttributeRules.maximumBatch else {
-                throw APIError(.invalidSubscriberAttributes, "at most \(SubscriberAttributeRules.maximumBatch) attributes per request")
-            }
-            for (key, attribute) in body.attributes.sorted(by: { $0.key < $1.key }) {
-                if let problem = SubscriberAttributeRules.problem(key: key, value: attribute.value) {
-                    throw APIError(.invalidSubscriberAttributes, problem)
-                }
-                guard attribute.updatedAtMs > 0 else { throw APIError(.invalidSubscriberAttributes, "updated_at_ms of '\(key.prefix(60))' must be a time") }
-            }
-            let changed = try await store.setAttributes(app: app.id, user: user, body.attributes.mapValues {
-                CustomerDatabase.AttributeRecord(value: $0.value, updatedAtMs: $0.updatedAtMs)
-            }, now: now())
-            return try SignedAnswer.json(["updated_attributes": changed], cacheable: false)
-        }
-        post(signed, "/v1/subscribers/:app_user_id/intro_eligibility", IntroEligibilityRequest.self) { app, body, context in
-            let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
-            guard (1...100).contains(body.productIdentifiers.count) else {
-                throw APIError(.invalidField, "product_identifiers must list 1 to 100 products")
-            }
-            let known = body.productIdentifiers.compactMap(app.product)
-            var answer = try await store.introductoryOfferEligibility(app: app, user: user, products: known)
-            for id in body.productIdentifiers where answer[id] == nil { answer[id] = .unknown }
-            return try SignedAnswer.json(IntroEligibilityAnswer(eligibility: answer), cacheable: false)
-        }
-        post(signed, "/v1/subscribers/:app_user_id/promotional_offer", PromotionalOfferRequest.self) { app, body, context in
-            let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
-            guard let signer = offerSigners[app.id] else {
-                throw APIError(.promotionalOfferUnavailable, "app '\(app.id)' has no In-App Purchase key (inAppPurchaseKey in countersign.json)")
-            }
-            guard let product = app.product(body.productIdentifier), product.type == .autoRenewable else {
-                throw APIError(.unknownProduct, "'\(body.productIdentifier.prefix(100))' is not an auto-renewable subscription of app '\(app.id)'")
-            }
-            guard product.promotionalOffers?.contains(body.offerIdentifier) == true else {
-                throw APIError(.promotionalOfferUnavailable, "product '\(product.id)' has no promotional offer '\(body.offerIdentifier.prefix(100))'")
-            }
-            let time = now()
-            let nonce = UUID()
-            let token = AppAccountToken.forAppUserID(user)
-            let timestamp = time.epochMilliseconds
-            let answer = PromotionalOfferAnswer(
-                productIdentifier: product.id, offerIdentifier: body.offerIdentifier, keyIdentifier: signer.keyId,
-                nonce: nonce.uuidString.lowercased(), timestamp: timestamp, appAccountToken: token.uuidString.lowercased(),
-                signature: try signer.signV1(productId: product.id, offerId: body.offerIdentifier, appAccountToken: token, nonce: nonce, timestamp: timestamp),
-                jws: try signer.signV2(productId: product.id, offerId: body.offerIdentifier, transactionId: nil, nonce: nonce, issuedAt: time)
-            )
-            return try SignedAnswer.json(answer, cacheable: false)
-        }
-        post(signed, "/v1/test_store/purchases", TestPurchaseRequest.self) { app, request, _ in
-            let testStore = try testStore(for: app)
-            let user = try Self.appUserId(request.appUserId, percentEncoded: false)
-            let token = try Self.appAccountToken(request.appAccountToken)
-            let account = try request.storeAccount.map(Self.storeAccount)
-            let time = now()
-            guard let product = app.product(request.productId) else { throw Self.unknownProduct(request.productId, app: app) }
-            // A customer's first subscription in a group gets the introductory offer, as App Store does.
-            let eligible = try await store.introductoryOfferEligibility(app: app, user: user, products: [product])[product.id] == .eligible
-            guard let (jws, payload) = try testStore.mintPurchase(of: product.id, for: app, appAccountToken: token, purchaseDate: time,
-                                                                   withIntroductoryOffer: eligible)
-            else { throw Self.unknownProduct(request.productId, app: app) }
-            let transactionId = payload.transactionId ?? ""
-            if let account {
-                try await store.appendToFeed(app: app.id, account: account, transactionId: transactionId,
-                                             originalTransactionId: payload.originalTransactionId ?? transactionId, signedTransaction: jws, now: time)
-            }
-            return try SignedAnswer.json(TestPurchaseAnswer(signedTransaction: jws, transactionId: transactionId, productId: product.id), cacheable: false)
-        }
-        post(signed, "/v1/test_store/purchase_requests", TestPurchaseRequest.self) { app, request, _ in
-            _ = try testStore(for: app)
-            _ = try Self.appUserId(request.appUserId, percentEncoded: false)
-            let token = try Self.appAccountToken(request.appAccountToken)
-            guard let account = try request.storeAccount.map(Self.storeAccount) else {
-                throw APIError(.invalidField, "an Ask-to-Buy purchase needs the store_account its approval goes to")
-            }
-            guard app.product(request.productId) != nil else { throw Self.unknownProduct(request.productId, app: app) }
-            let pending = try await store.addPending(app: app.id, account: account, productId: request.productId,
-                                                     appAccountToken: token?.uuidString.lowercased(), now: now())
-            return try SignedAnswer.json(TestStorePendingAnswer(pendingId: pending.pendingId, productId: pending.productId),
-                                         status: .accepted, cacheable: false)
-        }
-        get(signed, "/v1/test_store/accounts/:store_account/transactions") { app, request, context in
-            _ = try testStore(for: app)
-            let account = try Self.storeAccount(context.parameters.get("store_account")?.removingPercentEncoding ?? "")
-            var after: Int64 = 0
-            if let text = request.uri.queryParameters.get("after") {
-                guard let value = Int64(text), value >= 0 else { throw APIError(.invalidField, "after must be a sequence number (0 or more)") }
-                after = value
-            }
-            let entries = try await store.feed(app: app.id, account: account, after: after, limit: 100)
-            return try SignedAnswer.json(TestStoreFeed(transactions: entries.map { .init(sequence: $0.sequence, signedTransaction: $0.signedTransaction) }),
-                                         cacheable: false)
-        }
-        get(signed, "/v1/test_store/products") { app, _, _ in
-            _ = try testStore(for: app)
-            return try SignedAnswer.json(TestStoreProducts(products: app.products.map { product in
-                TestStoreProducts.Product(
-                    identifier: product.id, type: product.type.rawValue, displayName: product.displayName ?? product.id,
-                    description: product.description ?? "", price: product.price ?? "0", currency: product.currency ?? "USD",
-                    subscriptionPeriod: product.subscriptionPeriod, subscriptionGroup: product.subscriptionGroup,
-                    introductoryOffer: product.introductoryOffer
-                )
-            }), cacheable: true)
-        }
+        }), cacheable: true)
     }
 
     /// The test store, for an app that lists TestStore (the public and the admin test-store
@@ -335,7 +359,7 @@ struct PublicRoutes: Sendable {
     /// A signed GET (the group's middleware checked the request, found the app, and signs).
     private func get(
         _ group: RouterGroup<ServerRequestContext>, _ path: RouterPath,
-        handler: @escaping @Sendable (AppConfiguration, Request, ServerRequestContext) async throws -> SignedAnswer
+        _ handler: @escaping @Sendable (AppConfiguration, Request, ServerRequestContext) async throws -> SignedAnswer
     ) {
         group.get(path) { request, context -> SignedAnswer in
             try await handler(try context.authenticatedApp(), request, context)
@@ -347,7 +371,7 @@ struct PublicRoutes: Sendable {
     /// refusal, if any (signed), and the handler.
     private func post<Body: PostBody>(
         _ group: RouterGroup<ServerRequestContext>, _ path: RouterPath, _ type: Body.Type,
-        handler: @escaping @Sendable (AppConfiguration, Body, ServerRequestContext) async throws -> SignedAnswer
+        _ handler: @escaping @Sendable (AppConfiguration, Body, ServerRequestContext) async throws -> SignedAnswer
     ) {
         group.post(path) { request, context -> SignedAnswer in
             var request = request
