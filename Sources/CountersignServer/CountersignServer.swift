@@ -18,9 +18,8 @@ public struct ServerConfiguration: Sendable {
     /// Nil: SQLite in the data directory.
     public var database: DatabaseLocation?
     /// PostgreSQL connections this instance keeps, split between its event loops (at least two
-    /// each). 16 measured best on two cores (BENCHMARKS.md): 8 left 64 concurrent requests
-    /// queueing for a connection (about 9 % more server CPU a read), 32 had PostgreSQL's
-    /// backends crowd the machine.
+    /// each). 16 measured best on two cores: 8 left concurrent requests queueing for a
+    /// connection, 32 had PostgreSQL's backends crowd the machine (BENCHMARKS.md, decision 10).
     public var databaseConnections = Database.defaultPostgresConnections
     /// The apps' configuration; nil: `countersign.json` in the data directory (written with the
     /// demo app on first start). A given file must exist.

@@ -23,11 +23,9 @@ public struct CustomerDatabase: Sendable {
     /// Reads of one batch at most (the arrays of one execution of ``LeanPostgresBatch``).
     static let largestReadBatch = 32
     /// Batches of CustomerInfo reads at PostgreSQL at once from each event loop; further reads
-    /// wait for one to come back and go together. Measured with 64 clients on one core (A/B,
-    /// one run; server CPU per read, PostgreSQL's): one read per statement 98 µs, 54 µs; at most
-    /// 8 batches a loop 90, 29; 2 batches 77, 12; 1 batch 75, 10. Two keep most of the gain and
-    /// leave a second batch going while one waits on a long history; the loop's other
-    /// connections stay free for purchases.
+    /// wait for one to come back and go together. Two keep most of what one would save and leave
+    /// a second batch going while one waits on a long history; the loop's other connections stay
+    /// free for purchases (BENCHMARKS.md, decision 8).
     static let readBatchesPerLoop = 2
 
     /// The largest batch of CustomerInfo reads sent to PostgreSQL so far (0 on SQLite).
@@ -216,11 +214,9 @@ public struct CustomerDatabase: Sendable {
     ///
     /// The user's chains are joined in each database's own way, both chosen so that the plan
     /// cannot read all of an app's purchases:
-    /// - SQLite: `IN (SELECT …)`. As `purchase_owners CROSS JOIN purchases` (to spare the `IN`
-    ///   list's ephemeral table) the statement was prepared anew on every read, 158 → 260 µs of
-    ///   CPU a signed CustomerInfo, until the connections took the query planner stability
-    ///   guarantee (``SQLiteConnection``); with it the join measured no faster than `IN`
-    ///   (a test holds the re-prepare count at zero either way).
+    /// - SQLite: `IN (SELECT …)`; a join measured no faster, and the query planner stability
+    ///   guarantee keeps either from being prepared anew (BENCHMARKS.md, decision 2; a test
+    ///   holds the re-prepare count at zero).
     /// - PostgreSQL: from the user's owner rows, a `LATERAL` subquery per chain (`OFFSET 0`
     ///   keeps it a subquery). A prepared statement gets a generic plan after five runs and keeps
     ///   it; made while the tables were nearly empty (a new deployment), the `IN` form's plan read
@@ -247,14 +243,14 @@ public struct CustomerDatabase: Sendable {
         switch dialect {
         case .sqlite:
             // Every row: SQLite reads them in-process, and ranking them (below) measured slower
-            // than handing all of them to the rules (a 37-row history: 155 µs a read against 108).
+            // than handing all of them to the rules (BENCHMARKS.md, decision 7).
             purchases = chainRows(1, "purchases", columns + ["NULL"])
         case .postgres:
             // Of a subscription chain only its newest transaction (rank 1 in the order of
             // `PurchaseRecord.chainOrder`, upgraded ones last, as the rules pick it) with the
             // chain's first purchase date (`first_ms`); every one-time purchase. Rows cross the
             // wire and are decoded field by field: a customer who has paid monthly for three
-            // years is one row, not 37 (295 µs of server CPU a read against 158).
+            // years is one row, not 37 (BENCHMARKS.md, decision 7).
             let subscription = "product_type IN ('\(AppConfiguration.ProductKind.autoRenewable.rawValue)', '\(AppConfiguration.ProductKind.nonRenewing.rawValue)')"
             let purchaseDate = "COALESCE(purchase_date_ms, recorded_at_ms)"
             purchases = "SELECT 1, \((columns + ["first_ms"]).map { "c." + $0 }.joined(separator: ", ")) FROM purchase_owners o "
@@ -409,7 +405,7 @@ public struct CustomerDatabase: Sendable {
         /// The positions come from `generate_subscripts`, not `unnest`: PostgreSQL estimates
         /// `unnest` of a known array by its length, so a plan made for the values of one call
         /// always looked cheaper than the plan kept for every call, and each call was planned
-        /// anew (about 150 µs of PostgreSQL's CPU against 40 for the whole read). Estimated alike
+        /// anew (BENCHMARKS.md, decision 9). Estimated alike
         /// either way, the kept plan is used after PostgreSQL's first few calls. Their count is
         /// bounded by the largest batch (never reached: ``leanBatch(_:database:)`` sends no more),
         /// which is also the estimate: `generate_subscripts` alone is estimated at a thousand

@@ -76,14 +76,12 @@ public final class Database: Sendable {
             let connection = try SQLiteConnection(path: path, readOnly: false)
             // WAL: readers do not block the writer; FULL: a commit is on disk before it returns.
             // temp_store=MEMORY keeps the savepoints' sub-journal of a group commit in memory:
-            // SQLite spills it to a temporary file past 64 KiB, and a profile of purchase intake
-            // put 6-9 % of the server's CPU in those writes. The sub-journal only serves a
+            // SQLite spills it to a temporary file past 64 KiB (BENCHMARKS.md, decision 4). The sub-journal only serves a
             // rollback to a savepoint of the open transaction, never recovery after a crash.
             // wal_autocheckpoint=4000 (a WAL of about 16 MB, where SQLite's default is 1000
             // pages): a checkpoint copies each page changed since the last one into the database
             // file once, so the pages every purchase touches (the ends of the tables, the upper
-            // levels of their indexes) are copied a quarter as often. Intake A/Bs against 1000:
-            // 795 -> 732 and 773 -> 749 µs of CPU a purchase (BENCHMARKS.md).
+            // levels of their indexes) are copied a quarter as often (BENCHMARKS.md, decision 4).
             for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA temp_store=MEMORY", "PRAGMA wal_autocheckpoint=4000"] {
                 try connection.query(pragma, []) { _ in }
             }

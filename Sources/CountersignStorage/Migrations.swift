@@ -203,7 +203,7 @@ enum Migrations {
         ]),
         // A signed transaction (about 3.5 KB of base64, its certificate chain included) does not
         // compress: PostgreSQL ran pglz over each one, found no gain and stored it out of line as
-        // it was, about 5 % of its CPU a purchase (BENCHMARKS.md). Out of line without the attempt;
+        // it was (BENCHMARKS.md, decision 11). Out of line without the attempt;
         // rows written before keep their form. SQLite has no such setting.
         Migration(version: 8, name: "signed transactions stored out of line uncompressed", statements: [], postgresStatements: [
             "ALTER TABLE purchases ALTER COLUMN signed_transaction SET STORAGE EXTERNAL",

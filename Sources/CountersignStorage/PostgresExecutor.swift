@@ -53,7 +53,7 @@ extension Database {
     /// The connections run with PostgreSQL's JIT compilation off. It compiles a statement whose
     /// estimated cost passes `jit_above_cost` (100,000 by default) on every execution, about
     /// 15 ms each time, and nothing the server runs is long enough to gain from it
-    /// (BENCHMARKS.md, "PostgreSQL's JIT").
+    /// (BENCHMARKS.md, decision 9).
     static func clientConfiguration(url text: String) throws -> PostgresClient.Configuration {
         guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(),
               ["postgres", "postgresql", "postgres+uds", "postgresql+uds"].contains(scheme) else {

@@ -4,7 +4,7 @@ import Foundation
 extension TransactionPayload {
     /// Decodes a transaction without the `Decodable` machinery: every purchase the server
     /// records decodes one, and the generic path cost as much as a third of the ECDSA check
-    /// (BENCHMARKS.md, "App Store verification"); that measurement is why this second decoder
+    /// (BENCHMARKS.md, decision 16); that measurement is why this second decoder
     /// exists, over the same parsed ``JSONValue``. Tests hold it equal to the synthesized
     /// `Decodable` conformance on Apple's fixtures and on every minted transaction.
     static func decodeFast(from data: Data) throws -> TransactionPayload {

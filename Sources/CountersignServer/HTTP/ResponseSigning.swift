@@ -130,16 +130,16 @@ public struct SignedExchange: Sendable {
             }
         }
         let requestTime = String(date.epochMilliseconds)
-        // The monotonic clock (read in user space), not the thread's CPU time: that is a
-        // system call, and two of them cost about 2 % of a signed health answer. Signing is
+        // The monotonic clock (read in user space), not the thread's CPU time, which is a
+        // system call. Signing is
         // synchronous, so the two differ only when the thread is preempted mid-signature.
         let signingStart = ContinuousClock.now
         let signature = try signer.signature(
             request: parts, response: SignedResponseParts(requestTime: requestTime, etag: etag, body: answer.body)
         )
         metrics?.recordSigning(ContinuousClock.now - signingStart)
-        // Appended, not set through the subscript: each name is new, and the setter's search for
-        // an earlier field of the name was about 1 % of a signed CustomerInfo answer.
+        // Appended, not set through the subscript: each name is new, so the setter's search for
+        // an earlier field of the name is work for nothing.
         var headers = HTTPFields()
         headers.reserveCapacity(4)
         headers.append(HTTPField(name: SignatureHeader.signature, value: signature))

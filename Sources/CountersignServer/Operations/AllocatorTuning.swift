@@ -8,10 +8,8 @@ import Foundation
 /// By default glibc trims a thread's heap as soon as 128 KiB at its top are free, with
 /// `madvise(MADV_DONTNEED)`; the next request touches those pages again and takes a page fault
 /// for each. NIO's threads and Swift's cooperative pool allocate and free about that much per
-/// request, so the server paid a trim and a burst of page faults on nearly every answer: a
-/// profile of CustomerInfo showed ~7 % of the CPU in the kernel's page-fault and unmap paths and
-/// one `madvise` per request, and lifting the thresholds cut CustomerInfo's CPU per request by
-/// about a quarter and raised purchase intake by a fifth (BENCHMARKS.md).
+/// request, so with glibc's defaults the server pays a trim and a burst of page faults on nearly
+/// every answer (BENCHMARKS.md, decision 13).
 ///
 /// Freed memory up to 32 MiB per heap is kept for reuse, and blocks under 4 MiB come from the
 /// heap rather than their own `mmap`. An operator who tunes malloc (`GLIBC_TUNABLES` naming

@@ -18,8 +18,7 @@ import Synchronization
 /// key, the source module in brackets, the message).
 ///
 /// Why not `StreamLogHandler` itself: the server writes a line for every request, and swift-log's
-/// handler made it dear, about 9 µs of server CPU a request on this VM in a profile (3.6 % of a
-/// signed CustomerInfo read; BENCHMARKS.md): the logger's metadata merged into a new dictionary,
+/// handler made it dear (BENCHMARKS.md, decision 14): the logger's metadata merged into a new dictionary,
 /// then sorted and joined through intermediate strings, the time zone looked up and the time
 /// formatted for each line, the text copied into `FILE` and flushed. Here metadata stays a
 /// dictionary on the logger until a line is written (setting the request id on each request's

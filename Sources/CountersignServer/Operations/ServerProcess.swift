@@ -13,7 +13,7 @@ public enum ServerProcess {
     /// answer or a request on an event loop thread and the task resumes on a pool thread. A
     /// purchase on PostgreSQL awaits about ten round trips, and a profile put a sixth of the
     /// server's CPU in the kernel's context switches; on NIO's threads the task resumes where the
-    /// answer arrived (BENCHMARKS.md has the measurements).
+    /// answer arrived (BENCHMARKS.md, decision 12).
     ///
     /// Call from the main thread before any task has run; returns whether NIO took over.
     @discardableResult
@@ -31,7 +31,7 @@ public enum ServerProcess {
     /// the machine's CPUs and its cgroup's quota or cpuset, not the affinity mask, so a server
     /// pinned with `taskset` to one core of two ran two loops taking turns on it: each
     /// request's connection, its batch of reads and its task could sit on a loop the kernel had to
-    /// switch to (BENCHMARKS.md). Nil when NIO's own count is no larger, or when the operator set
+    /// switch to (BENCHMARKS.md, decision 12). Nil when NIO's own count is no larger, or when the operator set
     /// `NIO_SINGLETON_GROUP_LOOP_COUNT`.
     static func eventLoopCount(environment: [String: String]) -> Int? {
         guard environment["NIO_SINGLETON_GROUP_LOOP_COUNT"] == nil, let allowed = allowedCPUCount(), allowed < System.coreCount else { return nil }

@@ -386,7 +386,7 @@ struct PublicRoutes: Sendable {
     static func isLegacyReceipt(_ token: String) -> Bool {
         var token = token
         // A JWS's first dot follows its header, certificate chain and all (about 3 KB): `memchr`
-        // over the bytes, where `contains` went byte by byte (1 % of a purchase).
+        // over the bytes, where `contains` goes byte by byte.
         return token.withUTF8 { bytes in
             guard let start = bytes.baseAddress else { return true }
             return memchr(start, Int32(UInt8(ascii: ".")), bytes.count) == nil
