@@ -64,11 +64,12 @@ struct RealWorldCorrectnessTests {
         let keys = try SigningKeyRing(mode: .managed(dataDirectory: directory), logger: logger)
         let answered = [("me", "victim"), ("\u{212A}ate", "Kate"), ("jose\u{301}", "jos\u{E9}")]
         let router = Router(context: ServerRequestContext.self)
-        router.group().add(middleware: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true))).get("/v1/subscribers/:id") { request, _ in
+        router.group().add(middleware: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true)))
+            .group(context: SignedRequestContext.self).get("/v1/subscribers/:id") { request, context in
             let asked = request.uri.path.split(separator: "/").last.flatMap { String($0).removingPercentEncoding } ?? ""
             let other = answered.first { AppUserID.same($0.0, asked) }?.1 ?? "victim"
             let info = SubscriberResponse(appUserId: other, firstSeen: Date(), lastSeen: Date(), entitlements: CustomerEntitlements(), requestDate: Date())
-            return SignedAnswer.customerInfo(info)
+            return try context.respond(to: request, with: SignedAnswer.customerInfo(info))
         }
         try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: logger).test(.live) { client in
             for ((index, (user, _)), mode) in answered.enumerated().flatMap({ pair in [EntitlementVerificationMode.informational, .enforced].map { (pair, $0) } }) {

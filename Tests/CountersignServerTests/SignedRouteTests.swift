@@ -67,8 +67,11 @@ struct SignedRouteTests {
         let router = Router(context: ServerRequestContext.self)
         router.add(middleware: RequestObservation(metrics: ServerMetrics()))
         let signed = router.group().add(middleware: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true)))
-        signed.post("/v1/careless") { _, _ in SignedAnswer(body: Data("{\"granted\":true}".utf8), cacheable: false) }
-        signed.post("/v1/refusing") { _, _ -> SignedAnswer in throw APIError(.invalidField, "no") }
+            .group(context: SignedRequestContext.self)
+        signed.post("/v1/careless") { request, context in
+            try context.respond(to: request, with: SignedAnswer(body: Data("{\"granted\":true}".utf8), cacheable: false))
+        }
+        signed.post("/v1/refusing") { _, _ -> Response in throw APIError(.invalidField, "no") }
         try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: logger).test(.live) { client in
             for path in ["/v1/careless", "/v1/refusing"] {
                 var headers: HTTPFields = [.authorization: "Bearer cs_pub_test"]

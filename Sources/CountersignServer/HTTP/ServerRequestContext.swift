@@ -44,7 +44,9 @@ public struct ServerRequestContext: RequestContext {
     }
 
     /// Request bodies are small JSON documents; anything larger is refused with 413.
-    public var maxUploadSize: Int { 64 * 1024 }
+    public var maxUploadSize: Int { Self.maximumBody }
+
+    static let maximumBody = 64 * 1024
 }
 
 extension ServerRequestContext {
@@ -61,7 +63,7 @@ extension ServerRequestContext {
 
 extension Request {
     /// The whole request body, refused with 413 (code 4013) beyond the context's upload limit.
-    mutating func collectBody(context: ServerRequestContext) async throws(APIError) -> Data {
+    mutating func collectBody(context: some RequestContext) async throws(APIError) -> Data {
         do {
             return Data(try await collectBody(upTo: context.maxUploadSize).readableBytesView)
         } catch {

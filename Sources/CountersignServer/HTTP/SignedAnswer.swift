@@ -66,17 +66,6 @@ public struct SignedAnswer: Sendable {
     }
 }
 
-/// A route of the signed group returns its answer; the signing middleware's exchange, handed
-/// down in the context, signs it.
-extension SignedAnswer: ResponseGenerator {
-    public func response(from request: Request, context: some RequestContext) throws -> Response {
-        guard let exchange = (context as? ServerRequestContext)?.signedExchange else {
-            throw APIError(.internalError, "a signed answer from a route outside the signed group")
-        }
-        return try exchange.response(to: request, answer: self)
-    }
-}
-
 /// How a signature-required endpoint binds the request into its signature.
 public struct SignedEndpoint: Sendable {
     /// Whether the bearer API key is part of the signed message (false only for `/v1/health`).

@@ -42,7 +42,7 @@ extension HealthAnswer {
 
 extension ServerRouter {
     func addHealthRoutes(signing: ResponseSigning) {
-        group().add(middleware: signing).get("/v1/health") { _, _ -> SignedAnswer in
+        group().add(middleware: signing).group(context: SignedRequestContext.self).get("/v1/health") { request, context -> Response in
             let certificate = signing.keys.currentSigner.key.certificate
             let daysLeft = signing.keys.daysUntilExpiry
             var warnings: [String] = []
@@ -55,7 +55,7 @@ extension ServerRouter {
                 intermediateDaysLeft: Int(daysLeft.rounded(.down)),
                 warnings: warnings
             )
-            return SignedAnswer(body: Data(answer.leanJSON()), cacheable: false)
+            return try context.respond(to: request, with: SignedAnswer(body: Data(answer.leanJSON()), cacheable: false))
         }
     }
 }

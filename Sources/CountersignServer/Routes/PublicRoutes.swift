@@ -141,26 +141,27 @@ struct PublicRoutes: Sendable {
             .add(middleware: signing)
             .add(middleware: AppAuthentication(authentication: authentication, kind: .publicKey))
         if let rateLimits { signed = signed.add(middleware: PublicRateLimit(rateLimits, now: now)) }
-        get(signed, "/v1/subscribers/:app_user_id", customerInfo)
-        get(signed, "/v1/subscribers/:app_user_id/offerings", offerings)
-        get(signed, "/v1/product_entitlement_mapping", productEntitlementMapping)
-        post(signed, "/v1/receipts", ReceiptRequest.self, receipts)
-        post(signed, "/v1/subscribers/identify", IdentifyRequest.self, identify)
-        post(signed, "/v1/subscribers/:app_user_id/attributes", SubscriberAttributesBody.self, setAttributes)
-        post(signed, "/v1/subscribers/:app_user_id/intro_eligibility", IntroEligibilityRequest.self, introEligibility)
-        post(signed, "/v1/subscribers/:app_user_id/promotional_offer", PromotionalOfferRequest.self, promotionalOffer)
-        post(signed, "/v1/test_store/purchases", TestPurchaseRequest.self, testStorePurchase)
-        post(signed, "/v1/test_store/purchase_requests", TestPurchaseRequest.self, testStorePurchaseRequest)
-        get(signed, "/v1/test_store/accounts/:store_account/transactions", testStoreTransactions)
-        get(signed, "/v1/test_store/products", testStoreProducts)
+        let routes = signed.group(context: SignedRequestContext.self)
+        get(routes, "/v1/subscribers/:app_user_id", customerInfo)
+        get(routes, "/v1/subscribers/:app_user_id/offerings", offerings)
+        get(routes, "/v1/product_entitlement_mapping", productEntitlementMapping)
+        post(routes, "/v1/receipts", ReceiptRequest.self, receipts)
+        post(routes, "/v1/subscribers/identify", IdentifyRequest.self, identify)
+        post(routes, "/v1/subscribers/:app_user_id/attributes", SubscriberAttributesBody.self, setAttributes)
+        post(routes, "/v1/subscribers/:app_user_id/intro_eligibility", IntroEligibilityRequest.self, introEligibility)
+        post(routes, "/v1/subscribers/:app_user_id/promotional_offer", PromotionalOfferRequest.self, promotionalOffer)
+        post(routes, "/v1/test_store/purchases", TestPurchaseRequest.self, testStorePurchase)
+        post(routes, "/v1/test_store/purchase_requests", TestPurchaseRequest.self, testStorePurchaseRequest)
+        get(routes, "/v1/test_store/accounts/:store_account/transactions", testStoreTransactions)
+        get(routes, "/v1/test_store/products", testStoreProducts)
     }
 
-    private func customerInfo(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> SignedAnswer {
+    private func customerInfo(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
-        return SignedAnswer.customerInfo(try await store.customerInfo(app: app, user: user, now: now()))
+        return SignedAnswer.customerInfo(try await store.customerInfo(app: app, user: user, now: context.now))
     }
 
-    private func offerings(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> SignedAnswer {
+    private func offerings(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
         _ = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         let answer = OfferingsAnswer(
             currentOfferingId: app.offerings.first(where: \.isCurrent)?.id,
@@ -172,21 +173,21 @@ struct PublicRoutes: Sendable {
         return try SignedAnswer.json(answer, cacheable: true)
     }
 
-    private func productEntitlementMapping(_ app: AppConfiguration, _: Request, _: ServerRequestContext) async throws -> SignedAnswer {
+    private func productEntitlementMapping(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let mapping = Dictionary(uniqueKeysWithValues: app.products.map { ($0.id, MappingAnswer.Product(productIdentifier: $0.id, entitlements: $0.entitlements)) })
         return try SignedAnswer.json(MappingAnswer(productEntitlementMapping: mapping), cacheable: true)
     }
 
-    private func receipts(_ app: AppConfiguration, _ receipt: ReceiptRequest, _ context: ServerRequestContext) async throws -> SignedAnswer {
+    private func receipts(_ app: AppConfiguration, _ receipt: ReceiptRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let user = try Self.appUserId(receipt.appUserId, percentEncoded: false)
         let status: PurchaseStatus
         var recordedInfo: SubscriberResponse?
         do {
             if Self.isLegacyReceipt(receipt.fetchToken) {
-                status = try await recordLegacyReceipt(receipt.fetchToken, app: app, poster: user)
+                status = try await recordLegacyReceipt(receipt.fetchToken, app: app, poster: user, now: context.now)
             } else {
                 let transaction = try await verify(receipt.fetchToken, app: app)
-                (status, recordedInfo) = try await store.recordAndRead(transaction, app: app, poster: user, now: now())
+                (status, recordedInfo) = try await store.recordAndRead(transaction, app: app, poster: user, now: context.now)
             }
         } catch let error as APIError {
             metrics.recordPurchase(app: app.id, outcome: String(error.code))
@@ -197,24 +198,24 @@ struct PublicRoutes: Sendable {
         if status == .boundToAnotherUser {
             throw APIError(.purchaseBoundToAnotherUser, "this purchase carries another user's app account token and stays with that user")
         }
-        let info = if let recordedInfo { recordedInfo } else { try await store.customerInfo(app: app, user: user, now: now()) }
+        let info = if let recordedInfo { recordedInfo } else { try await store.customerInfo(app: app, user: user, now: context.now) }
         return SignedAnswer.customerInfo(info, member: "purchase_status", string: status.rawValue)
     }
 
-    private func identify(_ app: AppConfiguration, _ identify: IdentifyRequest, _: ServerRequestContext) async throws -> SignedAnswer {
+    private func identify(_ app: AppConfiguration, _ identify: IdentifyRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let current = try Self.appUserId(identify.appUserId, percentEncoded: false)
         let new = try Self.appUserId(identify.newAppUserId, percentEncoded: false)
         if CustomerDatabase.isAnonymous(new) {
             throw APIError(.invalidAppUserId, "new_app_user_id must be a real user id, not an anonymous one")
         }
-        let time = now()
+        let time = context.now
         let created = try await store.identify(app: app, currentUser: current, newUser: new, now: time)
         let info = try await store.customerInfo(app: app, user: new, now: time)
         // 201 when the user is new, as RevenueCat answers logIn.
         return SignedAnswer.customerInfo(info, status: created ? .created : .ok, member: "created", bool: created)
     }
 
-    private func setAttributes(_ app: AppConfiguration, _ body: SubscriberAttributesBody, _ context: ServerRequestContext) async throws -> SignedAnswer {
+    private func setAttributes(_ app: AppConfiguration, _ body: SubscriberAttributesBody, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         guard body.attributes.count <= SubscriberAttributeRules.maximumBatch else {
             throw APIError(.invalidSubscriberAttributes, "at most \(SubscriberAttributeRules.maximumBatch) attributes per request")
@@ -227,11 +228,11 @@ struct PublicRoutes: Sendable {
         }
         let changed = try await store.setAttributes(app: app.id, user: user, body.attributes.mapValues {
             CustomerDatabase.AttributeRecord(value: $0.value, updatedAtMs: $0.updatedAtMs)
-        }, now: now())
+        }, now: context.now)
         return try SignedAnswer.json(["updated_attributes": changed], cacheable: false)
     }
 
-    private func introEligibility(_ app: AppConfiguration, _ body: IntroEligibilityRequest, _ context: ServerRequestContext) async throws -> SignedAnswer {
+    private func introEligibility(_ app: AppConfiguration, _ body: IntroEligibilityRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         guard (1...100).contains(body.productIdentifiers.count) else {
             throw APIError(.invalidField, "product_identifiers must list 1 to 100 products")
@@ -242,7 +243,7 @@ struct PublicRoutes: Sendable {
         return try SignedAnswer.json(IntroEligibilityAnswer(eligibility: answer), cacheable: false)
     }
 
-    private func promotionalOffer(_ app: AppConfiguration, _ body: PromotionalOfferRequest, _ context: ServerRequestContext) async throws -> SignedAnswer {
+    private func promotionalOffer(_ app: AppConfiguration, _ body: PromotionalOfferRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         guard let signer = offerSigners[app.id] else {
             throw APIError(.promotionalOfferUnavailable, "app '\(app.id)' has no In-App Purchase key (inAppPurchaseKey in countersign.json)")
@@ -253,7 +254,7 @@ struct PublicRoutes: Sendable {
         guard product.promotionalOffers?.contains(body.offerIdentifier) == true else {
             throw APIError(.promotionalOfferUnavailable, "product '\(product.id)' has no promotional offer '\(body.offerIdentifier.prefix(100))'")
         }
-        let time = now()
+        let time = context.now
         let nonce = UUID()
         let token = AppAccountToken.forAppUserID(user)
         let timestamp = time.epochMilliseconds
@@ -266,12 +267,12 @@ struct PublicRoutes: Sendable {
         return try SignedAnswer.json(answer, cacheable: false)
     }
 
-    private func testStorePurchase(_ app: AppConfiguration, _ request: TestPurchaseRequest, _: ServerRequestContext) async throws -> SignedAnswer {
+    private func testStorePurchase(_ app: AppConfiguration, _ request: TestPurchaseRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let testStore = try testStore(for: app)
         let user = try Self.appUserId(request.appUserId, percentEncoded: false)
         let token = try Self.appAccountToken(request.appAccountToken)
         let account = try request.storeAccount.map(Self.storeAccount)
-        let time = now()
+        let time = context.now
         guard let product = app.product(request.productId) else { throw Self.unknownProduct(request.productId, app: app) }
         // A customer's first subscription in a group gets the introductory offer, as App Store does.
         let eligible = try await store.introductoryOfferEligibility(app: app, user: user, products: [product])[product.id] == .eligible
@@ -286,7 +287,7 @@ struct PublicRoutes: Sendable {
         return try SignedAnswer.json(TestPurchaseAnswer(signedTransaction: jws, transactionId: transactionId, productId: product.id), cacheable: false)
     }
 
-    private func testStorePurchaseRequest(_ app: AppConfiguration, _ request: TestPurchaseRequest, _: ServerRequestContext) async throws -> SignedAnswer {
+    private func testStorePurchaseRequest(_ app: AppConfiguration, _ request: TestPurchaseRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
         _ = try testStore(for: app)
         _ = try Self.appUserId(request.appUserId, percentEncoded: false)
         let token = try Self.appAccountToken(request.appAccountToken)
@@ -295,12 +296,12 @@ struct PublicRoutes: Sendable {
         }
         guard app.product(request.productId) != nil else { throw Self.unknownProduct(request.productId, app: app) }
         let pending = try await store.addPending(app: app.id, account: account, productId: request.productId,
-                                                 appAccountToken: token?.uuidString.lowercased(), now: now())
+                                                 appAccountToken: token?.uuidString.lowercased(), now: context.now)
         return try SignedAnswer.json(TestStorePendingAnswer(pendingId: pending.pendingId, productId: pending.productId),
                                      status: .accepted, cacheable: false)
     }
 
-    private func testStoreTransactions(_ app: AppConfiguration, _ request: Request, _ context: ServerRequestContext) async throws -> SignedAnswer {
+    private func testStoreTransactions(_ app: AppConfiguration, _ request: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
         _ = try testStore(for: app)
         let account = try Self.storeAccount(context.parameters.get("store_account")?.removingPercentEncoding ?? "")
         var after: Int64 = 0
@@ -313,7 +314,7 @@ struct PublicRoutes: Sendable {
                                      cacheable: false)
     }
 
-    private func testStoreProducts(_ app: AppConfiguration, _: Request, _: ServerRequestContext) async throws -> SignedAnswer {
+    private func testStoreProducts(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
         _ = try testStore(for: app)
         return try SignedAnswer.json(TestStoreProducts(products: app.products.map { product in
             TestStoreProducts.Product(
@@ -358,11 +359,11 @@ struct PublicRoutes: Sendable {
 
     /// A signed GET (the group's middleware checked the request, found the app, and signs).
     private func get(
-        _ group: RouterGroup<ServerRequestContext>, _ path: RouterPath,
-        _ handler: @escaping @Sendable (AppConfiguration, Request, ServerRequestContext) async throws -> SignedAnswer
+        _ group: RouterGroup<SignedRequestContext>, _ path: RouterPath,
+        _ handler: @escaping @Sendable (AppConfiguration, Request, SignedRequestContext) async throws -> SignedAnswer
     ) {
-        group.get(path) { request, context -> SignedAnswer in
-            try await handler(try context.authenticatedApp(), request, context)
+        group.get(path) { request, context -> Response in
+            try context.respond(to: request, with: try await handler(try context.authenticatedApp(), request, context))
         }
     }
 
@@ -370,13 +371,13 @@ struct PublicRoutes: Sendable {
     /// against the decoded fields (``JSONBody/signedBody(_:of:context:)``); then the API key's
     /// refusal, if any (signed), and the handler.
     private func post<Body: PostBody>(
-        _ group: RouterGroup<ServerRequestContext>, _ path: RouterPath, _ type: Body.Type,
-        _ handler: @escaping @Sendable (AppConfiguration, Body, ServerRequestContext) async throws -> SignedAnswer
+        _ group: RouterGroup<SignedRequestContext>, _ path: RouterPath, _ type: Body.Type,
+        _ handler: @escaping @Sendable (AppConfiguration, Body, SignedRequestContext) async throws -> SignedAnswer
     ) {
-        group.post(path) { request, context -> SignedAnswer in
-            var request = request
-            let body = try await JSONBody.signedBody(Body.self, of: &request, context: context)
-            return try await handler(try context.authenticatedApp(), body, context)
+        group.post(path) { request, context -> Response in
+            var body = request
+            let decoded = try await JSONBody.signedBody(Body.self, of: &body, context: context)
+            return try context.respond(to: request, with: try await handler(try context.authenticatedApp(), decoded, context))
         }
     }
 
@@ -400,7 +401,7 @@ struct PublicRoutes: Sendable {
     /// never moves a chain another user owns, whatever the app's transfer behaviour (409): the
     /// receipt names a whole account's history, which is more than its poster shows to hold.
     /// A refusal of any stops the rest.
-    private func recordLegacyReceipt(_ receipt: String, app: AppConfiguration, poster: String) async throws -> PurchaseStatus {
+    private func recordLegacyReceipt(_ receipt: String, app: AppConfiguration, poster: String, now: Date) async throws -> PurchaseStatus {
         let (id, transactions) = try await storeAPI.transactions(inLegacyReceipt: receipt, app: app)
         var keeping = app
         keeping.transferBehavior = .keepWithOriginal
@@ -408,7 +409,7 @@ struct PublicRoutes: Sendable {
         for transaction in transactions {
             let recorded: PurchaseStatus
             do {
-                recorded = try await store.record(transaction, app: keeping, poster: poster, now: now())
+                recorded = try await store.record(transaction, app: keeping, poster: poster, now: now)
             } catch let error as APIError where error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue {
                 throw APIError(.purchaseOwnedByAnotherUser, "a purchase in this legacy receipt belongs to another user, and a legacy receipt never moves one")
             }
@@ -493,24 +494,21 @@ extension PublicRoutes.TestPurchaseRequest: PostBody {
 /// UTF-8 or a lone surrogate escape is refused, so no two readers of a body can disagree.
 enum JSONBody {
     /// The request's body, collected (413 beyond the limit) and decoded.
-    static func body<T: Decodable>(_ type: T.Type, of request: inout Request, context: ServerRequestContext) async throws(APIError) -> T {
+    static func body<T: Decodable>(_ type: T.Type, of request: inout Request, context: some RequestContext) async throws(APIError) -> T {
         try decode(T.self, from: try await request.collectBody(context: context))
     }
 
     /// The body of a signed route, with its `X-Post-Params-Hash` checked against the decoded
     /// fields. Every refusal here is unsigned: the server cannot vouch for a request it could
     /// not read or whose claims do not match it.
-    static func signedBody<T: PostBody>(_ type: T.Type, of request: inout Request, context: ServerRequestContext) async throws(UnsignedRefusal) -> T {
-        guard let exchange = context.signedExchange else {
-            throw UnsignedRefusal(APIError(.internalError, "a signed body read outside the signed group"))
-        }
+    static func signedBody<T: PostBody>(_ type: T.Type, of request: inout Request, context: SignedRequestContext) async throws(UnsignedRefusal) -> T {
         let decoded: T
         do throws(APIError) {
             decoded = try await body(T.self, of: &request, context: context)
         } catch {
             throw UnsignedRefusal(error)
         }
-        try exchange.checkPostParams(decoded.postParams)
+        try context.exchange.checkPostParams(decoded.postParams)
         return decoded
     }
 
