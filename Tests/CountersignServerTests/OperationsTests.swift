@@ -103,20 +103,16 @@ struct OperationsTests {
             #expect(given.headers[name] == "trace-42.a_b")
             let forged = try await harness.send(.get, "/v1/admin/keys", key: harness.secretKey, headers: [name: "x\" level=error"])
             let replaced = try #require(forged.headers[name])
-            #expect(replaced.count == 16 && replaced != "x\" level=error")
+            // Hummingbird's own id: lowercase hex.
+            #expect(replaced != "x\" level=error" && replaced.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) })
             let missing = try await harness.send(.get, "/v1/nothing-here", key: nil)
             #expect(missing.headers[name] != nil)
             #expect(missing.code == APIErrorCode.notFound.rawValue)
         }
     }
 
-    @Test("fresh request ids are 16 lowercase hex digits; log durations read as milliseconds with two decimals")
-    func requestIdsAndDurations() {
-        let ids = (0..<1000).map { _ in RequestObservation.newId() }
-        #expect(ids.allSatisfy { $0.utf8.count == 16 && $0.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) } })
-        #expect(Set(ids).count == ids.count)
-        // The counter underneath is scrambled: neighbouring ids share no long prefix.
-        #expect(zip(ids, ids.dropFirst()).filter { $0.prefix(8) == $1.prefix(8) }.count < 5)
+    @Test("log durations read as milliseconds with two decimals")
+    func logDurations() {
         #expect(RequestObservation.milliseconds(.microseconds(1_234)) == "1.23")
         #expect(RequestObservation.milliseconds(.microseconds(1_235)) == "1.24")
         #expect(RequestObservation.milliseconds(.microseconds(50)) == "0.05")

@@ -3,10 +3,10 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
-import Synchronization
 
-/// Runs around every route: gives the request an id (the caller's `X-Request-Id` when it is a
-/// sane token, else a fresh one), puts it in every log line of the request and in the answer,
+/// Runs around every route: the request's one id is Hummingbird's (`context.id`, in every log
+/// line of the request as `hb.request.id`), or the caller's `X-Request-Id` in its place when it
+/// is a sane token; it goes back in the answer. The middleware
 /// turns the errors routes throw (``APIError``, Hummingbird's own) into the JSON error shape,
 /// logs one line per request and counts it in the metrics.
 struct RequestObservation: RouterMiddleware {
@@ -17,9 +17,14 @@ struct RequestObservation: RouterMiddleware {
 
     func handle(_ request: Request, context: ServerRequestContext, next: (Request, ServerRequestContext) async throws -> Response) async throws -> Response {
         let start = ContinuousClock.now
-        let id = request.headers[Self.requestIdHeader].flatMap(Self.acceptableId) ?? Self.newId()
         var context = context
-        context.logger[metadataKey: "request_id"] = "\(id)"
+        let id: String
+        if let given = request.headers[Self.requestIdHeader].flatMap(Self.acceptableId) {
+            id = given
+            context.logger[metadataKey: "hb.request.id"] = "\(given)"
+        } else {
+            id = context.id
+        }
         var response: Response
         do {
             response = try await next(request, context)
@@ -61,28 +66,6 @@ struct RequestObservation: RouterMiddleware {
               value.utf8.allSatisfy({ $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".") })
         else { return nil }
         return value
-    }
-
-    /// 16 lowercase hex digits: a random 64-bit start drawn once per process, plus a counter
-    /// scrambled by a bijection, so ids never repeat within a process (2^64 of them), differ
-    /// between instances, and do not read as a sequence. A random draw per request was a
-    /// `getrandom` system call (several, in fact) on every answer; `String(format:)`, before it,
-    /// cost microseconds on Linux.
-    static func newId() -> String {
-        let counter = nextId.add(1, ordering: .relaxed).oldValue
-        let hex = String(scramble(idStart &+ counter), radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
-    }
-
-    private static let idStart = UInt64.random(in: .min ... .max)
-    private static let nextId = Atomic<UInt64>(0)
-
-    /// A bijection of 64-bit integers (the SplitMix64 finalizer): distinct in, distinct out.
-    static func scramble(_ value: UInt64) -> UInt64 {
-        var z = value
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 
     /// A duration in milliseconds with two decimals (`12.34`), rounded to the nearest 10 µs.
