@@ -26,7 +26,7 @@ struct SampleApp {
     static func main() async {
         let environment = ProcessInfo.processInfo.environment
         guard let server = environment["COUNTERSIGN_SERVER_URL"].flatMap(URL.init(string:)),
-              let apiKey = environment["COUNTERSIGN_API_KEY"], let rootKey = environment["COUNTERSIGN_ROOT_KEY"]
+            let apiKey = environment["COUNTERSIGN_API_KEY"], let rootKey = environment["COUNTERSIGN_ROOT_KEY"]
         else {
             print("set COUNTERSIGN_SERVER_URL, COUNTERSIGN_API_KEY and COUNTERSIGN_ROOT_KEY")
             exit(2)
@@ -38,8 +38,8 @@ struct SampleApp {
         Purchases.configure(
             with: Configuration.Builder(withAPIKey: apiKey)
                 .with(appUserID: "sample-\(UUID().uuidString.prefix(8))")
-                .with(serverURL: server)            // Countersign
-                .with(rootPublicKeys: [rootKey])    // Countersign
+                .with(serverURL: server)  // Countersign
+                .with(rootPublicKeys: [rootKey])  // Countersign
                 .with(entitlementVerificationMode: .enforced)
                 .build()
         )

@@ -1,5 +1,6 @@
 import CountersignCore
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -71,9 +72,11 @@ final class Backend: Sendable {
     /// - Parameters:
     ///   - verifier: nil when verification is disabled.
     ///   - etags: nil for a backend that caches nothing (the test store's).
-    init(apiKey: String, serverURL: URL, mode: EntitlementVerificationMode, verifier: SignatureVerifier?, session: URLSession,
-         etags: ETagCache?, timeFloor: VerifiedTimeFloor? = nil, retries: Int = 0, retryBaseDelay: Duration = .milliseconds(500),
-         timeout: TimeInterval = 30, onFailure: @escaping @Sendable (String, Int, VerificationFailure) -> Void = { _, _, _ in }) {
+    init(
+        apiKey: String, serverURL: URL, mode: EntitlementVerificationMode, verifier: SignatureVerifier?, session: URLSession,
+        etags: ETagCache?, timeFloor: VerifiedTimeFloor? = nil, retries: Int = 0, retryBaseDelay: Duration = .milliseconds(500),
+        timeout: TimeInterval = 30, onFailure: @escaping @Sendable (String, Int, VerificationFailure) -> Void = { _, _, _ in }
+    ) {
         self.timeFloor = timeFloor
         self.timeout = timeout
         self.retries = retries
@@ -185,8 +188,9 @@ final class Backend: Sendable {
         // Too many requests and server errors: the server cannot answer now (tried again, then
         // the cache or the device stands in). A forged 429 can only delay, never grant or refuse.
         if status >= 500 || status == 429 {
-            throw Unavailable(detail: "\(endpoint.path) answered \(status)" + (retryAfter.map { ", retry after \(Int($0))" } ?? ""),
-                              retryAfter: retryAfter)
+            throw Unavailable(
+                detail: "\(endpoint.path) answered \(status)" + (retryAfter.map { ", retry after \(Int($0))" } ?? ""),
+                retryAfter: retryAfter)
         }
         // The server signs its refusals too: they are verified like any answer.
         guard (200..<300).contains(status) || (400..<500).contains(status) || status == 304 else {
@@ -230,7 +234,9 @@ final class Backend: Sendable {
             }
         }
 
-        SDKLog.log(.debug, "\(endpoint.method) \(endpoint.path) → \(status), verification: \(failure.map { "failed (\($0.rawValue))" } ?? "\(verification)")")
+        SDKLog.log(
+            .debug, "\(endpoint.method) \(endpoint.path) → \(status), verification: \(failure.map { "failed (\($0.rawValue))" } ?? "\(verification)")"
+        )
         if (400..<500).contains(status) {
             return Answer(status: status, body: data, verification: verification, failure: failure)
         }
@@ -272,6 +278,7 @@ extension String {
 
     /// An app user id as one path segment.
     var pathSegmentEncoded: String {
-        addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")) ?? self
+        addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~"))
+            ?? self
     }
 }

@@ -59,12 +59,16 @@ final class ETagCache: @unchecked Sendable {
     }
 
     func store(_ entry: Entry, for path: String) {
-        let snapshot = lock.withLock { entries[path] = entry; return entries }
+        let snapshot = lock.withLock {
+            entries[path] = entry; return entries
+        }
         store.write(snapshot, Self.fileName)
     }
 
     func remove(_ path: String) {
-        let snapshot = lock.withLock { entries[path] = nil; return entries }
+        let snapshot = lock.withLock {
+            entries[path] = nil; return entries
+        }
         store.write(snapshot, Self.fileName)
     }
 

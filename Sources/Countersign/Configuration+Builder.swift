@@ -64,7 +64,9 @@ extension Configuration {
         public func with(networkTimeout: TimeInterval) -> Builder { self.networkTimeout = networkTimeout; return self }
 
         private func warnIfStoreKit1(_ version: StoreKitVersion) {
-            if version == .storeKit1 { SDKLog.log(.warn, "StoreKit 1 was asked for; Countersign uses StoreKit 2 (its signed transactions are what the server verifies)") }
+            if version == .storeKit1 {
+                SDKLog.log(.warn, "StoreKit 1 was asked for; Countersign uses StoreKit 2 (its signed transactions are what the server verifies)")
+            }
         }
 
         /// The configuration. Stops with a message when the server URL or the root keys are
@@ -81,13 +83,15 @@ extension Configuration {
                 resolvedStore = store
             } else {
                 do {
-                    resolvedStore = try Configuration.defaultStore(serverURL: serverURL, apiKey: apiKey, rootPublicKeys: rootPublicKeys, directory: directory)
+                    resolvedStore = try Configuration.defaultStore(
+                        serverURL: serverURL, apiKey: apiKey, rootPublicKeys: rootPublicKeys, directory: directory)
                 } catch {
                     preconditionFailure("Configuration.Builder cannot open the store in \(directory.path): \(error)")
                 }
             }
-            var configuration = Configuration(apiKey: apiKey, appUserID: appUserID, serverURL: serverURL, rootPublicKeys: rootPublicKeys,
-                                              store: resolvedStore, storageDirectory: directory)
+            var configuration = Configuration(
+                apiKey: apiKey, appUserID: appUserID, serverURL: serverURL, rootPublicKeys: rootPublicKeys,
+                store: resolvedStore, storageDirectory: directory)
             configuration.entitlementVerificationMode = mode
             configuration.purchasesAreCompletedBy = completedBy
             configuration.networkTimeout = networkTimeout

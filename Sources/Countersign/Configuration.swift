@@ -1,5 +1,6 @@
 import CountersignCore
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -110,9 +111,9 @@ public enum RevenueCatIdentity {
     public static func storedAppUserID(in suites: [String?]) -> String? {
         for suite in suites {
             guard let store = suite.map({ UserDefaults(suiteName: $0) }) ?? UserDefaults.standard,
-                  let id = store.string(forKey: key), !id.isEmpty, id.unicodeScalars.count <= 256,
-                  !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }),
-                  ReservedAppUserID.isAnonymous(id) || !ReservedAppUserID.isReserved(id)
+                let id = store.string(forKey: key), !id.isEmpty, id.unicodeScalars.count <= 256,
+                !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }),
+                ReservedAppUserID.isAnonymous(id) || !ReservedAppUserID.isReserved(id)
             else { continue }
             return id
         }
@@ -137,7 +138,8 @@ extension Purchases {
     /// RevenueCat does; use ``configure(validating:)`` to handle it as an error instead.
     @discardableResult
     public static func configure(withAPIKey apiKey: String, serverURL: URL, rootPublicKeys: [String], appUserID: String? = nil) -> Purchases {
-        configure(with: Configuration.Builder(withAPIKey: apiKey).with(serverURL: serverURL).with(rootPublicKeys: rootPublicKeys)
-            .with(appUserID: appUserID).with(entitlementVerificationMode: .enforced).build())
+        configure(
+            with: Configuration.Builder(withAPIKey: apiKey).with(serverURL: serverURL).with(rootPublicKeys: rootPublicKeys)
+                .with(appUserID: appUserID).with(entitlementVerificationMode: .enforced).build())
     }
 }

@@ -116,7 +116,8 @@ public struct CustomerInfo: Sendable, Hashable {
             var info = EntitlementInfo(
                 identifier: identifier,
                 isActive: isActive,
-                willRenew: isActive && subscription.map { $0.unsubscribeDetectedAt == nil && $0.billingIssuesDetectedAt == nil && $0.refundedAt == nil } ?? false,
+                willRenew: isActive
+                    && subscription.map { $0.unsubscribeDetectedAt == nil && $0.billingIssuesDetectedAt == nil && $0.refundedAt == nil } ?? false,
                 periodType: subscription.map { PeriodType(wire: $0.periodType) } ?? .normal,
                 productIdentifier: entitlement.productIdentifier,
                 expirationDate: expires,
@@ -131,15 +132,17 @@ public struct CustomerInfo: Sendable, Hashable {
             }
             info.isSandbox = subscription?.isSandbox ?? purchase?.isSandbox ?? false
             info.ownershipType = subscription?.ownershipType.map { PurchaseOwnershipType(rawValue: $0) ?? .unknown } ?? .purchased
-            info.originalPurchaseDate = subscription.flatMap { WireDate.parse($0.originalPurchaseDate) } ?? purchase.flatMap { WireDate.parse($0.purchaseDate) }
+            info.originalPurchaseDate =
+                subscription.flatMap { WireDate.parse($0.originalPurchaseDate) } ?? purchase.flatMap { WireDate.parse($0.purchaseDate) }
             info.unsubscribeDetectedAt = subscription?.unsubscribeDetectedAt.flatMap(WireDate.parse)
             info.billingIssueDetectedAt = subscription?.billingIssuesDetectedAt.flatMap(WireDate.parse)
             all[identifier] = info
         }
         self.entitlements = EntitlementInfos(all: all, verification: verification)
-        activeSubscriptions = Set(subscriber.subscriptions.filter { _, subscription in
-            (subscription.expiresDate.flatMap(WireDate.parse).map { $0 > reference } ?? false) && subscription.refundedAt == nil
-        }.keys)
+        activeSubscriptions = Set(
+            subscriber.subscriptions.filter { _, subscription in
+                (subscription.expiresDate.flatMap(WireDate.parse).map { $0 > reference } ?? false) && subscription.refundedAt == nil
+            }.keys)
         allPurchasedProductIdentifiers = Set(subscriber.subscriptions.keys).union(subscriber.nonSubscriptions.keys)
         self.requestDate = requestDate
         originalAppUserId = subscriber.originalAppUserId
@@ -161,8 +164,10 @@ public struct CustomerInfo: Sendable, Hashable {
 
     /// An on-device CustomerInfo (offline entitlements): `verifiedOnDevice`, or `notRequested`
     /// when verification is disabled.
-    init(onDevice entitlements: [String: EntitlementInfo], verification: VerificationResult, activeSubscriptions: Set<String>,
-         purchased: Set<String>, appUserID: String, now: Date) {
+    init(
+        onDevice entitlements: [String: EntitlementInfo], verification: VerificationResult, activeSubscriptions: Set<String>,
+        purchased: Set<String>, appUserID: String, now: Date
+    ) {
         self.entitlements = EntitlementInfos(all: entitlements, verification: verification)
         self.activeSubscriptions = activeSubscriptions
         allPurchasedProductIdentifiers = purchased

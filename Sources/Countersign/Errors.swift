@@ -107,7 +107,8 @@ public struct ErrorCode: RawRepresentable, Error, Hashable, Sendable, CustomStri
         .unknownError, .purchaseCancelledError, .storeProblemError, .purchaseNotAllowedError, .purchaseInvalidError,
         .productNotAvailableForPurchaseError, .productAlreadyPurchasedError, .receiptAlreadyInUseError, .invalidReceiptError,
         .missingReceiptFileError, .networkError, .invalidCredentialsError, .unexpectedBackendResponseError, .invalidAppUserIdError,
-        .operationAlreadyInProgressForProductError, .unknownBackendError, .paymentPendingError, .invalidSubscriberAttributesError, .configurationError,
+        .operationAlreadyInProgressForProductError, .unknownBackendError, .paymentPendingError, .invalidSubscriberAttributesError,
+        .configurationError,
         .offlineConnectionError, .signatureVerificationFailed, .noCachedCustomerInfo,
     ]
 }

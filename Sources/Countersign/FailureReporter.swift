@@ -1,5 +1,6 @@
 import CountersignCore
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -19,8 +20,9 @@ final class FailureReporter: Sendable {
     private let messages: AsyncStream<Message>.Continuation
 
     init(configuration: Configuration) {
-        let queue = Queue(apiKey: configuration.apiKey, serverURL: configuration.diagnosticsURL ?? configuration.serverURL,
-                          session: configuration.session, batchDelay: configuration.diagnosticsBatchDelay)
+        let queue = Queue(
+            apiKey: configuration.apiKey, serverURL: configuration.diagnosticsURL ?? configuration.serverURL,
+            session: configuration.session, batchDelay: configuration.diagnosticsBatchDelay)
         let (stream, continuation) = AsyncStream<Message>.makeStream()
         messages = continuation
         Task.detached(priority: .background) {
@@ -97,7 +99,7 @@ final class FailureReporter: Sendable {
                 )
             }
             guard let url = URL(string: serverURL.absoluteString.trimmingSuffix("/") + "/v1/diagnostics/verification_failures"),
-                  let body = try? JSONEncoder().encode(VerificationFailureReport(failures: failures))
+                let body = try? JSONEncoder().encode(VerificationFailureReport(failures: failures))
             else { return }
             var request = URLRequest(url: url, timeoutInterval: 30)
             request.httpMethod = "POST"

@@ -98,17 +98,21 @@ public struct Offerings: Sendable, Hashable {
                 metadata[id] = try JSONSerialization.data(withJSONObject: values, options: [.sortedKeys])
             }
         }
-        all = Dictionary(wire.offerings.map { offering in
-            (offering.identifier, Offering(
-                identifier: offering.identifier, serverDescription: offering.description ?? "",
-                packages: offering.packages.compactMap { package in
-                    products[package.platform_product_identifier].map {
-                        Package(identifier: package.identifier, storeProduct: $0, offeringIdentifier: offering.identifier)
-                    }
-                },
-                metadataJSON: metadata[offering.identifier] ?? Data("{}".utf8)
-            ))
-        }, uniquingKeysWith: { first, _ in first })
+        all = Dictionary(
+            wire.offerings.map { offering in
+                (
+                    offering.identifier,
+                    Offering(
+                        identifier: offering.identifier, serverDescription: offering.description ?? "",
+                        packages: offering.packages.compactMap { package in
+                            products[package.platform_product_identifier].map {
+                                Package(identifier: package.identifier, storeProduct: $0, offeringIdentifier: offering.identifier)
+                            }
+                        },
+                        metadataJSON: metadata[offering.identifier] ?? Data("{}".utf8)
+                    )
+                )
+            }, uniquingKeysWith: { first, _ in first })
         currentOfferingID = wire.current_offering_id
         self.verification = verification
     }

@@ -5,8 +5,10 @@ import Foundation
 /// call and hands its outcome to `completion`, on an unspecified thread: RevenueCat calls back on
 /// the main thread, which a Linux command-line app may not run).
 extension Purchases {
-    public func getCustomerInfo(fetchPolicy: CacheFetchPolicy = .cachedOrFetched,
-                                completion: @escaping @Sendable (CustomerInfo?, (any Error)?) -> Void) {
+    public func getCustomerInfo(
+        fetchPolicy: CacheFetchPolicy = .cachedOrFetched,
+        completion: @escaping @Sendable (CustomerInfo?, (any Error)?) -> Void
+    ) {
         Task {
             let (value, error) = await Self.outcome { try await self.customerInfo(fetchPolicy: fetchPolicy) }
             completion(value, error)
@@ -25,13 +27,17 @@ extension Purchases {
     }
 
     /// RevenueCat's `purchase(package:)` with a completion: `(transaction, customerInfo, error, userCancelled)`.
-    public func purchase(package: Offerings.Package,
-                         completion: @escaping @Sendable (StoreTransaction?, CustomerInfo?, (any Error)?, Bool) -> Void) {
+    public func purchase(
+        package: Offerings.Package,
+        completion: @escaping @Sendable (StoreTransaction?, CustomerInfo?, (any Error)?, Bool) -> Void
+    ) {
         Task { Self.complete(await Self.outcome { try await self.purchase(package: package) }, completion) }
     }
 
-    public func purchase(product: StoreProduct,
-                         completion: @escaping @Sendable (StoreTransaction?, CustomerInfo?, (any Error)?, Bool) -> Void) {
+    public func purchase(
+        product: StoreProduct,
+        completion: @escaping @Sendable (StoreTransaction?, CustomerInfo?, (any Error)?, Bool) -> Void
+    ) {
         Task { Self.complete(await Self.outcome { try await self.purchase(product: product) }, completion) }
     }
 
@@ -67,8 +73,10 @@ extension Purchases {
         }
     }
 
-    public func checkTrialOrIntroDiscountEligibility(productIdentifiers: [String],
-                                                     completion: @escaping @Sendable ([String: IntroEligibility]) -> Void) {
+    public func checkTrialOrIntroDiscountEligibility(
+        productIdentifiers: [String],
+        completion: @escaping @Sendable ([String: IntroEligibility]) -> Void
+    ) {
         Task { completion(await self.checkTrialOrIntroDiscountEligibility(productIdentifiers: productIdentifiers)) }
     }
 
@@ -83,8 +91,10 @@ extension Purchases {
         }
     }
 
-    private static func complete(_ outcome: (PurchaseResult?, (any Error)?),
-                                 _ completion: @Sendable (StoreTransaction?, CustomerInfo?, (any Error)?, Bool) -> Void) {
+    private static func complete(
+        _ outcome: (PurchaseResult?, (any Error)?),
+        _ completion: @Sendable (StoreTransaction?, CustomerInfo?, (any Error)?, Bool) -> Void
+    ) {
         if let purchase = outcome.0 {
             completion(purchase.transaction, purchase.customerInfo, nil, purchase.userCancelled)
         } else {

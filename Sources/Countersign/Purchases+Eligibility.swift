@@ -19,14 +19,14 @@ extension Purchases {
     public func checkTrialOrIntroDiscountEligibility(productIdentifiers: [String]) async -> [String: IntroEligibility] {
         let unknown = Dictionary(productIdentifiers.map { ($0, IntroEligibility(status: .unknown)) }, uniquingKeysWith: { first, _ in first })
         guard !productIdentifiers.isEmpty,
-              let body = try? JSONEncoder().encode(IntroEligibilityRequest(productIdentifiers: Array(unknown.keys).sorted()))
+            let body = try? JSONEncoder().encode(IntroEligibilityRequest(productIdentifiers: Array(unknown.keys).sorted()))
         else { return unknown }
         let path = "/v1/subscribers/\(appUserID.pathSegmentEncoded)/intro_eligibility"
         do {
             let answer = try await backend.perform(.post(path, json: body))
             guard answer.verification != .failed,
-                  let decoded = try? JSONDecoder().decode(IntroEligibilityAnswer.self, from: answer.body),
-                  Set(decoded.eligibility.keys) == Set(unknown.keys)
+                let decoded = try? JSONDecoder().decode(IntroEligibilityAnswer.self, from: answer.body),
+                Set(decoded.eligibility.keys) == Set(unknown.keys)
             else {
                 SDKLog.log(.warn, "introductory offer eligibility unknown: the answer did not verify or did not answer the products asked")
                 return unknown
@@ -74,15 +74,17 @@ extension Purchases {
     /// Asks the server to sign the promotional offer `offerIdentifier` of `product`.
     public func promotionalOffer(offerIdentifier: String, product: StoreProduct) async throws -> PromotionalOffer {
         let path = "/v1/subscribers/\(appUserID.pathSegmentEncoded)/promotional_offer"
-        let answer = try await backend.perform(.post(path, [("product_identifier", product.productIdentifier), ("offer_identifier", offerIdentifier)]))
+        let answer = try await backend.perform(
+            .post(path, [("product_identifier", product.productIdentifier), ("offer_identifier", offerIdentifier)]))
         guard let signed = try? JSONDecoder().decode(PromotionalOfferAnswer.self, from: answer.body),
-              signed.productIdentifier == product.productIdentifier, signed.offerIdentifier == offerIdentifier,
-              let nonce = UUID(uuidString: signed.nonce), let token = UUID(uuidString: signed.appAccountToken)
+            signed.productIdentifier == product.productIdentifier, signed.offerIdentifier == offerIdentifier,
+            let nonce = UUID(uuidString: signed.nonce), let token = UUID(uuidString: signed.appAccountToken)
         else { throw PurchasesError.malformedAnswer(path: "/v1/subscribers/{id}/promotional_offer") }
         return PromotionalOffer(
             productIdentifier: signed.productIdentifier,
-            signedData: .init(identifier: signed.offerIdentifier, keyIdentifier: signed.keyIdentifier, nonce: nonce,
-                              signature: signed.signature, timestamp: Int(signed.timestamp)),
+            signedData: .init(
+                identifier: signed.offerIdentifier, keyIdentifier: signed.keyIdentifier, nonce: nonce,
+                signature: signed.signature, timestamp: Int(signed.timestamp)),
             compactJWS: signed.jws, appAccountToken: token
         )
     }

@@ -24,7 +24,10 @@ extension Purchases {
             SDKLog.log(.debug, "transaction \(transaction.transactionId) already handled")
             return
         }
-        SDKLog.log(.info, "heard transaction \(transaction.transactionId) of \(transaction.productId) from the store\(transaction.revocationDate == nil ? "" : " (revoked)")")
+        SDKLog.log(
+            .info,
+            "heard transaction \(transaction.transactionId) of \(transaction.productId) from the store\(transaction.revocationDate == nil ? "" : " (revoked)")"
+        )
         do {
             let info = try await post(transaction)
             deliver(info, force: true)

@@ -154,7 +154,8 @@ public final class Purchases: @unchecked Sendable {
         let state = LockedState(State(appUserID: user))
         self.state = state
 
-        let reporter = configuration.reportsVerificationFailures && configuration.entitlementVerificationMode != .disabled
+        let reporter =
+            configuration.reportsVerificationFailures && configuration.entitlementVerificationMode != .disabled
             ? FailureReporter(configuration: configuration) : nil
         self.reporter = reporter
         let handler = configuration.verificationFailureHandler
@@ -165,14 +166,19 @@ public final class Purchases: @unchecked Sendable {
             timeFloor: timeFloor, retries: max(0, configuration.networkRetries), retryBaseDelay: configuration.retryBaseDelay,
             timeout: configuration.networkTimeout
         ) { path, status, reason in
-            let event = VerificationFailureEvent(path: path, statusCode: status, reason: reason, mode: mode, appUserID: state.withLock { $0.appUserID })
+            let event = VerificationFailureEvent(
+                path: path, statusCode: status, reason: reason, mode: mode, appUserID: state.withLock { $0.appUserID })
             SDKLog.log(.warn, "signature verification failed for \(path) (\(status)): \(reason.rawValue) [\(mode)]")
             handler?(event)
             reporter?.report(event)
         }
-        SDKLog.log(.info, "configured for \(configuration.serverURL.host ?? configuration.serverURL.absoluteString), verification \(mode), \(user.hasPrefix(ReservedAppUserID.anonymousPrefix) ? "anonymous user" : "named user")")
+        SDKLog.log(
+            .info,
+            "configured for \(configuration.serverURL.host ?? configuration.serverURL.absoluteString), verification \(mode), \(user.hasPrefix(ReservedAppUserID.anonymousPrefix) ? "anonymous user" : "named user")"
+        )
         if configuration.store.isTestStore && Self.warnedAboutTestStore.claim() {
-            FileHandle.standardError.write(Data("Countersign: WARNING: running against the TEST STORE. Never ship an app configured with a test-store app or API key.\n".utf8))
+            FileHandle.standardError.write(
+                Data("Countersign: WARNING: running against the TEST STORE. Never ship an app configured with a test-store app or API key.\n".utf8))
         }
         startTransactionListener()
         if configuration.launchRequests { startLaunchWork() }
@@ -334,7 +340,7 @@ public final class Purchases: @unchecked Sendable {
     /// left for the next time). With `purchasesAreCompletedBy == .myApp` the app finishes them.
     private func postUnfinishedTransactions() async {
         guard configuration.purchasesAreCompletedBy == .countersign,
-              let unfinished = try? await configuration.store.unfinishedTransactions(), !unfinished.isEmpty
+            let unfinished = try? await configuration.store.unfinishedTransactions(), !unfinished.isEmpty
         else { return }
         for transaction in unfinished where state.withLock({ $0.handledTransactions.insert(transaction.jws).inserted }) {
             do {
@@ -397,8 +403,9 @@ public final class Purchases: @unchecked Sendable {
         }
         // A failed answer is delivered (informational) but never cached: the next call tries again.
         if answer.verification != .failed {
-            disk.write(CachedAnswer(body: answer.body, verification: answer.verification, failure: nil, fetchedAt: configuration.now()),
-                       CacheFiles.fileName("customer-info", user))
+            disk.write(
+                CachedAnswer(body: answer.body, verification: answer.verification, failure: nil, fetchedAt: configuration.now()),
+                CacheFiles.fileName("customer-info", user))
         }
         return info
     }
@@ -407,7 +414,7 @@ public final class Purchases: @unchecked Sendable {
         guard let cached = disk.read(CachedAnswer.self, CacheFiles.fileName("customer-info", user)) else { return nil }
         // Data cached while verification was disabled stays `notRequested` in a verifying mode.
         guard let info = try? CustomerInfo(answer: cached.body, verification: cached.verification, failure: nil, now: referenceNow),
-              AppUserID.same(info.originalAppUserId, user)
+            AppUserID.same(info.originalAppUserId, user)
         else {
             return nil
         }
@@ -421,7 +428,7 @@ public final class Purchases: @unchecked Sendable {
         let now = configuration.now()
         if let cached = disk.read(CachedAnswer.self, "mapping.json"), now.timeIntervalSince(cached.fetchedAt) < 86_400 { return }
         guard let answer = try? await backend.perform(.get("/v1/product_entitlement_mapping", nonce: false, cacheable: true)),
-              answer.verification != .failed, (try? ProductEntitlementMapping(answer: answer.body)) != nil
+            answer.verification != .failed, (try? ProductEntitlementMapping(answer: answer.body)) != nil
         else { return }
         disk.write(CachedAnswer(body: answer.body, verification: answer.verification, failure: nil, fetchedAt: now), "mapping.json")
     }
@@ -430,7 +437,7 @@ public final class Purchases: @unchecked Sendable {
     /// cached signed mapping; nil when either is missing.
     private func offlineCustomerInfo(for user: String) async throws -> CustomerInfo? {
         guard let cached = disk.read(CachedAnswer.self, "mapping.json"), cached.verification.isVerified || cached.verification == .notRequested,
-              let mapping = try? ProductEntitlementMapping(answer: cached.body)
+            let mapping = try? ProductEntitlementMapping(answer: cached.body)
         else { return nil }
         let now = configuration.now()
         let transactions = try await configuration.store.currentEntitlements().filter { transaction in
@@ -464,8 +471,10 @@ public final class Purchases: @unchecked Sendable {
         }
         // The current user's unsent attributes go first, as RevenueCat sends them before a switch.
         try? await syncAttributes()
-        let answer = try await backend.perform(.post("/v1/subscribers/identify", [("app_user_id", appUserID), ("new_app_user_id", newAppUserID)],
-                                                     retryable: true))
+        let answer = try await backend.perform(
+            .post(
+                "/v1/subscribers/identify", [("app_user_id", appUserID), ("new_app_user_id", newAppUserID)],
+                retryable: true))
         let created = (try? JSONDecoder().decode(IdentifyResult.self, from: answer.body))?.created ?? false
         let info = try remember(answer, path: "/v1/subscribers/identify", user: newAppUserID)
         setUser(newAppUserID)
@@ -516,7 +525,8 @@ public final class Purchases: @unchecked Sendable {
             }
             if let held = state.withLock({ $0.offerings }), AppUserID.same(held.user, user) { return held.offerings }
             if let cached = disk.read(CachedAnswer.self, file), backend.acceptableCached(cached.verification),
-               let offerings = try? await self.offerings(from: cached.body, verification: cached.verification) {
+                let offerings = try? await self.offerings(from: cached.body, verification: cached.verification)
+            {
                 SDKLog.log(.warn, "offerings answered from the disk cache: \(error)")
                 state.withLock { $0.offerings = (offerings, user, cached.fetchedAt) }
                 return offerings
@@ -541,8 +551,9 @@ public final class Purchases: @unchecked Sendable {
         if !missing.isEmpty {
             SDKLog.log(.warn, "the store does not know \(missing.sorted().joined(separator: ", ")); their packages are left out")
         }
-        return try Offerings(answer: body, verification: verification,
-                             products: Dictionary(products.map { ($0.productIdentifier, $0) }, uniquingKeysWith: { first, _ in first }))
+        return try Offerings(
+            answer: body, verification: verification,
+            products: Dictionary(products.map { ($0.productIdentifier, $0) }, uniquingKeysWith: { first, _ in first }))
     }
 
     // MARK: Purchases
@@ -641,11 +652,14 @@ public final class Purchases: @unchecked Sendable {
     func post(_ transaction: StoreTransaction) async throws -> CustomerInfo {
         let user = appUserID
         SDKLog.log(.info, "recording transaction \(transaction.transactionId) of \(transaction.productId)")
-        let answer = try await backend.performAllowingRefusal(.post("/v1/receipts", [("app_user_id", user), ("fetch_token", transaction.jws)],
-                                                                    retryable: true))
+        let answer = try await backend.performAllowingRefusal(
+            .post(
+                "/v1/receipts", [("app_user_id", user), ("fetch_token", transaction.jws)],
+                retryable: true))
         if let refusal = answer.refusal {
             if case .server(_, let code?, _) = refusal, APIErrorCode(rawValue: code)?.refusesPurchaseForGood == true,
-               answer.verification == .verified || configuration.entitlementVerificationMode == .disabled {
+                answer.verification == .verified || configuration.entitlementVerificationMode == .disabled
+            {
                 try await finish(transaction)
             }
             throw refusal
@@ -676,7 +690,11 @@ final class OnceFlag: @unchecked Sendable {
     private let lock = NSLock()
     private var claimed = false
     /// True the first time only.
-    func claim() -> Bool { lock.withLock { defer { claimed = true }; return !claimed } }
+    func claim() -> Bool {
+        lock.withLock {
+            defer { claimed = true }; return !claimed
+        }
+    }
     var isClaimed: Bool { lock.withLock { claimed } }
 }
 

@@ -19,8 +19,10 @@ public struct StoreTransaction: Sendable, Hashable, Codable {
     public var transactionIdentifier: String { transactionId }
     public var productIdentifier: String { productId }
 
-    public init(transactionId: String, originalTransactionId: String, productId: String, jws: String, purchaseDate: Date,
-                expirationDate: Date? = nil, revocationDate: Date? = nil, isVerified: Bool) {
+    public init(
+        transactionId: String, originalTransactionId: String, productId: String, jws: String, purchaseDate: Date,
+        expirationDate: Date? = nil, revocationDate: Date? = nil, isVerified: Bool
+    ) {
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
         self.productId = productId

@@ -29,12 +29,13 @@ public final class StoreKitStore: Store {
     }
 
     static func product(_ product: Product) -> StoreProduct {
-        let type: StoreProduct.ProductType = switch product.type {
-        case .nonConsumable: .nonConsumable
-        case .nonRenewable: .nonRenewableSubscription
-        case .autoRenewable: .autoRenewableSubscription
-        default: .consumable
-        }
+        let type: StoreProduct.ProductType =
+            switch product.type {
+            case .nonConsumable: .nonConsumable
+            case .nonRenewable: .nonRenewableSubscription
+            case .autoRenewable: .autoRenewableSubscription
+            default: .consumable
+            }
         let currency = product.priceFormatStyle.currencyCode
         let subscription = product.subscription
         return StoreProduct(
@@ -43,24 +44,27 @@ public final class StoreKitStore: Store {
             subscriptionPeriod: subscription.map { period($0.subscriptionPeriod) },
             subscriptionGroupIdentifier: subscription?.subscriptionGroupID,
             introductoryDiscount: subscription?.introductoryOffer.map { offer in
-                let mode: StoreProductDiscount.PaymentMode = switch offer.paymentMode {
-                case .freeTrial: .freeTrial
-                case .payUpFront: .payUpFront
-                default: .payAsYouGo
-                }
-                return StoreProductDiscount(offerIdentifier: offer.id, currencyCode: currency, price: offer.price, paymentMode: mode,
-                                            subscriptionPeriod: period(offer.period), numberOfPeriods: offer.periodCount, type: .introductory)
+                let mode: StoreProductDiscount.PaymentMode =
+                    switch offer.paymentMode {
+                    case .freeTrial: .freeTrial
+                    case .payUpFront: .payUpFront
+                    default: .payAsYouGo
+                    }
+                return StoreProductDiscount(
+                    offerIdentifier: offer.id, currencyCode: currency, price: offer.price, paymentMode: mode,
+                    subscriptionPeriod: period(offer.period), numberOfPeriods: offer.periodCount, type: .introductory)
             }
         )
     }
 
     static func period(_ period: Product.SubscriptionPeriod) -> SubscriptionPeriod {
-        let unit: SubscriptionPeriod.Unit = switch period.unit {
-        case .day: .day
-        case .week: .week
-        case .month: .month
-        default: .year
-        }
+        let unit: SubscriptionPeriod.Unit =
+            switch period.unit {
+            case .day: .day
+            case .week: .week
+            case .month: .month
+            default: .year
+            }
         return SubscriptionPeriod(value: period.value, unit: unit)
     }
 

@@ -24,10 +24,12 @@ public struct StoreProduct: Sendable, Hashable {
     /// ``Purchases/checkTrialOrIntroDiscountEligibility(productIdentifiers:)``).
     public let introductoryDiscount: StoreProductDiscount?
 
-    public init(productIdentifier: String, localizedTitle: String, localizedDescription: String = "", price: Decimal,
-                localizedPriceString: String? = nil, currencyCode: String?, productType: ProductType,
-                subscriptionPeriod: SubscriptionPeriod? = nil, subscriptionGroupIdentifier: String? = nil,
-                introductoryDiscount: StoreProductDiscount? = nil) {
+    public init(
+        productIdentifier: String, localizedTitle: String, localizedDescription: String = "", price: Decimal,
+        localizedPriceString: String? = nil, currencyCode: String?, productType: ProductType,
+        subscriptionPeriod: SubscriptionPeriod? = nil, subscriptionGroupIdentifier: String? = nil,
+        introductoryDiscount: StoreProductDiscount? = nil
+    ) {
         self.productIdentifier = productIdentifier
         self.localizedTitle = localizedTitle
         self.localizedDescription = localizedDescription
@@ -65,12 +67,13 @@ public struct SubscriptionPeriod: Sendable, Hashable, CustomStringConvertible {
     }
 
     init(_ period: StorePeriod) {
-        let unit: Unit = switch period.unit {
-        case .day: .day
-        case .week: .week
-        case .month: .month
-        case .year: .year
-        }
+        let unit: Unit =
+            switch period.unit {
+            case .day: .day
+            case .week: .week
+            case .month: .month
+            case .year: .year
+            }
         self.init(value: period.value, unit: unit)
     }
 
@@ -98,8 +101,10 @@ public struct StoreProductDiscount: Sendable, Hashable {
     public let numberOfPeriods: Int
     public let type: DiscountType
 
-    public init(offerIdentifier: String?, currencyCode: String?, price: Decimal, paymentMode: PaymentMode,
-                subscriptionPeriod: SubscriptionPeriod, numberOfPeriods: Int, type: DiscountType) {
+    public init(
+        offerIdentifier: String?, currencyCode: String?, price: Decimal, paymentMode: PaymentMode,
+        subscriptionPeriod: SubscriptionPeriod, numberOfPeriods: Int, type: DiscountType
+    ) {
         self.offerIdentifier = offerIdentifier
         self.currencyCode = currencyCode
         self.price = price
@@ -115,19 +120,21 @@ extension StoreProduct {
     /// A product as the test store's catalogue describes it; nil when its fields do not parse.
     init?(testStore product: TestStoreProducts.Product) {
         guard let price = Decimal(string: product.price, locale: Locale(identifier: "en_US_POSIX")) else { return nil }
-        let type: ProductType = switch product.type {
-        case "autoRenewable": .autoRenewableSubscription
-        case "nonRenewing": .nonRenewableSubscription
-        case "nonConsumable": .nonConsumable
-        default: .consumable
-        }
+        let type: ProductType =
+            switch product.type {
+            case "autoRenewable": .autoRenewableSubscription
+            case "nonRenewing": .nonRenewableSubscription
+            case "nonConsumable": .nonConsumable
+            default: .consumable
+            }
         var discount: StoreProductDiscount?
         if let offer = product.introductoryOffer, let period = StorePeriod(iso8601: offer.period) {
-            let mode: StoreProductDiscount.PaymentMode = switch offer.paymentMode {
-            case .freeTrial: .freeTrial
-            case .payAsYouGo: .payAsYouGo
-            case .payUpFront: .payUpFront
-            }
+            let mode: StoreProductDiscount.PaymentMode =
+                switch offer.paymentMode {
+                case .freeTrial: .freeTrial
+                case .payAsYouGo: .payAsYouGo
+                case .payUpFront: .payUpFront
+                }
             discount = StoreProductDiscount(
                 offerIdentifier: nil, currencyCode: product.currency,
                 price: offer.price.flatMap { Decimal(string: $0, locale: Locale(identifier: "en_US_POSIX")) } ?? 0,

@@ -1,5 +1,6 @@
 import CountersignCore
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -51,8 +52,10 @@ public final class TestStore: Store, @unchecked Sendable {
     ///   - storeAccount: the account (1 to 64 letters, digits, `-`, `_`, `.`); nil: one made up
     ///     for this directory on first use and kept there, like a device's Apple ID.
     ///   - pollInterval: how often the account's transactions are asked for while the SDK listens.
-    public init(serverURL: URL, apiKey: String, rootPublicKeys: [String], directory: URL, storeAccount: String? = nil,
-                pollInterval: Duration = .seconds(5), session: URLSession = .shared) throws {
+    public init(
+        serverURL: URL, apiKey: String, rootPublicKeys: [String], directory: URL, storeAccount: String? = nil,
+        pollInterval: Duration = .seconds(5), session: URLSession = .shared
+    ) throws {
         let verifier: SignatureVerifier
         do {
             verifier = SignatureVerifier(configuration: try SignatureVerifier.Configuration(rootKeysBase64: rootPublicKeys))
@@ -117,7 +120,7 @@ public final class TestStore: Store, @unchecked Sendable {
             throw PurchasesError.purchaseNotCompleted("the test store did not sell '\(productId)': \(error)")
         }
         guard let sold = try? JSONDecoder().decode(TestPurchaseAnswer.self, from: answer.body),
-              let entry = Self.entry(jws: sold.signedTransaction, verified: answer.verification == .verified)
+            let entry = Self.entry(jws: sold.signedTransaction, verified: answer.verification == .verified)
         else { throw PurchasesError.purchaseNotCompleted("the test store's answer is malformed") }
         try update { $0.append(entry) }
         return entry.transaction
@@ -194,7 +197,7 @@ public final class TestStore: Store, @unchecked Sendable {
         try update { ledger in
             for item in entries {
                 guard let entry = Self.entry(jws: item.signedTransaction, verified: answer.verification == .verified),
-                      !ledger.contains(where: { $0.transaction.jws == item.signedTransaction })
+                    !ledger.contains(where: { $0.transaction.jws == item.signedTransaction })
                 else { continue }
                 ledger.removeAll { $0.transaction.transactionId == entry.transaction.transactionId }
                 ledger.append(entry)
@@ -252,7 +255,7 @@ public final class TestStore: Store, @unchecked Sendable {
         var text = segments[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while text.count % 4 != 0 { text += "=" }
         guard let data = Data(base64Encoded: text), JSONSyntax.isValid(data, topLevel: .object),
-              let payload = try? JSONDecoder().decode(TransactionFields.self, from: data)
+            let payload = try? JSONDecoder().decode(TransactionFields.self, from: data)
         else { return nil }
         let date = { (milliseconds: Double?) in milliseconds.map { Date(timeIntervalSince1970: $0 / 1000) } }
         let transaction = StoreTransaction(

@@ -36,7 +36,9 @@ actor AppStoreServerAPITokenSource {
     private let now: @Sendable () -> Date
     private var current: (token: String, expiresAt: Date)?
 
-    init(privateKeyPEM: String, keyId: String, issuerId: String, bundleId: String, lifetime: TimeInterval, now: @escaping @Sendable () -> Date) async throws {
+    init(privateKeyPEM: String, keyId: String, issuerId: String, bundleId: String, lifetime: TimeInterval, now: @escaping @Sendable () -> Date)
+        async throws
+    {
         keys = JWTKeyCollection()
         await keys.add(ecdsa: try ES256PrivateKey(pem: privateKeyPEM), kid: JWKIdentifier(string: keyId))
         self.keyId = keyId

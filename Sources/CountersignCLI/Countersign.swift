@@ -8,7 +8,10 @@ struct CountersignCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "countersign",
         abstract: "Self-hosted, signed in-app purchase entitlements.",
-        subcommands: [ServeCommand.self, DemoCommand.self, KeysCommand.self, VerifyCommand.self, VerifyWebhookCommand.self, ProxyCommand.self, StoreCommand.self, ClientCommand.self]
+        subcommands: [
+            ServeCommand.self, DemoCommand.self, KeysCommand.self, VerifyCommand.self, VerifyWebhookCommand.self, ProxyCommand.self,
+            StoreCommand.self, ClientCommand.self,
+        ]
     )
 
     /// Runs the command and turns every error into one line on stderr and a non-zero exit:

@@ -91,7 +91,8 @@ public final class TamperingProxy: Sendable {
         state = State(attack: configuration.attack, unavailable: (configuration.unavailableCount, configuration.unavailableStatus))
         attackerRoot = RootSigningKey()
         attackerSigner = ResponseSigner(key: try attackerRoot.issueIntermediate(validForDays: 30))
-        let expired = try configuration.expiredIntermediate
+        let expired =
+            try configuration.expiredIntermediate
             ?? attackerRoot.issueIntermediate(expirationDays: UInt32(Date().timeIntervalSince1970 / 86_400) - 2)
         expiredSigner = ResponseSigner(key: expired)
         stolenSigner = configuration.stolenIntermediate.map { ResponseSigner(key: $0) } ?? attackerSigner
@@ -159,17 +160,22 @@ public final class TamperingProxy: Sendable {
         do {
             switch attack {
             case .serverDown:
-                answer = Answer(status: .serviceUnavailable, headers: [.contentType: "application/json"],
-                                body: Data(#"{"code":5030,"message":"service unavailable"}"#.utf8))
+                answer = Answer(
+                    status: .serviceUnavailable, headers: [.contentType: "application/json"],
+                    body: Data(#"{"code":5030,"message":"service unavailable"}"#.utf8))
             case .unavailable where state.takeUnavailable():
-                answer = state.unavailableStatus == 429
-                    ? Answer(status: .tooManyRequests, headers: [.contentType: "application/json"],
-                             body: Data(#"{"code":4290,"message":"too many requests"}"#.utf8))
-                    : Answer(status: .serviceUnavailable, headers: [.contentType: "application/json"],
-                             body: Data(#"{"code":5030,"message":"service unavailable"}"#.utf8))
+                answer =
+                    state.unavailableStatus == 429
+                    ? Answer(
+                        status: .tooManyRequests, headers: [.contentType: "application/json"],
+                        body: Data(#"{"code":4290,"message":"too many requests"}"#.utf8))
+                    : Answer(
+                        status: .serviceUnavailable, headers: [.contentType: "application/json"],
+                        body: Data(#"{"code":5030,"message":"service unavailable"}"#.utf8))
             case .forgeRefusal:
-                answer = Answer(status: .unprocessableContent, headers: [.contentType: "application/json"],
-                                body: Data(#"{"code":4201,"message":"fetch_token is not a valid signed transaction"}"#.utf8))
+                answer = Answer(
+                    status: .unprocessableContent, headers: [.contentType: "application/json"],
+                    body: Data(#"{"code":4201,"message":"fetch_token is not a valid signed transaction"}"#.utf8))
             case .replay:
                 if let recorded = state.recorded(path) {
                     answer = recorded
@@ -181,8 +187,9 @@ public final class TamperingProxy: Sendable {
                     state.record(answer, for: path)
                 }
             case .crossUser where request.method == .get && Self.isCustomerInfoPath(path):
-                answer = try await forward(.get, "/v1/subscribers/\(otherUser.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? otherUser)",
-                                           headers: request.headers, body: body)
+                answer = try await forward(
+                    .get, "/v1/subscribers/\(otherUser.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? otherUser)",
+                    headers: request.headers, body: body)
             case .forge304:
                 // The server is asked without the client's ETag, so it answers a full 200 (as it would
                 // for a changed customer); the proxy turns that into a 304 to keep the client on its cache.
@@ -190,14 +197,16 @@ public final class TamperingProxy: Sendable {
                 headers[Self.etag] = nil
                 answer = try await forward(request.method, request.uri.description, headers: headers, body: body)
             case .swapPath where path.hasPrefix("/v1/subscribers/"):
-                answer = try await forward(request.method, Self.respelled(path) + (request.uri.query.map { "?" + $0 } ?? ""), headers: request.headers, body: body)
+                answer = try await forward(
+                    request.method, Self.respelled(path) + (request.uri.query.map { "?" + $0 } ?? ""), headers: request.headers, body: body)
             default:
                 answer = try await forward(request.method, request.uri.description, headers: request.headers, body: body)
             }
         } catch {
             // An upstream that is down or answers nonsense: a 502, never a crash of the proxy.
-            answer = Answer(status: .badGateway, headers: [.contentType: "application/json"],
-                            body: Data(#"{"code":5020,"message":"upstream failed"}"#.utf8))
+            answer = Answer(
+                status: .badGateway, headers: [.contentType: "application/json"],
+                body: Data(#"{"code":5020,"message":"upstream failed"}"#.utf8))
         }
         state.log(SeenRequest(method: request.method.rawValue, path: path, etag: request.headers[Self.etag], upstreamStatus: Int(answer.status.code)))
         if answer.status.code < 300 || answer.status == .notModified {
@@ -225,7 +234,8 @@ public final class TamperingProxy: Sendable {
         case .digitShift:
             // Only a request time ending in a digit can be shifted; anything else is left as it came.
             guard var time = answer.headers[Self.requestTime], let digit = time.popLast(), let byte = digit.asciiValue,
-                  (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return }
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            else { return }
             answer.headers[Self.requestTime] = time
             if let etag = answer.headers[Self.etag] {
                 answer.headers[Self.etag] = String(digit) + etag
@@ -270,7 +280,8 @@ public final class TamperingProxy: Sendable {
     /// The body with `entitlement` active until 2099 (a CustomerInfo answer); other bodies as they were.
     func grantingEntitlement(_ body: Data) -> Data {
         guard var object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
-              var subscriber = object["subscriber"] as? [String: Any] else { return body }
+            var subscriber = object["subscriber"] as? [String: Any]
+        else { return body }
         var entitlements = subscriber["entitlements"] as? [String: Any] ?? [:]
         entitlements[entitlement] = [
             "expires_date": "2099-01-01T00:00:00Z", "product_identifier": "pro_monthly", "purchase_date": "2026-01-01T00:00:00Z",
@@ -333,7 +344,11 @@ public final class TamperingProxy: Sendable {
 
         var attack: Attack {
             get { lock.withLock { current } }
-            set { lock.withLock { current = newValue; answers = [:]; unavailableLeft = unavailable.count } }
+            set {
+                lock.withLock {
+                    current = newValue; answers = [:]; unavailableLeft = unavailable.count
+                }
+            }
         }
 
         var unavailableStatus: Int { lock.withLock { unavailable.status } }
@@ -348,7 +363,9 @@ public final class TamperingProxy: Sendable {
         }
 
         func setUnavailable(count: Int, status: Int) {
-            lock.withLock { unavailable = (count, status); unavailableLeft = count; current = .unavailable; answers = [:] }
+            lock.withLock {
+                unavailable = (count, status); unavailableLeft = count; current = .unavailable; answers = [:]
+            }
         }
 
         func recorded(_ path: String) -> Answer? { lock.withLock { answers[path] } }

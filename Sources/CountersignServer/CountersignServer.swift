@@ -1,9 +1,9 @@
-import CountersignStorage
+import CountersignAppStore
 import CountersignCore
+import CountersignStorage
 import Foundation
 import Hummingbird
 import Logging
-import CountersignAppStore
 import X509
 
 /// Where and how a Countersign server runs.
@@ -95,15 +95,18 @@ public struct CountersignServer: Sendable {
             signers[app.id] = try PromotionalOfferSigner.load(for: app, dataDirectory: directory)
         }
         offerSigners = signers
-        let mode: SigningKeyRing.Mode = configuration.intermediatesDirectory.map { .offline(intermediatesDirectory: $0) }
+        let mode: SigningKeyRing.Mode =
+            configuration.intermediatesDirectory.map { .offline(intermediatesDirectory: $0) }
             ?? .managed(dataDirectory: directory)
         keys = try SigningKeyRing(mode: mode, now: configuration.now, logger: logger)
         try keys.rotateIfNeeded()
-        database = try await Database.open(configuration.database ?? .embedded(in: directory), logger: logger,
-                                               postgresConnections: configuration.databaseConnections)
+        database = try await Database.open(
+            configuration.database ?? .embedded(in: directory), logger: logger,
+            postgresConnections: configuration.databaseConnections)
         store = CustomerDatabase(database: database)
-        storeAPI = try StoreServerAPI(deployment: deployment, dataDirectory: directory, verifiers: verifiers, store: store,
-                                      lookupRate: configuration.rateLimits?.storeLookupsPerApp, now: configuration.now, logger: logger)
+        storeAPI = try StoreServerAPI(
+            deployment: deployment, dataDirectory: directory, verifiers: verifiers, store: store,
+            lookupRate: configuration.rateLimits?.storeLookupsPerApp, now: configuration.now, logger: logger)
         do {
             dashboardTemplates = try await DashboardTemplates.load()
         } catch {
@@ -123,32 +126,37 @@ public struct CountersignServer: Sendable {
         }
         for app in deployment.apps where app.environments.contains("Production") && !app.environments.contains("Sandbox") {
             // App Review buys with the release build in Apple's sandbox, as TestFlight testers do.
-            warnings.append("app '\(app.id)' accepts Production but not Sandbox: purchases made in App Review and TestFlight "
-                + "(Sandbox) will be refused; list Sandbox too (answers mark them is_sandbox)")
+            warnings.append(
+                "app '\(app.id)' accepts Production but not Sandbox: purchases made in App Review and TestFlight "
+                    + "(Sandbox) will be refused; list Sandbox too (answers mark them is_sandbox)")
         }
         return warnings
     }
 
     /// Each app's verifier, judging signed dates by the server's one clock (`now`).
-    static func makeVerifiers(for deployment: DeploymentConfiguration, dataDirectory: URL,
-                              now: @escaping @Sendable () -> Date) throws -> ([String: SignedDataVerifier], TestStoreCA?) {
+    static func makeVerifiers(
+        for deployment: DeploymentConfiguration, dataDirectory: URL,
+        now: @escaping @Sendable () -> Date
+    ) throws -> ([String: SignedDataVerifier], TestStoreCA?) {
         var testStore: TestStoreCA?
         var verifiers: [String: SignedDataVerifier] = [:]
-        let appleAnchors = try deployment.appleRootCertificates.map { roots in
-            try roots.map { encoded in
-                guard let der = Data(base64Encoded: encoded), let certificate = try? Certificate(derEncoded: [UInt8](der)) else {
-                    throw ConfigurationError("appleRootCertificates must be base64 DER certificates")
+        let appleAnchors =
+            try deployment.appleRootCertificates.map { roots in
+                try roots.map { encoded in
+                    guard let der = Data(base64Encoded: encoded), let certificate = try? Certificate(derEncoded: [UInt8](der)) else {
+                        throw ConfigurationError("appleRootCertificates must be base64 DER certificates")
+                    }
+                    return TrustAnchor(certificate: certificate, environments: [.production, .sandbox])
                 }
-                return TrustAnchor(certificate: certificate, environments: [.production, .sandbox])
-            }
-        } ?? [AppleRootCertificates.anchor]
+            } ?? [AppleRootCertificates.anchor]
         for app in deployment.apps {
             let environments = Set(app.environments.map(AppStoreEnvironment.init(rawValue:)))
             var anchors: [TrustAnchor] = []
             if !environments.isDisjoint(with: [.production, .sandbox]) { anchors.append(contentsOf: appleAnchors) }
             if environments.contains(.testStore) {
                 if environments.contains(.production) {
-                    throw ConfigurationError("app '\(app.id)' lists both Production and TestStore: test-store purchases would unlock a production app")
+                    throw ConfigurationError(
+                        "app '\(app.id)' lists both Production and TestStore: test-store purchases would unlock a production app")
                 }
                 let ca = try testStore ?? TestStoreCA.loadOrCreate(for: DataDirectory(dataDirectory))
                 testStore = ca
@@ -186,17 +194,24 @@ public struct CountersignServer: Sendable {
             offerSigners: offerSigners, storeAPI: storeAPI, metrics: metrics, rateLimits: configuration.rateLimits, now: now
         ).add(to: router)
         NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, now: now).add(to: router)
-        AdminRoutes(authentication: authentication, store: store, keys: keys, verifiers: verifiers, testStore: testStore, storeAPI: storeAPI,
-                    now: now).add(to: router)
+        AdminRoutes(
+            authentication: authentication, store: store, keys: keys, verifiers: verifiers, testStore: testStore, storeAPI: storeAPI,
+            now: now
+        ).add(to: router)
         let limiter = RateLimiter(perSecond: configuration.telemetryReportsPerSecond, burst: configuration.telemetryReportBurst, now: now)
-        DiagnosticsRoutes(authentication: authentication, store: store, metrics: metrics, limiter: limiter,
-                          perClient: configuration.rateLimits.map { RateLimiter($0.telemetryPerClient, now: now) }, now: now).add(to: router)
-        DashboardRoutes(deployment: deployment, store: store, keys: keys, templates: dashboardTemplates, settings: configuration.dashboard,
-                        now: now).add(to: router)
+        DiagnosticsRoutes(
+            authentication: authentication, store: store, metrics: metrics, limiter: limiter,
+            perClient: configuration.rateLimits.map { RateLimiter($0.telemetryPerClient, now: now) }, now: now
+        ).add(to: router)
+        DashboardRoutes(
+            deployment: deployment, store: store, keys: keys, templates: dashboardTemplates, settings: configuration.dashboard,
+            now: now
+        ).add(to: router)
         let metricsToken = configuration.metricsBearerToken
         router.get("/metrics") { request, context in
             if let metricsToken {
-                guard let presented = try? APIKeyAuthentication.bearer(request), APIKeyAuthentication.constantTimeEqual(presented, metricsToken) else {
+                guard let presented = try? APIKeyAuthentication.bearer(request), APIKeyAuthentication.constantTimeEqual(presented, metricsToken)
+                else {
                     throw APIError(.invalidAPIKey, "GET /metrics needs 'Authorization: Bearer <metrics token>'")
                 }
             } else if !context.isLoopbackPeer {
@@ -218,8 +233,9 @@ public struct CountersignServer: Sendable {
 
     /// The service that sends webhook deliveries and reports expiries.
     public var webhookService: WebhookDeliveryService {
-        WebhookDeliveryService(store: store, deployment: deployment, keys: keys, settings: configuration.webhooks, now: configuration.now,
-                               metrics: metrics, logger: logger)
+        WebhookDeliveryService(
+            store: store, deployment: deployment, keys: keys, settings: configuration.webhooks, now: configuration.now,
+            metrics: metrics, logger: logger)
     }
 
     public func makeApplication(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
@@ -232,8 +248,9 @@ public struct CountersignServer: Sendable {
                 KeyRotationService(keys: keys, interval: configuration.keyCheckInterval, logger: logger),
                 DatabaseService(database: database),
                 webhookService,
-                ReconciliationService(store: store, storeAPI: storeAPI, deployment: deployment, interval: configuration.reconciliationInterval,
-                                      now: configuration.now, logger: logger),
+                ReconciliationService(
+                    store: store, storeAPI: storeAPI, deployment: deployment, interval: configuration.reconciliationInterval,
+                    now: configuration.now, logger: logger),
             ],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger

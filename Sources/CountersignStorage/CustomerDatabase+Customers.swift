@@ -18,7 +18,8 @@ extension CustomerDatabase {
             try await Self.touchCustomer(sql, app: app.id, user: newUser, now: now)
             if !AppUserID.same(currentUser, newUser), Self.isAnonymous(currentUser) {
                 for table in ["purchase_owners", "promotional_grants"] {
-                    try await sql.run("""
+                    try await sql.run(
+                        """
                         UPDATE \(raw: table) SET app_user_id = \(bind: newUser) WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: currentUser)
                         """)
                 }
@@ -47,9 +48,11 @@ extension CustomerDatabase {
         }
 
         /// The columns ``init(_:)`` reads, of the table `p`.
-        static let columns = ["transaction_id", "original_transaction_id", "product_id", "product_type", "environment",
-                              "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms"]
-            .map { "p." + $0 }.joined(separator: ", ")
+        static let columns = [
+            "transaction_id", "original_transaction_id", "product_id", "product_type", "environment",
+            "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms",
+        ]
+        .map { "p." + $0 }.joined(separator: ", ")
 
         init(_ row: some StoredRow) throws {
             transactionId = try row.string("transaction_id")
@@ -113,22 +116,30 @@ extension CustomerDatabase {
     /// ``lookup(app:user:now:)`` with what the entitlement rules made of the customer's
     /// purchases and grants (the dashboard's "why"), from the same read.
     public func lookupWithEntitlements(app: AppConfiguration, user: String, now: Date) async throws
-        -> (record: CustomerRecord, entitlements: CustomerEntitlements)? {
+        -> (record: CustomerRecord, entitlements: CustomerEntitlements)?
+    {
         try await database.transaction { sql in
-            let customer = try await sql.first("""
+            let customer = try await sql.first(
+                """
                 SELECT app_account_token, first_seen_ms, last_seen_ms FROM customers WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: user)
-                """) { row in (token: try row.string("app_account_token"), first: try row.int64("first_seen_ms"), last: try row.int64("last_seen_ms")) }
+                """
+            ) { row in (token: try row.string("app_account_token"), first: try row.int64("first_seen_ms"), last: try row.int64("last_seen_ms")) }
             guard let customer else { return nil }
             let entitlements = try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
-            let info = SubscriberResponse(appUserId: user, firstSeen: Date(epochMilliseconds: customer.first), lastSeen: Date(epochMilliseconds: customer.last),
-                                          entitlements: entitlements, requestDate: now)
-            let transactions = try await sql.all("""
+            let info = SubscriberResponse(
+                appUserId: user, firstSeen: Date(epochMilliseconds: customer.first), lastSeen: Date(epochMilliseconds: customer.last),
+                entitlements: entitlements, requestDate: now)
+            let transactions = try await sql.all(
+                """
                 SELECT \(raw: TransactionRecord.columns) FROM \(Self.ownedPurchases(app: app.id, user: user)) ORDER BY p.recorded_at_ms, p.transaction_id
-                """) { try TransactionRecord($0) }
-            let grants = try await sql.all("""
+                """
+            ) { try TransactionRecord($0) }
+            let grants = try await sql.all(
+                """
                 SELECT \(raw: GrantRecord.columns) FROM promotional_grants WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: user) \
                 ORDER BY created_ms, grant_id
-                """) { try GrantRecord($0) }
+                """
+            ) { try GrantRecord($0) }
             let record = CustomerRecord(
                 appUserId: user, appAccountToken: customer.token, customerInfo: info, transactions: transactions, promotionalGrants: grants,
                 subscriberAttributes: try await Self.attributes(sql, app: app.id, user: user).filter { $0.value.value != nil }
@@ -144,7 +155,8 @@ extension CustomerDatabase {
         let grantId = UUID().uuidString.lowercased()
         try await database.transaction { sql in
             try await Self.touchCustomer(sql, app: app.id, user: user, now: now)
-            try await sql.run("""
+            try await sql.run(
+                """
                 INSERT INTO promotional_grants (grant_id, app_id, app_user_id, entitlement, starts_ms, expires_ms, revoked_ms, created_ms) \
                 VALUES (\(bind: grantId), \(bind: app.id), \(bind: user), \(bind: entitlement), \(bind: now.epochMilliseconds), \
                 \(bind: expires.map(\.epochMilliseconds)), NULL, \(bind: now.epochMilliseconds))
@@ -156,7 +168,8 @@ extension CustomerDatabase {
     /// Ends every unrevoked promotional grant of `entitlement` for the user now; returns how many.
     public func revokePromotionals(app: AppConfiguration, user: String, entitlement: String, now: Date) async throws -> Int {
         try await database.transaction { sql in
-            try await sql.count("""
+            try await sql.count(
+                """
                 UPDATE promotional_grants SET revoked_ms = \(bind: now.epochMilliseconds) WHERE app_id = \(bind: app.id) \
                 AND app_user_id = \(bind: user) AND entitlement = \(bind: entitlement) AND revoked_ms IS NULL RETURNING grant_id
                 """)
@@ -193,8 +206,10 @@ extension CustomerDatabase {
     }
 
     static func grants(_ sql: any SQLExecutor, app: String, user: String) async throws -> [PromotionalGrant] {
-        try await sql.all("""
+        try await sql.all(
+            """
             SELECT \(raw: GrantRecord.columns) FROM promotional_grants WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)
-            """) { try readGrantRow($0) }
+            """
+        ) { try readGrantRow($0) }
     }
 }

@@ -41,7 +41,8 @@ extension CustomerDatabase {
         let grants = String(decoding: try JSONEncoder().encode(session.grants), as: UTF8.self)
         try await database.transaction { sql in
             try await sql.run("DELETE FROM dashboard_sessions WHERE expires_ms <= \(bind: now.epochMilliseconds)")
-            try await sql.run("""
+            try await sql.run(
+                """
                 INSERT INTO dashboard_sessions (session_hash, app_ids, current_app, csrf_token, created_ms, expires_ms) \
                 VALUES (\(bind: tokenHash), \(bind: grants), \(bind: session.currentApp), \(bind: session.csrfToken), \
                 \(bind: now.epochMilliseconds), \(bind: session.expires.epochMilliseconds))
@@ -53,13 +54,18 @@ extension CustomerDatabase {
     /// key fingerprints (a plain list of app ids: signed out).
     public func dashboardSession(tokenHash: String, now: Date) async throws -> DashboardSession? {
         try await database.withConnection { sql in
-            try await sql.first("""
+            try await sql.first(
+                """
                 SELECT app_ids, current_app, csrf_token, expires_ms FROM dashboard_sessions \
                 WHERE session_hash = \(bind: tokenHash) AND expires_ms > \(bind: now.epochMilliseconds)
-                """) { row -> DashboardSession? in
-                guard let grants = try? JSONDecoder().decode([DashboardSession.Grant].self, from: Data(try row.string("app_ids").utf8)) else { return nil }
-                return DashboardSession(grants: grants, currentApp: try row.string("current_app"), csrfToken: try row.string("csrf_token"),
-                                        expires: Date(epochMilliseconds: try row.int64("expires_ms")))
+                """
+            ) { row -> DashboardSession? in
+                guard let grants = try? JSONDecoder().decode([DashboardSession.Grant].self, from: Data(try row.string("app_ids").utf8)) else {
+                    return nil
+                }
+                return DashboardSession(
+                    grants: grants, currentApp: try row.string("current_app"), csrfToken: try row.string("csrf_token"),
+                    expires: Date(epochMilliseconds: try row.int64("expires_ms")))
             } ?? nil
         }
     }
@@ -79,7 +85,8 @@ extension CustomerDatabase {
                 ended += 1
                 let left = grants.filter { $0.app != app }
                 if let first = left.first {
-                    try await sql.run("""
+                    try await sql.run(
+                        """
                         UPDATE dashboard_sessions SET app_ids = \(bind: String(decoding: try JSONEncoder().encode(left), as: UTF8.self)), \
                         current_app = \(bind: session.current == app ? first.app : session.current) WHERE session_hash = \(bind: session.hash)
                         """)
@@ -123,22 +130,28 @@ extension CustomerDatabase {
             // A prefix as a range over the primary key: every id that starts with `query` sorts
             // at or after it and before `query` followed by the highest code point. PostgreSQL
             // compares under the column's collation, so the prefix is checked again here.
-            let users = try await sql.all("""
+            let users = try await sql.all(
+                """
                 SELECT app_user_id FROM customers WHERE app_id = \(bind: app) AND app_user_id >= \(bind: query) \
                 AND app_user_id < \(bind: query + "\u{10FFFF}") ORDER BY app_user_id LIMIT \(bind: limit)
-                """) { try $0.string("app_user_id") }
+                """
+            ) { try $0.string("app_user_id") }
             for user in users where user.utf8.starts(with: query.utf8) {
                 add(user, AppUserID.same(user, query) ? "app user id" : "app user id prefix")
             }
-            let byTransaction = try await sql.first("""
+            let byTransaction = try await sql.first(
+                """
                 SELECT o.app_user_id FROM purchases p JOIN purchase_owners o \
                 ON o.original_transaction_id = p.original_transaction_id AND o.app_id = p.app_id \
                 WHERE p.transaction_id = \(bind: query) AND p.app_id = \(bind: app)
-                """) { try $0.text("app_user_id") }
+                """
+            ) { try $0.text("app_user_id") }
             if let byTransaction { add(byTransaction, "transaction id") }
-            let byChain = try await sql.first("""
+            let byChain = try await sql.first(
+                """
                 SELECT app_user_id FROM purchase_owners WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: query)
-                """) { try $0.text("app_user_id") }
+                """
+            ) { try $0.text("app_user_id") }
             if let byChain { add(byChain, "original transaction id") }
             return found.map { (appUserId: $0.0, matched: $0.1) }
         }
@@ -199,14 +212,22 @@ extension CustomerDatabase {
             // SQLite's loop on purchases (its planner may otherwise start from the owners);
             // PostgreSQL plans it as any inner join.
             var branches: [SQLStatement] = []
-            let owned: SQLStatement = "SELECT o.app_user_id FROM purchases p CROSS JOIN purchase_owners o WHERE o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id AND "
+            let owned: SQLStatement =
+                "SELECT o.app_user_id FROM purchases p CROSS JOIN purchase_owners o WHERE o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id AND "
             if !expiring.isEmpty {
-                branches.append(owned + "p.expires_date_ms > \(bind: time) AND p.app_id = \(bind: app.id) AND p.product_id IN (\(binds: expiring)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL")
+                branches.append(
+                    owned
+                        + "p.expires_date_ms > \(bind: time) AND p.app_id = \(bind: app.id) AND p.product_id IN (\(binds: expiring)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL"
+                )
             }
             if !lifetime.isEmpty {
-                branches.append(owned + "p.expires_date_ms IS NULL AND p.app_id = \(bind: app.id) AND p.product_id IN (\(binds: lifetime)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL")
+                branches.append(
+                    owned
+                        + "p.expires_date_ms IS NULL AND p.app_id = \(bind: app.id) AND p.product_id IN (\(binds: lifetime)) AND p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL"
+                )
             }
-            branches.append("""
+            branches.append(
+                """
                 SELECT app_user_id FROM promotional_grants WHERE app_id = \(bind: app.id) AND entitlement = \(bind: entitlement) \
                 AND revoked_ms IS NULL AND starts_ms <= \(bind: time) AND (expires_ms IS NULL OR expires_ms > \(bind: time))
                 """)

@@ -32,7 +32,8 @@ extension CustomerDatabase {
         try await database.transaction { sql in
             for entry in counts {
                 // Both dialects have the same upsert.
-                try await sql.run("""
+                try await sql.run(
+                    """
                     INSERT INTO verification_failures (app_id, day, reason, mode, failure_count)
                     VALUES (\(bind: app), \(bind: day), \(bind: entry.reason), \(bind: entry.mode), \(bind: Int64(entry.count)))
                     ON CONFLICT (app_id, day, reason, mode)
@@ -46,11 +47,14 @@ extension CustomerDatabase {
     public func verificationFailures(app: String, days: Int, now: Date) async throws -> [FailureCount] {
         let first = Self.day(now.addingTimeInterval(-Double(max(days - 1, 0)) * 86_400))
         return try await database.withConnection { sql in
-            try await sql.all("""
+            try await sql.all(
+                """
                 SELECT day, reason, mode, failure_count FROM verification_failures WHERE app_id = \(bind: app) AND day >= \(bind: first) \
                 ORDER BY day DESC, reason, mode
-                """) { row in
-                FailureCount(day: try row.string("day"), reason: try row.string("reason"), mode: try row.string("mode"), count: try row.int64("failure_count"))
+                """
+            ) { row in
+                FailureCount(
+                    day: try row.string("day"), reason: try row.string("reason"), mode: try row.string("mode"), count: try row.int64("failure_count"))
             }
         }
     }

@@ -19,14 +19,20 @@ extension CustomerDatabase {
     /// with the same id (the same change reported again) makes them do nothing.
     static func eventStatements(_ event: WebhookEvent, app: AppConfiguration, now: Date) -> [SQLStatement] {
         let time = now.epochMilliseconds
-        var statements = [SQLStatement(insertEventSQL, [
-            .text(event.id), .text(app.id), .text(event.appUserId), .text(event.type.rawValue), .text(event.body), .integer(time),
-        ])]
+        var statements = [
+            SQLStatement(
+                insertEventSQL,
+                [
+                    .text(event.id), .text(app.id), .text(event.appUserId), .text(event.type.rawValue), .text(event.body), .integer(time),
+                ])
+        ]
         for webhook in app.webhooks ?? [] {
-            statements.append(SQLStatement("""
-                INSERT INTO webhook_deliveries (event_id, endpoint, app_id, ordering_key, status, attempts, next_attempt_ms, created_at_ms) \
-                VALUES ($1, $2, $3, $4, 'pending', 0, $5, $5) ON CONFLICT (event_id, endpoint) DO NOTHING
-                """, [.text(event.id), .text(webhook.url), .text(app.id), .text(event.appUserId ?? event.id), .integer(time)]))
+            statements.append(
+                SQLStatement(
+                    """
+                    INSERT INTO webhook_deliveries (event_id, endpoint, app_id, ordering_key, status, attempts, next_attempt_ms, created_at_ms) \
+                    VALUES ($1, $2, $3, $4, 'pending', 0, $5, $5) ON CONFLICT (event_id, endpoint) DO NOTHING
+                    """, [.text(event.id), .text(webhook.url), .text(app.id), .text(event.appUserId ?? event.id), .integer(time)]))
         }
         return statements
     }
@@ -98,7 +104,8 @@ extension CustomerDatabase {
     /// afresh; false when the app has no such event delivery.
     public func redeliver(app: String, eventId: String, now: Date) async throws -> Bool {
         try await database.transaction { sql in
-            try await sql.count("""
+            try await sql.count(
+                """
                 UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_ms = \(bind: now.epochMilliseconds), \
                 lease_until_ms = NULL WHERE app_id = \(bind: app) AND event_id = \(bind: eventId) RETURNING event_id
                 """) > 0
@@ -120,7 +127,8 @@ extension CustomerDatabase {
     public func takeDueDeliveries(app: String, endpoint: String, now: Date, leaseUntil: Date, limit: Int) async throws -> [DueDelivery] {
         let time = now.epochMilliseconds
         let candidates = try await database.withConnection { sql in
-            try await sql.all("""
+            try await sql.all(
+                """
                 SELECT d.event_id, d.endpoint, d.attempts, e.body FROM webhook_deliveries d \
                 JOIN events e ON e.event_id = d.event_id \
                 WHERE d.status = 'pending' AND d.next_attempt_ms <= \(bind: time) AND d.app_id = \(bind: app) AND d.endpoint = \(bind: endpoint) \
@@ -129,15 +137,18 @@ extension CustomerDatabase {
                 WHERE p.app_id = d.app_id AND p.endpoint = d.endpoint AND p.ordering_key = d.ordering_key AND p.status = 'pending' \
                 AND pe.seq < e.seq) \
                 ORDER BY e.seq LIMIT \(bind: limit)
-                """) { row in
-                DueDelivery(eventId: try row.string("event_id"), endpoint: try row.string("endpoint"), attempts: try row.int("attempts"),
-                            body: try row.string("body"))
+                """
+            ) { row in
+                DueDelivery(
+                    eventId: try row.string("event_id"), endpoint: try row.string("endpoint"), attempts: try row.int("attempts"),
+                    body: try row.string("body"))
             }
         }
         var taken: [DueDelivery] = []
         for candidate in candidates {
             let leased = try await database.withConnection { sql in
-                try await sql.count("""
+                try await sql.count(
+                    """
                     UPDATE webhook_deliveries SET lease_until_ms = \(bind: leaseUntil.epochMilliseconds) \
                     WHERE event_id = \(bind: candidate.eventId) AND endpoint = \(bind: candidate.endpoint) AND status = 'pending' \
                     AND attempts = \(bind: candidate.attempts) AND (lease_until_ms IS NULL OR lease_until_ms < \(bind: time)) RETURNING event_id
@@ -154,7 +165,8 @@ extension CustomerDatabase {
         let time = now.epochMilliseconds
         let newStatus: DeliveryStatus = delivered ? .delivered : retryAt == nil ? .failed : .pending
         try await database.withConnection { sql in
-            try await sql.run("""
+            try await sql.run(
+                """
                 UPDATE webhook_deliveries SET status = \(bind: newStatus.rawValue), attempts = attempts + 1, lease_until_ms = NULL, \
                 last_status = \(bind: status), last_error = \(bind: error.map { String($0.prefix(500)) }), \
                 next_attempt_ms = \(bind: retryAt.map(\.epochMilliseconds) ?? time), \
@@ -170,10 +182,12 @@ extension CustomerDatabase {
     public func pruneEvents(before cutoff: Date) async throws -> (events: Int, deliveries: Int) {
         let time = cutoff.epochMilliseconds
         return try await database.transaction { sql in
-            let deliveries = try await sql.count("""
+            let deliveries = try await sql.count(
+                """
                 DELETE FROM webhook_deliveries WHERE status = 'delivered' AND delivered_at_ms < \(bind: time) RETURNING event_id
                 """)
-            let events = try await sql.count("""
+            let events = try await sql.count(
+                """
                 DELETE FROM events WHERE created_at_ms < \(bind: time) \
                 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = events.event_id) RETURNING seq
                 """)
@@ -191,7 +205,8 @@ extension CustomerDatabase {
         }
         for (app, endpoint) in pending where !(apps.first { $0.id == app }?.webhooks ?? []).contains(where: { $0.url == endpoint }) {
             try await database.withConnection { sql in
-                try await sql.run("""
+                try await sql.run(
+                    """
                     UPDATE webhook_deliveries SET status = 'failed', last_error = 'the endpoint is no longer configured', lease_until_ms = NULL \
                     WHERE status = 'pending' AND app_id = \(bind: app) AND endpoint = \(bind: endpoint)
                     """)
@@ -202,7 +217,8 @@ extension CustomerDatabase {
     /// Gives a delivery back untried (its lease ended, its attempts unchanged).
     public func releaseLease(_ delivery: DueDelivery) async throws {
         try await database.withConnection { sql in
-            try await sql.run("""
+            try await sql.run(
+                """
                 UPDATE webhook_deliveries SET lease_until_ms = NULL \
                 WHERE event_id = \(bind: delivery.eventId) AND endpoint = \(bind: delivery.endpoint) AND attempts = \(bind: delivery.attempts)
                 """)
@@ -212,9 +228,11 @@ extension CustomerDatabase {
     /// The customer's events, newest first (the dashboard's history and tests).
     public func events(app: String, user: String, limit: Int = 100) async throws -> [(type: String, body: String)] {
         try await database.withConnection { sql in
-            try await sql.all("""
+            try await sql.all(
+                """
                 SELECT event_type, body FROM events WHERE app_id = \(bind: app) AND app_user_id = \(bind: user) ORDER BY seq DESC LIMIT \(bind: limit)
-                """) { (try $0.string("event_type"), try $0.string("body")) }
+                """
+            ) { (try $0.string("event_type"), try $0.string("body")) }
         }
     }
 }
@@ -235,7 +253,8 @@ extension CustomerDatabase {
                 return 0
             }
             guard through < time else { return 0 }
-            let rows = try await sql.all("""
+            let rows = try await sql.all(
+                """
                 SELECT p.app_id, p.transaction_id, p.original_transaction_id, p.product_id, p.environment, p.period_type, \
                 p.purchase_date_ms, p.expires_date_ms, o.app_user_id, s.auto_renew_status, s.in_billing_retry \
                 FROM purchases p \
@@ -246,14 +265,17 @@ extension CustomerDatabase {
                 AND NOT EXISTS (SELECT 1 FROM purchases q WHERE q.app_id = p.app_id \
                 AND q.original_transaction_id = p.original_transaction_id AND q.expires_date_ms > p.expires_date_ms) \
                 ORDER BY p.expires_date_ms LIMIT \(bind: limit)
-                """) { row in
+                """
+            ) { row in
                 let transaction = EventTransaction(
                     transactionId: try row.string("transaction_id"), originalTransactionId: try row.string("original_transaction_id"),
                     productId: try row.string("product_id"), environment: try row.string("environment"),
                     periodType: try row.text("period_type") ?? "normal", purchasedAtMs: try row.integer("purchase_date_ms"),
                     expiresAtMs: try row.int64("expires_date_ms")
                 )
-                let reason = try row.integer("in_billing_retry") ?? 0 != 0 ? "BILLING_ERROR"
+                let reason =
+                    try row.integer("in_billing_retry") ?? 0 != 0
+                    ? "BILLING_ERROR"
                     : try row.integer("auto_renew_status") == 0 ? "UNSUBSCRIBE" : "UNKNOWN"
                 return (app: try row.string("app_id"), owner: try row.string("app_user_id"), transaction: transaction, reason: reason)
             }
@@ -284,11 +306,13 @@ extension CustomerDatabase {
     /// The user's auto-renewable chains with their environment (what a refresh asks about).
     public func subscriptionChains(app: String, user: String) async throws -> [(chain: String, environment: String)] {
         try await database.withConnection { sql in
-            try await sql.all("""
+            try await sql.all(
+                """
                 SELECT DISTINCT p.original_transaction_id, p.environment FROM purchase_owners o \
                 JOIN purchases p ON p.app_id = o.app_id AND p.original_transaction_id = o.original_transaction_id \
                 WHERE o.app_id = \(bind: app) AND o.app_user_id = \(bind: user) AND p.product_type = 'autoRenewable'
-                """) { (try $0.string("original_transaction_id"), try $0.string("environment")) }
+                """
+            ) { (try $0.string("original_transaction_id"), try $0.string("environment")) }
         }
     }
 
@@ -300,7 +324,8 @@ extension CustomerDatabase {
         let weekAgo = time - 7 * 86_400_000
         let checkedBefore = time - Int64(recheckAfter * 1000)
         return try await database.transaction { sql in
-            let chains = try await sql.all("""
+            let chains = try await sql.all(
+                """
                 SELECT p.original_transaction_id, p.environment FROM purchases p \
                 JOIN purchase_owners o ON o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id \
                 LEFT JOIN chain_checks c ON c.app_id = p.app_id AND c.original_transaction_id = p.original_transaction_id \
@@ -317,9 +342,11 @@ extension CustomerDatabase {
                 WHERE s.app_id = \(bind: app) AND (s.in_billing_retry = 1 OR s.grace_period_expires_ms > \(bind: time)) \
                 AND o.app_user_id IS NOT NULL AND (c.checked_at_ms IS NULL OR c.checked_at_ms < \(bind: checkedBefore)) \
                 LIMIT \(bind: limit)
-                """) { (chain: try $0.string("original_transaction_id"), environment: try $0.string("environment")) }
+                """
+            ) { (chain: try $0.string("original_transaction_id"), environment: try $0.string("environment")) }
             for (chain, _) in chains {
-                try await sql.run("""
+                try await sql.run(
+                    """
                     INSERT INTO chain_checks (app_id, original_transaction_id, checked_at_ms) VALUES (\(bind: app), \(bind: chain), \(bind: time)) \
                     ON CONFLICT (app_id, original_transaction_id) DO UPDATE SET checked_at_ms = \(bind: time)
                     """)

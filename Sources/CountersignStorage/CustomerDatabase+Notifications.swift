@@ -18,9 +18,12 @@ extension CustomerDatabase {
     public func apply(_ notification: SignedDataVerifier.VerifiedNotification, app: AppConfiguration, now: Date) async throws -> NotificationOutcome {
         let payload = notification.notification
         return try await database.transactionRetryingUniqueViolations { sql in
-            let seen = try await sql.first("SELECT 1 AS seen FROM notifications WHERE notification_uuid = \(bind: payload.notificationUUID)") { _ in true }
+            let seen = try await sql.first("SELECT 1 AS seen FROM notifications WHERE notification_uuid = \(bind: payload.notificationUUID)") { _ in
+                true
+            }
             guard seen == nil else { return .duplicate }
-            try await sql.run("""
+            try await sql.run(
+                """
                 INSERT INTO notifications (notification_uuid, app_id, notification_type, subtype, signed_date_ms, received_at_ms) \
                 VALUES (\(bind: payload.notificationUUID), \(bind: app.id), \(bind: payload.notificationType.rawValue), \
                 \(bind: payload.subtype?.rawValue), \(bind: (payload.signedDate ?? now).epochMilliseconds), \(bind: now.epochMilliseconds))
@@ -31,7 +34,8 @@ extension CustomerDatabase {
             }
             let owner = try await Self.applyStoreState(sql, transaction: transaction, renewal: notification.renewalInfo, app: app, now: now)
             if let transaction, let owner {
-                let events = Self.notificationEvents(payload, renewal: notification.renewalInfo, app: app, owner: owner, transaction: transaction, now: now)
+                let events = Self.notificationEvents(
+                    payload, renewal: notification.renewalInfo, app: app, owner: owner, transaction: transaction, now: now)
                 try await Self.emit(events, on: sql, app: app, now: now)
             }
             return .applied
@@ -49,8 +53,10 @@ extension CustomerDatabase {
     /// Stores the transaction and the renewal state, with their events (see
     /// ``upsertTransaction(_:_:app:now:)`` and ``stateEvents(_:chain:renewal:app:owner:transaction:now:)``);
     /// returns the chain's owner.
-    static func applyStoreState(_ sql: any SQLExecutor, transaction: VerifiedTransaction?, renewal: RenewalInfoPayload?,
-                                app: AppConfiguration, now: Date) async throws -> String? {
+    static func applyStoreState(
+        _ sql: any SQLExecutor, transaction: VerifiedTransaction?, renewal: RenewalInfoPayload?,
+        app: AppConfiguration, now: Date
+    ) async throws -> String? {
         var owner: String?
         if let transaction {
             owner = try await upsertTransaction(sql, transaction, app: app, now: now)
@@ -58,8 +64,9 @@ extension CustomerDatabase {
         if let renewal, let chain = renewal.originalTransactionId {
             let change = try await updateSubscriptionState(sql, app: app.id, chain: chain, renewal: renewal, now: now)
             if let change, let transaction, let owner {
-                try await emit(stateEvents(change, chain: chain, renewal: renewal, app: app, owner: owner, transaction: transaction, now: now),
-                               on: sql, app: app, now: now)
+                try await emit(
+                    stateEvents(change, chain: chain, renewal: renewal, app: app, owner: owner, transaction: transaction, now: now),
+                    on: sql, app: app, now: now)
             }
         }
         return owner
@@ -67,19 +74,22 @@ extension CustomerDatabase {
 
     /// Events a notification's type stands for by itself: `EXPIRED` (with Apple's reason),
     /// `DID_CHANGE_RENEWAL_PREF` and `RENEWAL_EXTENDED`.
-    static func notificationEvents(_ payload: NotificationPayload, renewal: RenewalInfoPayload?, app: AppConfiguration, owner: String,
-                                   transaction: VerifiedTransaction, now: Date) -> [WebhookEvent] {
+    static func notificationEvents(
+        _ payload: NotificationPayload, renewal: RenewalInfoPayload?, app: AppConfiguration, owner: String,
+        transaction: VerifiedTransaction, now: Date
+    ) -> [WebhookEvent] {
         let subject = EventTransaction(transaction)
         switch payload.notificationType {
         case .expired:
             var event = expirationEvent(app: app, owner: owner, transaction: subject, now: now)
-            event.expirationReason = switch payload.subtype {
-            case .voluntary?: "UNSUBSCRIBE"
-            case .billingRetry?: "BILLING_ERROR"
-            case NotificationSubtype(rawValue: "PRICE_INCREASE")?: "PRICE_INCREASE"
-            case NotificationSubtype(rawValue: "PRODUCT_NOT_FOR_SALE")?: "PRODUCT_NOT_AVAILABLE"
-            default: "UNKNOWN"
-            }
+            event.expirationReason =
+                switch payload.subtype {
+                case .voluntary?: "UNSUBSCRIBE"
+                case .billingRetry?: "BILLING_ERROR"
+                case NotificationSubtype(rawValue: "PRICE_INCREASE")?: "PRICE_INCREASE"
+                case NotificationSubtype(rawValue: "PRODUCT_NOT_FOR_SALE")?: "PRODUCT_NOT_AVAILABLE"
+                default: "UNKNOWN"
+                }
             return [event]
         case .didChangeRenewalPref:
             var event = WebhookEvent(.productChange, subject: payload.notificationUUID, app: app, user: owner, transaction: subject, now: now)
@@ -95,8 +105,9 @@ extension CustomerDatabase {
     /// The `EXPIRATION` of a subscription period: one per chain and expiry, whether Apple's
     /// `EXPIRED` notification or the server's own check reports it first.
     static func expirationEvent(app: AppConfiguration, owner: String, transaction: EventTransaction, now: Date) -> WebhookEvent {
-        WebhookEvent(.expiration, subject: "\(transaction.originalTransactionId)\u{0}\(transaction.expiresAtMs ?? 0)",
-                     app: app, user: owner, transaction: transaction, now: now)
+        WebhookEvent(
+            .expiration, subject: "\(transaction.originalTransactionId)\u{0}\(transaction.expiresAtMs ?? 0)",
+            app: app, user: owner, transaction: transaction, now: now)
     }
 
     /// A chain's renewal state before and after a newer one was stored.
@@ -110,8 +121,10 @@ extension CustomerDatabase {
 
     /// `CANCELLATION` (UNSUBSCRIBE) when auto-renew was turned off, `UNCANCELLATION` when back on,
     /// `BILLING_ISSUE` when billing retry began.
-    static func stateEvents(_ change: StateChange, chain: String, renewal: RenewalInfoPayload, app: AppConfiguration, owner: String,
-                            transaction: VerifiedTransaction, now: Date) -> [WebhookEvent] {
+    static func stateEvents(
+        _ change: StateChange, chain: String, renewal: RenewalInfoPayload, app: AppConfiguration, owner: String,
+        transaction: VerifiedTransaction, now: Date
+    ) -> [WebhookEvent] {
         let subject = EventTransaction(transaction)
         func event(_ type: WebhookEventType) -> WebhookEvent {
             WebhookEvent(type, subject: "\(chain)\u{0}\(change.signedMs)", app: app, user: owner, transaction: subject, now: now)
@@ -135,13 +148,18 @@ extension CustomerDatabase {
     /// arrival. The chain's owner, if it has one, owns it; a purchase bound by app account token
     /// to a known customer gets that owner. Returns the chain's owner.
     @discardableResult
-    static func upsertTransaction(_ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws -> String? {
+    static func upsertTransaction(_ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws
+        -> String?
+    {
         let stored = try await storeTransaction(sql, transaction, app: app, now: now)
-        var owner = try await sql.first("""
+        var owner = try await sql.first(
+            """
             SELECT app_user_id FROM purchase_owners WHERE app_id = \(bind: app.id) AND original_transaction_id = \(bind: transaction.originalTransactionId)
-            """) { try $0.text("app_user_id") }
+            """
+        ) { try $0.text("app_user_id") }
         if owner == nil, let token = transaction.payload.appAccountToken?.lowercased(),
-           let user = try await customer(sql, app: app.id, token: token) {
+            let user = try await customer(sql, app: app.id, token: token)
+        {
             try await sql.run(insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: user, now: now))
             owner = .some(user)
         }
@@ -157,8 +175,10 @@ extension CustomerDatabase {
             events.append(event)
         case .refreshed(revoked: false):
             let signed = (transaction.payload.signedDate ?? now).epochMilliseconds
-            events.append(WebhookEvent(.uncancellation, subject: "\(transaction.transactionId)\u{0}\(signed)", app: app, user: user,
-                                       transaction: subject, now: now))
+            events.append(
+                WebhookEvent(
+                    .uncancellation, subject: "\(transaction.transactionId)\u{0}\(signed)", app: app, user: user,
+                    transaction: subject, now: now))
         case .refreshed(revoked: nil), .unchanged:
             break
         }
@@ -178,11 +198,15 @@ extension CustomerDatabase {
     /// Inserts a transaction, or refreshes a stored one from a copy signed later than the stored
     /// one (revocation and upgrade state); an older copy changes nothing.
     @discardableResult
-    static func storeTransaction(_ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws -> StoredTransaction {
-        let stored = try await sql.first("""
+    static func storeTransaction(_ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws
+        -> StoredTransaction
+    {
+        let stored = try await sql.first(
+            """
             SELECT signed_date_ms, revocation_date_ms FROM purchases \
             WHERE app_id = \(bind: app.id) AND environment = \(bind: transaction.environment) AND transaction_id = \(bind: transaction.transactionId)
-            """) { (signed: try $0.int64("signed_date_ms"), revoked: try $0.integer("revocation_date_ms")) }
+            """
+        ) { (signed: try $0.int64("signed_date_ms"), revoked: try $0.integer("revocation_date_ms")) }
         guard let stored else {
             try await sql.run(insertPurchaseStatement(transaction, app: app, now: now))
             return .inserted
@@ -197,23 +221,31 @@ extension CustomerDatabase {
     /// Stores a chain's renewal state unless the stored one was signed at the same time or later;
     /// returns the change (nil when nothing was stored).
     @discardableResult
-    static func updateSubscriptionState(_ sql: any SQLExecutor, app: String, chain: String, renewal: RenewalInfoPayload, now: Date) async throws -> StateChange? {
+    static func updateSubscriptionState(_ sql: any SQLExecutor, app: String, chain: String, renewal: RenewalInfoPayload, now: Date) async throws
+        -> StateChange?
+    {
         let signed = (renewal.signedDate ?? now).epochMilliseconds
-        let stored = try await sql.first("""
+        let stored = try await sql.first(
+            """
             SELECT state_signed_date_ms, auto_renew_status, in_billing_retry FROM subscription_states \
             WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: chain)
-            """) { (signed: try $0.int64("state_signed_date_ms"), autoRenew: try $0.integer("auto_renew_status"), retry: try $0.integer("in_billing_retry")) }
-        if let stored, stored.signed >= signed { return nil } // an older state arriving late changes nothing
+            """
+        ) {
+            (signed: try $0.int64("state_signed_date_ms"), autoRenew: try $0.integer("auto_renew_status"), retry: try $0.integer("in_billing_retry"))
+        }
+        if let stored, stored.signed >= signed { return nil }  // an older state arriving late changes nothing
         let autoRenew = renewal.autoRenewStatus.map(Int64.init)
         let retry: Int64 = (renewal.isInBillingRetryPeriod ?? false) ? 1 : 0
         let grace = renewal.gracePeriodExpiresDate.map(\.epochMilliseconds)
         if stored == nil {
-            try await sql.run("""
+            try await sql.run(
+                """
                 INSERT INTO subscription_states (app_id, original_transaction_id, auto_renew_status, in_billing_retry, grace_period_expires_ms, \
                 state_signed_date_ms) VALUES (\(bind: app), \(bind: chain), \(bind: autoRenew), \(bind: retry), \(bind: grace), \(bind: signed))
                 """)
         } else {
-            try await sql.run("""
+            try await sql.run(
+                """
                 UPDATE subscription_states SET auto_renew_status = \(bind: autoRenew), in_billing_retry = \(bind: retry), \
                 grace_period_expires_ms = \(bind: grace), state_signed_date_ms = \(bind: signed) \
                 WHERE app_id = \(bind: app) AND original_transaction_id = \(bind: chain)

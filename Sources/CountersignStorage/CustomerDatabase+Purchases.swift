@@ -33,7 +33,8 @@ extension CustomerDatabase {
     /// As ``record(_:app:poster:now:)``, with the poster's CustomerInfo when it can be read
     /// together with the purchase (on SQLite, see below); nil means it is to be read separately.
     public func recordAndRead(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws
-        -> (status: PurchaseStatus, info: SubscriberResponse?) {
+        -> (status: PurchaseStatus, info: SubscriberResponse?)
+    {
         try await record(transaction, app: app, poster: poster, now: now, reading: true)
     }
 
@@ -44,14 +45,15 @@ extension CustomerDatabase {
     /// eleven page reads from disk for the answer to each purchase, where the writer's cache
     /// holds the pages the purchase has just written. Answered, like the status, after the commit.
     private func record(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date, reading: Bool) async throws
-        -> (status: PurchaseStatus, info: SubscriberResponse?) {
+        -> (status: PurchaseStatus, info: SubscriberResponse?)
+    {
         if database.dialect == .postgres {
             do {
                 let status = try await database.withConnection { sql in
                     try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: false)
                 }
                 if let status { return (status, nil) }
-            } catch where Database.isUniqueViolation(error) {
+            } catch  where Database.isUniqueViolation(error) {
                 // Another server recorded this purchase or its chain meanwhile: decide again below.
             }
         }
@@ -68,23 +70,28 @@ extension CustomerDatabase {
 
     /// Reads, decides and writes on `sql`; nil, with nothing written, when the purchase would
     /// move a chain and `movesChains` is false.
-    static func record(_ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration,
-                       poster: String, now: Date, movesChains: Bool) async throws -> PurchaseStatus? {
+    static func record(
+        _ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration,
+        poster: String, now: Date, movesChains: Bool
+    ) async throws -> PurchaseStatus? {
         let facts = try await purchaseFacts(sql, transaction, app: app.id, poster: poster)
         let chain = transaction.originalTransactionId
         let plan = try await Self.plan(facts, transaction, app: app, poster: poster, now: now) { other in
             try await !entitlements(sql, app: app, user: other, now: now, onlyChain: chain).activeEntitlementIds.isEmpty
         }
         if case .update = plan.owner, !movesChains { return nil }
-        try await write(plan, on: sql, transaction, app: app, poster: poster, now: now,
-                        events: purchaseEvents(plan, facts, transaction, app: app, now: now))
+        try await write(
+            plan, on: sql, transaction, app: app, poster: poster, now: now,
+            events: purchaseEvents(plan, facts, transaction, app: app, now: now))
         return plan.status
     }
 
     /// The events a planned purchase makes: a `TRANSFER` when its chain moves, and the purchase
     /// event (``WebhookEvent/purchase(_:app:user:now:)``) when the transaction is new.
-    static func purchaseEvents(_ plan: PurchasePlan, _ facts: PurchaseFacts, _ transaction: VerifiedTransaction, app: AppConfiguration,
-                               now: Date) -> [WebhookEvent] {
+    static func purchaseEvents(
+        _ plan: PurchasePlan, _ facts: PurchaseFacts, _ transaction: VerifiedTransaction, app: AppConfiguration,
+        now: Date
+    ) -> [WebhookEvent] {
         var events: [WebhookEvent] = []
         var owner: String?
         switch plan.owner {
@@ -92,8 +99,9 @@ extension CustomerDatabase {
             owner = user
         case .update(let user) where !plan.dampsTransfer:
             owner = user
-            var transfer = WebhookEvent(.transfer, subject: "\(transaction.originalTransactionId)\u{0}\(user)\u{0}\(now.epochMilliseconds)",
-                                        app: app, user: user, transaction: EventTransaction(transaction), now: now)
+            var transfer = WebhookEvent(
+                .transfer, subject: "\(transaction.originalTransactionId)\u{0}\(user)\u{0}\(now.epochMilliseconds)",
+                app: app, user: user, transaction: EventTransaction(transaction), now: now)
             if case .user(let previous) = facts.chainOwner { transfer.transferredFrom = [previous] }
             transfer.transferredTo = [user]
             events.append(transfer)
@@ -191,7 +199,9 @@ extension CustomerDatabase {
             .text(app), .text(poster), .text(transaction.payload.appAccountToken?.lowercased()), .text(transaction.transactionId),
             .text(transaction.originalTransactionId), .text(transaction.environment),
         ]
-        guard let facts = try await sql.first(PurchaseFactsStatement.statement(values), { try purchaseFacts($0) }) else { throw StoredRowError(description: "the purchase facts statement returned no row") }
+        guard let facts = try await sql.first(PurchaseFactsStatement.statement(values), { try purchaseFacts($0) }) else {
+            throw StoredRowError(description: "the purchase facts statement returned no row")
+        }
         return facts
     }
 
@@ -225,29 +235,32 @@ extension CustomerDatabase {
     /// The ownership rules of ``record(_:app:poster:now:)``: who owns the purchase's chain after
     /// it is posted, and what that writes. `ownerHasActiveEntitlement` answers, for
     /// `transferIfNoActive`, whether the chain still gives its current owner an entitlement.
-    static func plan(_ facts: PurchaseFacts, _ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date,
-                     ownerHasActiveEntitlement: (String) async throws -> Bool) async throws -> PurchasePlan {
-        let customer: PurchasePlan.CustomerWrite
-        if let seen = facts.posterSeen {
-            // At most one write an hour per customer.
-            customer = now.epochMilliseconds - seen.last >= lastSeenResolution ? .touch : .none
-        } else {
-            customer = .insert
-        }
-        let purchase: PurchasePlan.PurchaseWrite
-        if let stored = facts.storedSignedDate {
-            purchase = (transaction.payload.signedDate ?? now).epochMilliseconds > stored ? .refresh : .none
-        } else {
-            purchase = .insert
-        }
+    /// What recording a purchase writes of the poster's customer row (at most one write an hour)
+    /// and of the transaction's row (a copy signed later refreshes the stored one).
+    static func rowWrites(_ facts: PurchaseFacts, _ transaction: VerifiedTransaction, now: Date)
+        -> (customer: PurchasePlan.CustomerWrite, purchase: PurchasePlan.PurchaseWrite)
+    {
+        let customer: PurchasePlan.CustomerWrite =
+            facts.posterSeen.map { now.epochMilliseconds - $0.last >= lastSeenResolution ? .touch : .none } ?? .insert
+        let purchase: PurchasePlan.PurchaseWrite =
+            facts.storedSignedDate.map { (transaction.payload.signedDate ?? now).epochMilliseconds > $0 ? .refresh : .none } ?? .insert
+        return (customer, purchase)
+    }
+
+    static func plan(
+        _ facts: PurchaseFacts, _ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date,
+        ownerHasActiveEntitlement: (String) async throws -> Bool
+    ) async throws -> PurchasePlan {
+        let (customer, purchase) = rowWrites(facts, transaction, now: now)
         func plan(_ status: PurchaseStatus, _ owner: PurchasePlan.OwnerWrite) -> PurchasePlan {
             PurchasePlan(status: status, customer: customer, purchase: purchase, owner: owner)
         }
 
         var owner = poster
         if let token = transaction.payload.appAccountToken?.lowercased(),
-           token != AppAccountToken.forAppUserID(poster).uuidString.lowercased(),
-           let bound = facts.tokenUser, !isAnonymous(bound) {
+            token != AppAccountToken.forAppUserID(poster).uuidString.lowercased(),
+            let bound = facts.tokenUser, !isAnonymous(bound)
+        {
             owner = bound
         }
         // Ids compare by their bytes, as the database compares them (`AppUserID`).
@@ -298,14 +311,17 @@ extension CustomerDatabase {
     /// Writes what `plan` says: on SQLite statement by statement (inside the caller's
     /// transaction), on PostgreSQL as one statement (each write a data-modifying `WITH` clause;
     /// a new purchase's the prepared ``NewPurchaseStatement``).
-    static func write(_ plan: PurchasePlan, on sql: any SQLExecutor, _ transaction: VerifiedTransaction,
-                      app: AppConfiguration, poster: String, now: Date, events: [WebhookEvent]) async throws {
+    static func write(
+        _ plan: PurchasePlan, on sql: any SQLExecutor, _ transaction: VerifiedTransaction,
+        app: AppConfiguration, poster: String, now: Date, events: [WebhookEvent]
+    ) async throws {
         let chain = transaction.originalTransactionId
         let eventWrites = events.flatMap { eventStatements($0, app: app, now: now) }
         let postgres = sql.dialect == .postgres
         if postgres, plan.customer != .touch, plan.purchase == .insert, case .insert(let owner) = plan.owner, eventWrites.count == 1 {
             // A known customer's insert does nothing (ON CONFLICT DO NOTHING), as the plan says.
-            let values = insertCustomerStatement(app: app.id, user: poster, now: now).values
+            let values =
+                insertCustomerStatement(app: app.id, user: poster, now: now).values
                 + insertPurchaseStatement(transaction, app: app, now: now).values
                 + insertOwnerStatement(app: app.id, chain: chain, user: owner, now: now).values
                 + eventWrites[0].values

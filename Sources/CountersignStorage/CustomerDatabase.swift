@@ -92,12 +92,18 @@ public struct CustomerDatabase: Sendable {
     /// Notes a visit of the customer (at most one write an hour), adding them unless `creating`
     /// is false; nil for an unknown customer not added.
     @discardableResult
-    static func touchCustomer(_ sql: any SQLExecutor, app: String, user: String, now: Date, creating: Bool = true) async throws -> (first: Date, last: Date)? {
-        if let (firstSeen, lastSeen) = try await sql.first("""
+    static func touchCustomer(_ sql: any SQLExecutor, app: String, user: String, now: Date, creating: Bool = true) async throws -> (
+        first: Date, last: Date
+    )? {
+        if let (firstSeen, lastSeen) = try await sql.first(
+            """
             SELECT first_seen_ms, last_seen_ms FROM customers WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)
-            """, { (try $0.int64("first_seen_ms"), try $0.int64("last_seen_ms")) }) {
+            """, { (try $0.int64("first_seen_ms"), try $0.int64("last_seen_ms")) })
+        {
             // At most one write an hour per customer: a CustomerInfo fetch stays a read.
-            guard now.epochMilliseconds - lastSeen >= lastSeenResolution else { return (Date(epochMilliseconds: firstSeen), Date(epochMilliseconds: lastSeen)) }
+            guard now.epochMilliseconds - lastSeen >= lastSeenResolution else {
+                return (Date(epochMilliseconds: firstSeen), Date(epochMilliseconds: lastSeen))
+            }
             try await sql.run(touchCustomerStatement(app: app, user: user, now: now))
             return (Date(epochMilliseconds: firstSeen), now)
         }
@@ -107,15 +113,18 @@ public struct CustomerDatabase: Sendable {
     }
 
     static func touchCustomerStatement(app: String, user: String, now: Date) -> SQLStatement {
-        SQLStatement("UPDATE customers SET last_seen_ms = $3 WHERE app_id = $1 AND app_user_id = $2",
-                          [.text(app), .text(user), .integer(now.epochMilliseconds)])
+        SQLStatement(
+            "UPDATE customers SET last_seen_ms = $3 WHERE app_id = $1 AND app_user_id = $2",
+            [.text(app), .text(user), .integer(now.epochMilliseconds)])
     }
 
     /// A customer seen for the first time (nothing when another request just added them).
     static func insertCustomerStatement(app: String, user: String, now: Date) -> SQLStatement {
-        SQLStatement(insertCustomerSQL, [
-            .text(app), .text(user), .text(AppAccountToken.forAppUserID(user).uuidString.lowercased()), .integer(now.epochMilliseconds),
-        ])
+        SQLStatement(
+            insertCustomerSQL,
+            [
+                .text(app), .text(user), .text(AppAccountToken.forAppUserID(user).uuidString.lowercased()), .integer(now.epochMilliseconds),
+            ])
     }
 
     static let insertCustomerSQL = """
@@ -131,14 +140,17 @@ public struct CustomerDatabase: Sendable {
 
     static func insertPurchaseStatement(_ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) -> SQLStatement {
         let payload = transaction.payload
-        return SQLStatement(insertPurchaseSQL, [
-            .text(transaction.transactionId), .text(app.id), .text(transaction.originalTransactionId), .text(transaction.productId),
-            .text(transaction.kind.rawValue), .text(transaction.environment), .integer(payload.purchaseDate.map(\.epochMilliseconds)),
-            .integer(payload.expiresDate.map(\.epochMilliseconds)), .integer(payload.revocationDate.map(\.epochMilliseconds)),
-            .integer((payload.signedDate ?? now).epochMilliseconds), .text(payload.appAccountToken), .text(transaction.jws), .integer(now.epochMilliseconds),
-            .integer((payload.isUpgraded ?? false) ? 1 : 0), .text(payload.periodType),
-            .text(payload.inAppOwnershipType == .familyShared ? "FAMILY_SHARED" : "PURCHASED"),
-        ])
+        return SQLStatement(
+            insertPurchaseSQL,
+            [
+                .text(transaction.transactionId), .text(app.id), .text(transaction.originalTransactionId), .text(transaction.productId),
+                .text(transaction.kind.rawValue), .text(transaction.environment), .integer(payload.purchaseDate.map(\.epochMilliseconds)),
+                .integer(payload.expiresDate.map(\.epochMilliseconds)), .integer(payload.revocationDate.map(\.epochMilliseconds)),
+                .integer((payload.signedDate ?? now).epochMilliseconds), .text(payload.appAccountToken), .text(transaction.jws),
+                .integer(now.epochMilliseconds),
+                .integer((payload.isUpgraded ?? false) ? 1 : 0), .text(payload.periodType),
+                .text(payload.inAppOwnershipType == .familyShared ? "FAMILY_SHARED" : "PURCHASED"),
+            ])
     }
 
     static let insertPurchaseSQL = """
@@ -152,14 +164,16 @@ public struct CustomerDatabase: Sendable {
     /// upgrade state win (the condition keeps an older copy from undoing a newer one).
     static func refreshPurchaseStatement(_ transaction: VerifiedTransaction, app: String, now: Date) -> SQLStatement {
         let payload = transaction.payload
-        return SQLStatement("""
+        return SQLStatement(
+            """
             UPDATE purchases SET revocation_date_ms = $2, is_upgraded = $3, signed_date_ms = $4
             WHERE app_id = $5 AND environment = $6 AND transaction_id = $1 AND signed_date_ms < $4
-            """, [
-            .text(transaction.transactionId), .integer(payload.revocationDate.map(\.epochMilliseconds)),
-            .integer((payload.isUpgraded ?? false) ? 1 : 0), .integer((payload.signedDate ?? now).epochMilliseconds),
-            .text(app), .text(transaction.environment),
-        ])
+            """,
+            [
+                .text(transaction.transactionId), .integer(payload.revocationDate.map(\.epochMilliseconds)),
+                .integer((payload.isUpgraded ?? false) ? 1 : 0), .integer((payload.signedDate ?? now).epochMilliseconds),
+                .text(app), .text(transaction.environment),
+            ])
     }
 
     static func insertOwnerStatement(app: String, chain: String, user: String, now: Date) -> SQLStatement {
@@ -172,15 +186,18 @@ public struct CustomerDatabase: Sendable {
 
     /// A chain's new owner; `opensWindow`: the move opens a transfer window (its time noted).
     static func updateOwnerStatement(app: String, chain: String, user: String, now: Date, opensWindow: Bool) -> SQLStatement {
-        SQLStatement("UPDATE purchase_owners SET app_user_id = $3, updated_at_ms = $4\(opensWindow ? ", moved_at_ms = $4" : "") "
-                          + "WHERE app_id = $1 AND original_transaction_id = $2",
-                          [.text(app), .text(chain), .text(user), .integer(now.epochMilliseconds)])
+        SQLStatement(
+            "UPDATE purchase_owners SET app_user_id = $3, updated_at_ms = $4\(opensWindow ? ", moved_at_ms = $4" : "") "
+                + "WHERE app_id = $1 AND original_transaction_id = $2",
+            [.text(app), .text(chain), .text(user), .integer(now.epochMilliseconds)])
     }
 
     /// Evaluates the entitlement rules over what the user owns (optionally one chain only), from
     /// the lean read (``leanStatement(app:user:dialect:)``) on `sql`: the same rows CustomerInfo
     /// reads outside a transaction.
-    static func entitlements(_ sql: any SQLExecutor, app: AppConfiguration, user: String, now: Date, onlyChain: String?) async throws -> CustomerEntitlements {
+    static func entitlements(_ sql: any SQLExecutor, app: AppConfiguration, user: String, now: Date, onlyChain: String?) async throws
+        -> CustomerEntitlements
+    {
         var read = LeanRead()
         try await sql.query(leanStatement(app: app, user: user, dialect: sql.dialect)) { row in try read.add(row) }
         if let onlyChain {
@@ -189,8 +206,9 @@ public struct CustomerDatabase: Sendable {
             read.statuses = read.statuses.filter { $0.key == onlyChain }
             read.grants = []
         }
-        return EntitlementRules.evaluate(purchases: read.purchases, statuses: Array(read.statuses.values), grants: read.grants,
-                                         products: app.products, at: now)
+        return EntitlementRules.evaluate(
+            purchases: read.purchases, statuses: Array(read.statuses.values), grants: read.grants,
+            products: app.products, at: now)
     }
 
     /// The names of a purchase row's columns with its chain's renewal state, by position (the
@@ -229,7 +247,8 @@ public struct CustomerDatabase: Sendable {
         func chainRows(_ kind: Int, _ table: String, _ columns: [String]) -> String {
             switch dialect {
             case .sqlite:
-                return "SELECT \(kind), \(columns.joined(separator: ", ")) FROM \(table) WHERE app_id = \(app) AND original_transaction_id IN (\(owned))"
+                return
+                    "SELECT \(kind), \(columns.joined(separator: ", ")) FROM \(table) WHERE app_id = \(app) AND original_transaction_id IN (\(owned))"
             case .postgres:
                 let read = columns.filter { $0 != "NULL" }
                 return "SELECT \(kind), \(columns.map { $0 == "NULL" ? $0 : "c." + $0 }.joined(separator: ", ")) FROM purchase_owners o "
@@ -237,8 +256,10 @@ public struct CustomerDatabase: Sendable {
                     + "AND original_transaction_id = o.original_transaction_id OFFSET 0) c WHERE o.app_id = \(app) AND o.app_user_id = \(user)"
             }
         }
-        let columns = ["transaction_id", "original_transaction_id", "product_id", "product_type", "environment", "period_type", "ownership_type",
-                       "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms", "is_upgraded"]
+        let columns = [
+            "transaction_id", "original_transaction_id", "product_id", "product_type", "environment", "period_type", "ownership_type",
+            "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms", "is_upgraded",
+        ]
         let purchases: String
         switch dialect {
         case .sqlite:
@@ -246,25 +267,14 @@ public struct CustomerDatabase: Sendable {
             // than handing all of them to the rules (BENCHMARKS.md, decision 7).
             purchases = chainRows(1, "purchases", columns + ["NULL"])
         case .postgres:
-            // Of a subscription chain only its newest transaction (rank 1 in the order of
-            // `PurchaseRecord.chainOrder`, upgraded ones last, as the rules pick it) with the
-            // chain's first purchase date (`first_ms`); every one-time purchase. Rows cross the
-            // wire and are decoded field by field: a customer who has paid monthly for three
-            // years is one row, not 37 (BENCHMARKS.md, decision 7).
-            let subscription = "product_type IN ('\(AppConfiguration.ProductKind.autoRenewable.rawValue)', '\(AppConfiguration.ProductKind.nonRenewing.rawValue)')"
-            let purchaseDate = "COALESCE(purchase_date_ms, recorded_at_ms)"
-            purchases = "SELECT 1, \((columns + ["first_ms"]).map { "c." + $0 }.joined(separator: ", ")) FROM purchase_owners o "
-                + "CROSS JOIN LATERAL (SELECT \(columns.joined(separator: ", ")), "
-                + "row_number() OVER (PARTITION BY \(subscription) ORDER BY is_upgraded <> 0, \(purchaseDate) DESC, "
-                + "COALESCE(expires_date_ms, \(purchaseDate)) DESC, transaction_id COLLATE \"C\" DESC) AS chain_rank, "
-                + "min(\(purchaseDate)) OVER (PARTITION BY \(subscription)) AS first_ms "
-                + "FROM purchases WHERE app_id = \(app) AND original_transaction_id = o.original_transaction_id OFFSET 0) c "
-                + "WHERE o.app_id = \(app) AND o.app_user_id = \(user) AND (c.chain_rank = 1 OR NOT c.\(subscription))"
+            purchases = newestOfEachChain(columns, app: app, user: user)
         }
-        let states = chainRows(2, "subscription_states", [
-            "original_transaction_id", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL",
-            "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "NULL", "NULL", "NULL",
-        ])
+        let states = chainRows(
+            2, "subscription_states",
+            [
+                "original_transaction_id", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL",
+                "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "NULL", "NULL", "NULL",
+            ])
         return """
             SELECT 0 AS kind, CAST(NULL AS TEXT) AS t1, CAST(NULL AS TEXT) AS t2, CAST(NULL AS TEXT) AS t3, CAST(NULL AS TEXT) AS t4, \
             CAST(NULL AS TEXT) AS t5, CAST(NULL AS TEXT) AS t6, CAST(NULL AS TEXT) AS t7, first_seen_ms AS i1, last_seen_ms AS i2, \
@@ -275,6 +285,26 @@ public struct CustomerDatabase: Sendable {
             UNION ALL SELECT 3, grant_id, entitlement, NULL, NULL, NULL, NULL, NULL, starts_ms, expires_ms, revoked_ms, NULL, NULL, NULL \
             FROM promotional_grants WHERE app_id = \(app) AND app_user_id = \(user)
             """
+    }
+
+    /// PostgreSQL's purchase rows of the lean statement (kind 1).
+    static func newestOfEachChain(_ columns: [String], app: String, user: String) -> String {
+        // Of a subscription chain only its newest transaction (rank 1 in the order of
+        // `PurchaseRecord.chainOrder`, upgraded ones last, as the rules pick it) with the
+        // chain's first purchase date (`first_ms`); every one-time purchase. Rows cross the
+        // wire and are decoded field by field: a customer who has paid monthly for three
+        // years is one row, not 37 (BENCHMARKS.md, decision 7).
+        let subscription =
+            "product_type IN ('\(AppConfiguration.ProductKind.autoRenewable.rawValue)', '\(AppConfiguration.ProductKind.nonRenewing.rawValue)')"
+        let purchaseDate = "COALESCE(purchase_date_ms, recorded_at_ms)"
+        return
+            "SELECT 1, \((columns + ["first_ms"]).map { "c." + $0 }.joined(separator: ", ")) FROM purchase_owners o "
+            + "CROSS JOIN LATERAL (SELECT \(columns.joined(separator: ", ")), "
+            + "row_number() OVER (PARTITION BY \(subscription) ORDER BY is_upgraded <> 0, \(purchaseDate) DESC, "
+            + "COALESCE(expires_date_ms, \(purchaseDate)) DESC, transaction_id COLLATE \"C\" DESC) AS chain_rank, "
+            + "min(\(purchaseDate)) OVER (PARTITION BY \(subscription)) AS first_ms "
+            + "FROM purchases WHERE app_id = \(app) AND original_transaction_id = o.original_transaction_id OFFSET 0) c "
+            + "WHERE o.app_id = \(app) AND o.app_user_id = \(user) AND (c.chain_rank = 1 OR NOT c.\(subscription))"
     }
 
     /// A row of ``leanStatement(app:user:dialect:)`` read as the row of the query its kind stands
@@ -366,8 +396,10 @@ public struct CustomerDatabase: Sendable {
         guard let id = try row.text(0, names[0]), let entitlement = try row.text(1, names[1]), let starts = try row.integer(2, names[2]) else {
             throw StoredRowError(description: "a promotional grant lacks its id, entitlement or start")
         }
-        return PromotionalGrant(grantId: id, entitlement: entitlement, startsDate: Date(epochMilliseconds: starts),
-                                expiresDate: try row.integer(3, names[3]).map(Date.init(epochMilliseconds:)), revokedDate: try row.integer(4, names[4]).map(Date.init(epochMilliseconds:)))
+        return PromotionalGrant(
+            grantId: id, entitlement: entitlement, startsDate: Date(epochMilliseconds: starts),
+            expiresDate: try row.integer(3, names[3]).map(Date.init(epochMilliseconds:)),
+            revokedDate: try row.integer(4, names[4]).map(Date.init(epochMilliseconds:)))
     }
 
     /// The lean statement of `app` for `user` on a connection of `dialect` (on PostgreSQL
@@ -411,7 +443,8 @@ public struct CustomerDatabase: Sendable {
         /// which is also the estimate: `generate_subscripts` alone is estimated at a thousand
         /// rows, a plan a thousand customers' reads dear, which at 1M customers passed the cost
         /// that turns on PostgreSQL's JIT compilation.
-        static let sql = "SELECT x.*, w.n FROM (SELECT generate_subscripts($1::text[], 1) AS n LIMIT \(largestReadBatch)) w CROSS JOIN LATERAL ("
+        static let sql =
+            "SELECT x.*, w.n FROM (SELECT generate_subscripts($1::text[], 1) AS n LIMIT \(largestReadBatch)) w CROSS JOIN LATERAL ("
             + CustomerDatabase.leanStatement(app: "($1::text[])[w.n]", user: "($2::text[])[w.n]", dialect: .postgres) + ") x"
     }
 
@@ -457,7 +490,9 @@ public struct CustomerDatabase: Sendable {
     /// the lean reader (prepared once, no thread hop), on PostgreSQL straight on a pooled
     /// PostgresNIO connection, together with the reads that wait for one (``ReadBatcher``). Nil
     /// for an unknown customer or when `accepts` refuses its `last_seen`.
-    func leanCustomerInfo(app: AppConfiguration, user: String, now: Date, accepts: @escaping @Sendable (Int64) -> Bool) async throws -> SubscriberResponse? {
+    func leanCustomerInfo(app: AppConfiguration, user: String, now: Date, accepts: @escaping @Sendable (Int64) -> Bool) async throws
+        -> SubscriberResponse?
+    {
         Self.customerInfo(try await leanRead(app: app, user: user), app: app, user: user, now: now, accepts: accepts)
     }
 
@@ -468,8 +503,9 @@ public struct CustomerDatabase: Sendable {
         let entitlements = EntitlementRules.evaluate(
             purchases: read.purchases, statuses: Array(read.statuses.values), grants: read.grants, products: app.products, at: now
         )
-        return SubscriberResponse(appUserId: user, firstSeen: Date(epochMilliseconds: seen.first), lastSeen: Date(epochMilliseconds: seen.last),
-                                  entitlements: entitlements, requestDate: now)
+        return SubscriberResponse(
+            appUserId: user, firstSeen: Date(epochMilliseconds: seen.first), lastSeen: Date(epochMilliseconds: seen.last),
+            entitlements: entitlements, requestDate: now)
     }
 }
 
@@ -494,8 +530,8 @@ public struct VerifiedTransaction: Sendable {
     /// Checks the fields the server relies on; throws an ``APIError`` naming what is missing.
     public init(jws: String, payload: TransactionPayload, app: AppConfiguration) throws(APIError) {
         guard let transactionId = payload.transactionId, !transactionId.isEmpty,
-              let originalTransactionId = payload.originalTransactionId, !originalTransactionId.isEmpty,
-              let productId = payload.productId, !productId.isEmpty
+            let originalTransactionId = payload.originalTransactionId, !originalTransactionId.isEmpty,
+            let productId = payload.productId, !productId.isEmpty
         else { throw APIError(.invalidField, "the transaction lacks a transaction id, original transaction id or product id") }
         let product = app.product(productId)
         let kind: AppConfiguration.ProductKind

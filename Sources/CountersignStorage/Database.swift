@@ -68,7 +68,9 @@ public final class Database: Sendable {
 
     /// Opens the database and brings its schema up to date. `postgresConnections` is the
     /// instance's PostgreSQL connection budget (unused on SQLite).
-    public static func open(_ location: DatabaseLocation, logger: Logger, postgresConnections: Int = defaultPostgresConnections) async throws -> Database {
+    public static func open(_ location: DatabaseLocation, logger: Logger, postgresConnections: Int = defaultPostgresConnections) async throws
+        -> Database
+    {
         let database: Database
         switch location {
         case .sqlite(let path):
@@ -82,12 +84,16 @@ public final class Database: Sendable {
             // pages): a checkpoint copies each page changed since the last one into the database
             // file once, so the pages every purchase touches (the ends of the tables, the upper
             // levels of their indexes) are copied a quarter as often (BENCHMARKS.md, decision 4).
-            for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA temp_store=MEMORY", "PRAGMA wal_autocheckpoint=4000"] {
+            for pragma in [
+                "PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA temp_store=MEMORY",
+                "PRAGMA wal_autocheckpoint=4000",
+            ] {
                 try connection.query(pragma, []) { _ in }
             }
             let reader = try SQLiteReader(path: path, count: System.coreCount)
-            database = Database(location: location, backend: .sqlite(connection, AsyncLock()), sqliteReader: reader,
-                                sqliteReports: try SQLiteReader(path: path, count: 1))
+            database = Database(
+                location: location, backend: .sqlite(connection, AsyncLock()), sqliteReader: reader,
+                sqliteReports: try SQLiteReader(path: path, count: 1))
         case .postgres(let url):
             let pools = PostgresPools(configuration: try clientConfiguration(url: url), totalConnections: postgresConnections, logger: logger)
             let running = Task { await pools.run() }
@@ -133,8 +139,10 @@ public final class Database: Sendable {
     /// it runs on a read-only connection of its own on NIO's thread pool: a count of a second
     /// holds neither the writer (purchases) nor the CustomerInfo readers nor a thread of the
     /// cooperative pool. On PostgreSQL, on a pooled connection like any read.
-    func report<T: Sendable>(_ statement: SQLStatement, into initial: T,
-                             _ add: @escaping @Sendable (inout T, any StoredRow) throws -> Void) async throws -> T {
+    func report<T: Sendable>(
+        _ statement: SQLStatement, into initial: T,
+        _ add: @escaping @Sendable (inout T, any StoredRow) throws -> Void
+    ) async throws -> T {
         guard let sqliteReports else {
             return try await withConnection { sql in
                 var result = initial
@@ -256,7 +264,7 @@ public final class Database: Sendable {
         while true {
             do {
                 return try await transaction(body)
-            } catch where attempt < attempts && Self.isUniqueViolation(error) {
+            } catch  where attempt < attempts && Self.isUniqueViolation(error) {
                 attempt += 1
             }
         }

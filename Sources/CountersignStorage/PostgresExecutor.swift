@@ -56,7 +56,8 @@ extension Database {
     /// (BENCHMARKS.md, decision 9).
     static func clientConfiguration(url text: String) throws -> PostgresClient.Configuration {
         guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(),
-              ["postgres", "postgresql", "postgres+uds", "postgresql+uds"].contains(scheme) else {
+            ["postgres", "postgresql", "postgres+uds", "postgresql+uds"].contains(scheme)
+        else {
             throw ConfigurationError("a PostgreSQL URL starts with postgres:// or postgres+uds://")
         }
         guard let user = url.user, !user.isEmpty else { throw ConfigurationError("the PostgreSQL URL needs a user") }

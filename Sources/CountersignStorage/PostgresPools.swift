@@ -17,8 +17,10 @@ import PostgresNIO
 final class PostgresPools: Sendable {
     private let pools: PerEventLoop<PostgresClient>
 
-    init(configuration: PostgresClient.Configuration, group: MultiThreadedEventLoopGroup = .singleton,
-         totalConnections: Int, logger: Logger) {
+    init(
+        configuration: PostgresClient.Configuration, group: MultiThreadedEventLoopGroup = .singleton,
+        totalConnections: Int, logger: Logger
+    ) {
         var configuration = configuration
         configuration.options.maximumConnections = max(2, totalConnections / max(Array(group.makeIterator()).count, 1))
         pools = PerEventLoop(group: group) { loop in

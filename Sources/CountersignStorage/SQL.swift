@@ -89,7 +89,7 @@ struct SQLStatement: Sendable, ExpressibleByStringInterpolation {
             var end = utf8.index(after: dollar)
             var number = 0
             while end < utf8.endIndex, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(utf8[end]) {
-                if number < 1_000_000 { number = number * 10 + Int(utf8[end] - UInt8(ascii: "0")) } // no overflow
+                if number < 1_000_000 { number = number * 10 + Int(utf8[end] - UInt8(ascii: "0")) }  // no overflow
                 end = utf8.index(after: end)
             }
             cursor = end
@@ -127,10 +127,11 @@ struct SQLStatement: Sendable, ExpressibleByStringInterpolation {
         var offset = 0
         for statement in statements {
             var highest = 0
-            clauses.append(respelled(statement.text) { number in
-                highest = max(highest, number)
-                return "$\(number + offset)"
-            })
+            clauses.append(
+                respelled(statement.text) { number in
+                    highest = max(highest, number)
+                    return "$\(number + offset)"
+                })
             values += statement.values
             offset += highest
         }

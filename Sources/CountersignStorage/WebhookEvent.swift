@@ -25,7 +25,8 @@ public enum WebhookEventType: String, CaseIterable, Sendable, Codable {
         case .cancellation: "a refund or revocation of a transaction (`cancel_reason` CUSTOMER_SUPPORT), or auto-renew turned off (UNSUBSCRIBE)"
         case .uncancellation: "auto-renew turned back on, or a refund reversed"
         case .nonRenewingPurchase: "a consumable, non-consumable or non-renewing subscription is recorded"
-        case .expiration: "a subscription's last period ended without a renewal (`expiration_reason`), by Apple's EXPIRED notification or the server's own check, once per period"
+        case .expiration:
+            "a subscription's last period ended without a renewal (`expiration_reason`), by Apple's EXPIRED notification or the server's own check, once per period"
         case .billingIssue: "the App Store could not charge a renewal (billing retry began)"
         case .productChange: "the customer chose another product to renew into (`new_product_id`)"
         case .transfer: "a purchase moved from one customer to another (`transferred_from`, `transferred_to`)"
@@ -64,10 +65,14 @@ public struct WebhookEvent: Sendable, Hashable {
     static func id(app: String, type: WebhookEventType, subject: String) -> String {
         let digest = SHA256.hash(data: Data("countersign-event\u{0}\(app)\u{0}\(type.rawValue)\u{0}\(subject)".utf8))
         var bytes = Array(digest.prefix(16))
-        bytes[6] = (bytes[6] & 0x0F) | 0x80 // version 8: custom
+        bytes[6] = (bytes[6] & 0x0F) | 0x80  // version 8: custom
         bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15])).uuidString
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            )
+        ).uuidString
     }
 
     /// An event about one transaction of `user`.
@@ -90,7 +95,9 @@ public struct WebhookEvent: Sendable, Hashable {
     /// The event of a transaction newly recorded for `user`: the first of an auto-renewable chain
     /// is its initial purchase, a later one a renewal, anything else a non-renewing purchase.
     static func purchase(_ transaction: VerifiedTransaction, app: AppConfiguration, user: String, now: Date) -> WebhookEvent {
-        let type: WebhookEventType = transaction.kind != .autoRenewable ? .nonRenewingPurchase
+        let type: WebhookEventType =
+            transaction.kind != .autoRenewable
+            ? .nonRenewingPurchase
             : transaction.transactionId == transaction.originalTransactionId ? .initialPurchase : .renewal
         return WebhookEvent(type, subject: transaction.transactionId, app: app, user: user, transaction: EventTransaction(transaction), now: now)
     }
@@ -235,8 +242,10 @@ struct EventTransaction: Sendable {
     var purchasedAtMs: Int64?
     var expiresAtMs: Int64?
 
-    init(transactionId: String, originalTransactionId: String, productId: String, environment: String, periodType: String,
-         purchasedAtMs: Int64?, expiresAtMs: Int64?) {
+    init(
+        transactionId: String, originalTransactionId: String, productId: String, environment: String, periodType: String,
+        purchasedAtMs: Int64?, expiresAtMs: Int64?
+    ) {
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
         self.productId = productId
@@ -248,9 +257,10 @@ struct EventTransaction: Sendable {
 
     init(_ transaction: VerifiedTransaction) {
         let payload = transaction.payload
-        self.init(transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId,
-                  productId: transaction.productId, environment: payload.environment?.rawValue ?? "", periodType: payload.periodType,
-                  purchasedAtMs: payload.purchaseDate.map(\.epochMilliseconds),
-                  expiresAtMs: payload.expiresDate.map(\.epochMilliseconds))
+        self.init(
+            transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId,
+            productId: transaction.productId, environment: payload.environment?.rawValue ?? "", periodType: payload.periodType,
+            purchasedAtMs: payload.purchaseDate.map(\.epochMilliseconds),
+            expiresAtMs: payload.expiresDate.map(\.epochMilliseconds))
     }
 }

@@ -67,14 +67,15 @@ public actor AppStoreServerStandIn {
         _ request: Request, _ context: some RequestContext, _ body: @Sendable (String) async throws -> Data?
     ) async throws -> Response {
         if let limited = await takeRateLimit() {
-            return Self.response(.tooManyRequests, APIErrorBody(errorCode: 4290000, errorMessage: "Rate limit exceeded."), headers: [.retryAfter: "\(limited)"])
+            return Self.response(
+                .tooManyRequests, APIErrorBody(errorCode: 4_290_000, errorMessage: "Rate limit exceeded."), headers: [.retryAfter: "\(limited)"])
         }
         guard await isAuthorized(request.headers[.authorization]) else {
             return Response(status: .unauthorized)
         }
         let id = context.parameters.get("id") ?? ""
         guard let data = try await body(id) else {
-            return Self.response(.notFound, APIErrorBody(errorCode: 4040010, errorMessage: "Transaction id not found."))
+            return Self.response(.notFound, APIErrorBody(errorCode: 4_040_010, errorMessage: "Transaction id not found."))
         }
         return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
@@ -114,10 +115,11 @@ public actor AppStoreServerStandIn {
         let start = revision.flatMap(Int.init) ?? 0
         let page = chain.dropFirst(start).prefix(pageSize)
         let next = start + page.count
-        return try JSONEncoder().encode(HistoryResponse(
-            revision: String(next), hasMore: next < chain.count, bundleId: bundleId, environment: .testStore,
-            signedTransactions: page.map(\.jws)
-        ))
+        return try JSONEncoder().encode(
+            HistoryResponse(
+                revision: String(next), hasMore: next < chain.count, bundleId: bundleId, environment: .testStore,
+                signedTransactions: page.map(\.jws)
+            ))
     }
 
     /// The latest transaction of each purchase chain, with a renewal info, grouped by subscription group.
@@ -132,19 +134,21 @@ public actor AppStoreServerStandIn {
             }
         }
         let last = try latest.values.sorted { ($0.payload.originalTransactionId ?? "") < ($1.payload.originalTransactionId ?? "") }.map { item in
-            let renewal = try ca.sign(RenewalInfoPayload(
-                originalTransactionId: item.payload.originalTransactionId ?? "", productId: item.payload.productId ?? "",
-                environment: .testStore, signedDate: now
-            ))
+            let renewal = try ca.sign(
+                RenewalInfoPayload(
+                    originalTransactionId: item.payload.originalTransactionId ?? "", productId: item.payload.productId ?? "",
+                    environment: .testStore, signedDate: now
+                ))
             let active = (item.payload.expiresDate ?? .distantPast) > now
             return StatusResponse.LastTransaction(
                 status: active ? 1 : 2, originalTransactionId: item.payload.originalTransactionId,
                 signedTransactionInfo: item.jws, signedRenewalInfo: renewal
             )
         }
-        return try JSONEncoder().encode(StatusResponse(
-            environment: .testStore, bundleId: bundleId,
-            data: [StatusResponse.SubscriptionGroup(subscriptionGroupIdentifier: "default", lastTransactions: last)]
-        ))
+        return try JSONEncoder().encode(
+            StatusResponse(
+                environment: .testStore, bundleId: bundleId,
+                data: [StatusResponse.SubscriptionGroup(subscriptionGroupIdentifier: "default", lastTransactions: last)]
+            ))
     }
 }

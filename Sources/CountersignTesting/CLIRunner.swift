@@ -66,7 +66,9 @@ public final class BackgroundCommand: @unchecked Sendable {
         let handle = output.fileHandleForReading
         while !String(decoding: buffer, as: UTF8.self).split(separator: "\n").contains(where: { $0.hasPrefix(prefix) }) {
             let chunk = handle.availableData
-            if chunk.isEmpty { throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "\(arguments[0]) exited before '\(prefix)'"]) }
+            if chunk.isEmpty {
+                throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "\(arguments[0]) exited before '\(prefix)'"])
+            }
             buffer.append(chunk)
         }
         line = String(String(decoding: buffer, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix(prefix) }!)

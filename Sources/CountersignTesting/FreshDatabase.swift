@@ -1,5 +1,5 @@
-import CountersignStorage
 import CountersignServer
+import CountersignStorage
 import Foundation
 import Logging
 

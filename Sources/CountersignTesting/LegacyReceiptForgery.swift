@@ -15,8 +15,10 @@ public enum LegacyReceiptForgery {
         }
         let data = tlv(0x06, [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x07, 0x01])
         let signedDataType = tlv(0x06, [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x07, 0x02])
-        let payload = tlv(0x31, attribute(2, tlv(0x0C, Array(bundleId.utf8))) + attribute(12, tlv(0x16, Array("2026-01-01T00:00:00Z".utf8)))
-            + attribute(17, tlv(0x31, attribute(1703, tlv(0x0C, Array(transactionId.utf8))))))
+        let payload = tlv(
+            0x31,
+            attribute(2, tlv(0x0C, Array(bundleId.utf8))) + attribute(12, tlv(0x16, Array("2026-01-01T00:00:00Z".utf8)))
+                + attribute(17, tlv(0x31, attribute(1703, tlv(0x0C, Array(transactionId.utf8))))))
         let signedData = tlv(0x30, tlv(0x02, [1]) + tlv(0x31, []) + tlv(0x30, data + tlv(0xA0, tlv(0x04, payload))) + tlv(0x31, []))
         return Data(tlv(0x30, signedDataType + tlv(0xA0, signedData)))
     }

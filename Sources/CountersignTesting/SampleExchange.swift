@@ -6,7 +6,9 @@ public struct SampleExchange: Sendable {
     public var request: SignedRequestParts
     public var response: ReceivedResponse
 
-    public static let body = Data(#"{"request_date":"2026-01-01T01:00:00Z","request_date_ms":1767229200000,"subscriber":{"entitlements":{"pro":{"expires_date":null,"product_identifier":"lifetime"}},"original_app_user_id":"u1"}}"#.utf8 + [0x0A])
+    public static let body = Data(
+        #"{"request_date":"2026-01-01T01:00:00Z","request_date_ms":1767229200000,"subscriber":{"entitlements":{"pro":{"expires_date":null,"product_identifier":"lifetime"}},"original_app_user_id":"u1"}}"#
+            .utf8 + [0x0A])
 
     /// Signs a GET of a subscriber with every optional part present.
     public static func make(

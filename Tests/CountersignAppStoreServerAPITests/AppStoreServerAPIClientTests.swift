@@ -1,5 +1,4 @@
 import CountersignAppStore
-@testable import CountersignAppStoreServerAPI
 import CountersignTesting
 import Crypto
 import Foundation
@@ -7,6 +6,8 @@ import Hummingbird
 import HummingbirdTesting
 import JWTKit
 import Testing
+
+@testable import CountersignAppStoreServerAPI
 
 /// The API client against the local stand-in, over real HTTP.
 @Suite("App Store Server API client")
@@ -58,7 +59,7 @@ struct AppStoreServerAPIClientTests {
                 _ = try await client.transactionInfo(transactionId: "1234567890")
             } throws: { error in
                 let error = error as! AppStoreServerAPIError
-                return error.kind == .notFound && error.apiErrorCode == 4040010
+                return error.kind == .notFound && error.apiErrorCode == 4_040_010
             }
         }
     }
@@ -109,7 +110,7 @@ struct AppStoreServerAPIClientTests {
         try await withStandIn { standIn, client in
             let minted = try await standIn.add(.init(productId: "lifetime", type: .nonConsumable, bundleId: Self.bundleId))
             await standIn.rateLimitNext(1, retryAfter: 7)
-            await #expect(throws: AppStoreServerAPIError(.rateLimited(retryAfter: 7), apiErrorCode: 4290000, message: "Rate limit exceeded.")) {
+            await #expect(throws: AppStoreServerAPIError(.rateLimited(retryAfter: 7), apiErrorCode: 4_290_000, message: "Rate limit exceeded.")) {
                 _ = try await client.transactionInfo(transactionId: minted.transactionId!)
             }
             _ = try await client.transactionInfo(transactionId: minted.transactionId!)

@@ -1,6 +1,7 @@
-@testable import CountersignAppStore
 import Foundation
 import Testing
+
+@testable import CountersignAppStore
 
 /// Each rule by which our verifier answers as Apple's library answers (the differential suite in
 /// scripts/appstore-differential runs both side by side); here each is tampered with alone.
@@ -29,15 +30,17 @@ struct AppleAgreementTests {
         }
     }
 
-    @Test("header: crit may name only b64 (present, not false); kid is a string", arguments: [
-        (["crit": ["b64"], "b64": true], nil),
-        (["crit": ["exp"], "exp": 1], SignedDataError.Reason.unsupportedHeader),
-        (["crit": ["b64"]], .unsupportedHeader),
-        (["crit": [String]()], .unsupportedHeader),
-        (["b64": false, "crit": ["b64"]], .unsupportedHeader),
-        (["kid": 7], .unsupportedHeader),
-        (["kid": "k1", "typ": "JWT"], nil),
-    ] as [([String: any Sendable], SignedDataError.Reason?)])
+    @Test(
+        "header: crit may name only b64 (present, not false); kid is a string",
+        arguments: [
+            (["crit": ["b64"], "b64": true], nil),
+            (["crit": ["exp"], "exp": 1], SignedDataError.Reason.unsupportedHeader),
+            (["crit": ["b64"]], .unsupportedHeader),
+            (["crit": [String]()], .unsupportedHeader),
+            (["b64": false, "crit": ["b64"]], .unsupportedHeader),
+            (["kid": 7], .unsupportedHeader),
+            (["kid": "k1", "typ": "JWT"], nil),
+        ] as [([String: any Sendable], SignedDataError.Reason?)])
     func header(_ header: [String: any Sendable], refusal: SignedDataError.Reason?) async throws {
         let error = try await outcome(ca.token(header: header, payloadJSON: transactionJSON()))
         #expect(error?.reason == refusal, "\(header): \(String(describing: error))")
@@ -46,25 +49,28 @@ struct AppleAgreementTests {
 
     @Test("x5c: missing or empty is VERIFICATION_FAILURE, a wrong count INVALID_CHAIN_LENGTH, x5c[2] is never read")
     func chainShape() async throws {
-        let leaf = ThrowawayCA.base64DER(ca.leaf), intermediate = ThrowawayCA.base64DER(ca.intermediate)
+        let leaf = ThrowawayCA.base64DER(ca.leaf)
+        let intermediate = ThrowawayCA.base64DER(ca.intermediate)
         #expect(try await outcome(ca.token(header: ["x5c": [String]()], payloadJSON: transactionJSON()))?.reason == .missingChain)
         #expect(try await outcome(ca.token(header: ["x5c": [leaf, intermediate]], payloadJSON: transactionJSON()))?.status == .invalidChainLength)
         #expect(try await outcome(ca.token(header: ["x5c": [leaf, "AAAA", leaf]], payloadJSON: transactionJSON()))?.status == .invalidCertificate)
         #expect(try await outcome(ca.token(header: ["x5c": [leaf, intermediate, "not a certificate"]], payloadJSON: transactionJSON())) == nil)
     }
 
-    @Test("JWT claims are checked as a JWT library checks them", arguments: [
-        (#","exp":1"#, SignedDataError.Reason.jwtClaims),
-        (#","exp":99999999999"#, nil),
-        (#","nbf":99999999999"#, .jwtClaims),
-        (#","iat":99999999999"#, .jwtClaims),
-        (#","iat":1"#, nil),
-        (#","iat":"now""#, .jwtClaims),
-        (#","aud":"someone""#, .jwtClaims),
-        (#","aud":"""#, nil),
-        (#","sub":5"#, .jwtClaims),
-        (#","jti":5"#, .jwtClaims),
-    ] as [(String, SignedDataError.Reason?)])
+    @Test(
+        "JWT claims are checked as a JWT library checks them",
+        arguments: [
+            (#","exp":1"#, SignedDataError.Reason.jwtClaims),
+            (#","exp":99999999999"#, nil),
+            (#","nbf":99999999999"#, .jwtClaims),
+            (#","iat":99999999999"#, .jwtClaims),
+            (#","iat":1"#, nil),
+            (#","iat":"now""#, .jwtClaims),
+            (#","aud":"someone""#, .jwtClaims),
+            (#","aud":"""#, nil),
+            (#","sub":5"#, .jwtClaims),
+            (#","jti":5"#, .jwtClaims),
+        ] as [(String, SignedDataError.Reason?)])
     func claims(_ extra: String, refusal: SignedDataError.Reason?) async throws {
         let error = try await outcome(ca.token(header: [:], payloadJSON: transactionJSON(extra)))
         #expect(error?.reason == refusal, "\(extra): \(String(describing: error))")
@@ -126,16 +132,22 @@ struct AppleAgreementTests {
         let transaction = transactionJSON(#","appAppleId":42"#).replacingOccurrences(of: "Sandbox", with: "Production")
         _ = try await verifier.verifyPayload(ca.token(header: [:], payloadJSON: transaction), kind: .transaction)
         let app = #"{"receiptType":"Production","bundleId":"com.example.demo","appAppleId":42,"signedDate":\#(signedDate)}"#
-        await #expect(throws: SignedDataError.status(.invalidAppIdentifier)) { _ = try await verifier.verifyPayload(ca.token(header: [:], payloadJSON: app), kind: .appTransaction) }
+        await #expect(throws: SignedDataError.status(.invalidAppIdentifier)) {
+            _ = try await verifier.verifyPayload(ca.token(header: [:], payloadJSON: app), kind: .appTransaction)
+        }
         // A Sandbox notification under a Production-only verifier: the app id is judged first, as Apple does.
-        let sandbox = #"{"notificationUUID":"u","notificationType":"TEST","data":{"bundleId":"com.example.demo","appAppleId":42,"environment":"Sandbox"}}"#
-        await #expect(throws: SignedDataError.status(.invalidAppIdentifier)) { _ = try await verifier.verifyPayload(ca.token(header: [:], payloadJSON: sandbox), kind: .notification) }
+        let sandbox =
+            #"{"notificationUUID":"u","notificationType":"TEST","data":{"bundleId":"com.example.demo","appAppleId":42,"environment":"Sandbox"}}"#
+        await #expect(throws: SignedDataError.status(.invalidAppIdentifier)) {
+            _ = try await verifier.verifyPayload(ca.token(header: [:], payloadJSON: sandbox), kind: .notification)
+        }
     }
 
     @Test("strict mode: Apple's own test certificates lack key identifiers and are refused, as Apple's SignedDataVerifier refuses them")
     func strictKeyIdentifiers() async throws {
         var configuration = SignedDataVerifier.Configuration(
-            anchors: [TrustAnchor(certificate: AppleVectors.appleLibraryTestRoot, environments: [.sandbox])], bundleId: "com.example", environments: [.sandbox]
+            anchors: [TrustAnchor(certificate: AppleVectors.appleLibraryTestRoot, environments: [.sandbox])], bundleId: "com.example",
+            environments: [.sandbox]
         )
         configuration.now = { Date(timeIntervalSince1970: 1_681_314_324) }
         let jws = AppleVectors.text("apple-lib-mock/transactionInfo.jws")

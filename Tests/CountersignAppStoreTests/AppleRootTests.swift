@@ -1,8 +1,8 @@
 import CountersignAppStore
+import CountersignCore
 import Crypto
 import Foundation
 import SwiftASN1
-import CountersignCore
 import Testing
 import X509
 

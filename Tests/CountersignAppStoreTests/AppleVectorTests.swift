@@ -1,9 +1,10 @@
-@testable import CountersignAppStore
 import CountersignCore
 import CountersignTesting
 import Foundation
 import Testing
 import X509
+
+@testable import CountersignAppStore
 
 /// Every entry of `Tests/Fixtures/apple/manifest.json` gives its stated result.
 @Suite("Apple signed-data vectors")
@@ -107,13 +108,19 @@ struct AppleVectorTests {
         let root = AppleVectors.appleLibraryTestRoot
         let notification = AppleVectors.text("apple-lib-mock/testNotification.jws")
         let productionOnly = AppleVectors.verifier(root: root, bundleId: "com.example", appAppleId: 1234, environments: [.production])
-        await #expect(throws: SignedDataError.status(.invalidEnvironment)) { _ = try await productionOnly.verify(notification, as: NotificationPayload.self) }
+        await #expect(throws: SignedDataError.status(.invalidEnvironment)) {
+            _ = try await productionOnly.verify(notification, as: NotificationPayload.self)
+        }
 
         let asTransaction = AppleVectors.verifier(root: root, bundleId: "com.example", appAppleId: 1235)
-        await #expect(throws: SignedDataError.status(.invalidAppIdentifier)) { _ = try await asTransaction.verify(notification, as: TransactionPayload.self) }
+        await #expect(throws: SignedDataError.status(.invalidAppIdentifier)) {
+            _ = try await asTransaction.verify(notification, as: TransactionPayload.self)
+        }
 
         let againstApple = AppleVectors.verifier(root: AppleVectors.appleRoot, bundleId: "com.example")
-        await #expect(throws: SignedDataError.status(.verificationFailure)) { _ = try await againstApple.verify(notification, as: NotificationPayload.self) }
+        await #expect(throws: SignedDataError.status(.verificationFailure)) {
+            _ = try await againstApple.verify(notification, as: NotificationPayload.self)
+        }
 
         let wrongBundle = AppleVectors.verifier(root: root, bundleId: "com.example.x")
         await #expect(throws: SignedDataError.status(.invalidAppIdentifier)) {
@@ -136,7 +143,9 @@ struct AppleVectorTests {
             }
             let verifier = AppleVectors.verifier(root: root, bundleId: nil, now: time)
             let outcome: Result<VerifiedChain, SignedDataError>
-            do throws(SignedDataError) { outcome = .success(try await verifier.validateChain(x5c.map(JSONValue.string), at: time)) } catch { outcome = .failure(error) }
+            do throws(SignedDataError) { outcome = .success(try await verifier.validateChain(x5c.map(JSONValue.string), at: time)) } catch {
+                outcome = .failure(error)
+            }
             let expectValid = (entry["expect"] as! String).hasPrefix("valid")
             switch outcome {
             case .success: #expect(expectValid, "\(entry)")
@@ -166,7 +175,9 @@ struct AppleVectorTests {
             let decoded: Any
             if file.contains("app-transaction") {
                 decoded = AppleVectors.encodedFields(try await xcodeVerifier.verify(jws, as: AppTransactionPayload.self))
-                await #expect(throws: SignedDataError.status(.invalidChainLength)) { _ = try await strict.verify(jws, as: AppTransactionPayload.self) }
+                await #expect(throws: SignedDataError.status(.invalidChainLength)) {
+                    _ = try await strict.verify(jws, as: AppTransactionPayload.self)
+                }
             } else if file.contains("renewal") {
                 decoded = AppleVectors.encodedFields(try await xcodeVerifier.verify(jws, as: RenewalInfoPayload.self))
                 await #expect(throws: SignedDataError.status(.invalidChainLength)) { _ = try await strict.verify(jws, as: RenewalInfoPayload.self) }

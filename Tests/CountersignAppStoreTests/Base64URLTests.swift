@@ -1,7 +1,8 @@
-@testable import CountersignAppStore
 import CountersignTesting
 import Foundation
 import Testing
+
+@testable import CountersignAppStore
 
 @Suite("base64url")
 struct Base64URLTests {

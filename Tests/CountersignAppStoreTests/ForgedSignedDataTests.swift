@@ -1,9 +1,10 @@
-@testable import CountersignAppStore
 import CountersignTesting
 import Crypto
 import Foundation
 import Testing
 import X509
+
+@testable import CountersignAppStore
 
 /// From the attacker's side: signed data built with a throwaway CA, each with one defect, is
 /// rejected with the right class. The well-formed control proves the defect is what fails.

@@ -81,15 +81,17 @@ struct LegacyReceiptTests {
         #expect(future?.kind == .untrusted && future?.description.contains("future") == true)
     }
 
-    @Test("broken receipts are refused with what is wrong", arguments: [
-        ("not base64 at all", "not base64"),
-        (Data([0x30, 0x82, 0xFF, 0xFF, 0x01]).base64EncodedString(), "is not BER"),
-        (Data([0x30, 0x80, 0x02, 0x01, 0x01]).base64EncodedString(), "is not BER"),
-        (Data([0x30, 0x03, 0x02, 0x01, 0x01]).base64EncodedString(), "is not CMS SignedData"),
-        (Data([0x30]).base64EncodedString(), "is not BER"),
-        (Data("plain text".utf8).base64EncodedString(), "not a PKCS#7 app receipt"),
-        (Data("{ \"purchase-info\" = \"e30=\"; }".utf8).base64EncodedString(), "iOS 6 and earlier are not accepted"),
-    ])
+    @Test(
+        "broken receipts are refused with what is wrong",
+        arguments: [
+            ("not base64 at all", "not base64"),
+            (Data([0x30, 0x82, 0xFF, 0xFF, 0x01]).base64EncodedString(), "is not BER"),
+            (Data([0x30, 0x80, 0x02, 0x01, 0x01]).base64EncodedString(), "is not BER"),
+            (Data([0x30, 0x03, 0x02, 0x01, 0x01]).base64EncodedString(), "is not CMS SignedData"),
+            (Data([0x30]).base64EncodedString(), "is not BER"),
+            (Data("plain text".utf8).base64EncodedString(), "not a PKCS#7 app receipt"),
+            (Data("{ \"purchase-info\" = \"e30=\"; }".utf8).base64EncodedString(), "iOS 6 and earlier are not accepted"),
+        ])
     func broken(_ base64: String, _ expected: String) async {
         let failure = await Self.failure { _ = try await Self.verifier().verify(base64: base64) }
         #expect(failure?.kind == .malformed)
@@ -119,10 +121,13 @@ struct LegacyReceiptTests {
     @Test("an empty transaction id is refused")
     func emptyTransactionId() throws {
         #expect {
-            _ = try AppReceiptVerifier.unverifiedContents(base64: LegacyReceiptForgery.unsigned(transactionId: "", bundleId: "b").base64EncodedString())
+            _ = try AppReceiptVerifier.unverifiedContents(
+                base64: LegacyReceiptForgery.unsigned(transactionId: "", bundleId: "b").base64EncodedString())
         } throws: { error in
             (error as? AppReceiptVerifier.Failure)?.description.contains("is empty") == true
         }
-        #expect(try AppReceiptVerifier.unverifiedContents(base64: LegacyReceiptForgery.unsigned(transactionId: "7", bundleId: "b").base64EncodedString()).transactionIds == ["7"])
+        #expect(
+            try AppReceiptVerifier.unverifiedContents(base64: LegacyReceiptForgery.unsigned(transactionId: "7", bundleId: "b").base64EncodedString())
+                .transactionIds == ["7"])
     }
 }

@@ -1,7 +1,8 @@
-@testable import CountersignAppStore
 import CountersignTesting
 import Foundation
 import Testing
+
+@testable import CountersignAppStore
 
 /// Thousands of random mutations of one valid JWS: every one is rejected with an error, or
 /// accepted only when the signed bytes (header and payload segments) and the decoded
@@ -64,7 +65,8 @@ struct SignedDataFuzzTests {
             do {
                 _ = try await verifier.verify(mutated, as: TransactionPayload.self)
                 let parts = mutated.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".", omittingEmptySubsequences: false)
-                let unchanged = parts.count == 3 && parts[0] == original[0] && parts[1] == original[1]
+                let unchanged =
+                    parts.count == 3 && parts[0] == original[0] && parts[1] == original[1]
                     && Data(base64URL: parts[2]) == originalSignature
                 #expect(unchanged, "accepted a changed JWS (\(mutation)): \(mutated)")
                 acceptedUnchanged += 1

@@ -1,8 +1,9 @@
-@testable import CountersignAppStore
 import CountersignTesting
 import Foundation
 import Testing
 import X509
+
+@testable import CountersignAppStore
 
 @Suite("Test store")
 struct TestStoreTests {
@@ -31,10 +32,11 @@ struct TestStoreTests {
         let ca = try TestStoreCA.create(name: "test")
         let (jws, _) = try ca.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: "com.example.demo"))
         let apple = AppleVectors.appleRoot
-        let verifier = try SignedDataVerifier(configuration: .init(
-            anchors: [TrustAnchor(certificate: apple, environments: [.production, .sandbox])],
-            bundleId: "com.example.demo", appAppleId: 1, environments: [.production, .sandbox, .testStore]
-        ))
+        let verifier = try SignedDataVerifier(
+            configuration: .init(
+                anchors: [TrustAnchor(certificate: apple, environments: [.production, .sandbox])],
+                bundleId: "com.example.demo", appAppleId: 1, environments: [.production, .sandbox, .testStore]
+            ))
         await #expect(throws: SignedDataError.status(.verificationFailure)) { _ = try await verifier.verify(jws, as: TransactionPayload.self) }
     }
 
@@ -43,7 +45,9 @@ struct TestStoreTests {
         let ours = try TestStoreCA.create(name: "ours")
         let theirs = try TestStoreCA.create(name: "theirs")
         let (jws, _) = try theirs.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: "com.example.demo"))
-        await #expect(throws: SignedDataError.status(.verificationFailure)) { _ = try await Self.verifier(ours).verify(jws, as: TransactionPayload.self) }
+        await #expect(throws: SignedDataError.status(.verificationFailure)) {
+            _ = try await Self.verifier(ours).verify(jws, as: TransactionPayload.self)
+        }
     }
 
     @Test("the test store root cannot vouch for Sandbox or Production data")
@@ -52,7 +56,9 @@ struct TestStoreTests {
         var purchase = TestStoreCA.Purchase(productId: "lifetime", type: .nonConsumable, bundleId: "com.example.demo")
         purchase.environment = .sandbox
         let (jws, _) = try ca.mintTransaction(purchase)
-        await #expect(throws: SignedDataError.status(.invalidEnvironment)) { _ = try await Self.verifier(ca).verify(jws, as: TransactionPayload.self) }
+        await #expect(throws: SignedDataError.status(.invalidEnvironment)) {
+            _ = try await Self.verifier(ca).verify(jws, as: TransactionPayload.self)
+        }
     }
 
     @Test("an app that does not list TestStore refuses test-store purchases")
@@ -68,7 +74,9 @@ struct TestStoreTests {
     func notification() async throws {
         let ca = try TestStoreCA.create(name: "test")
         let (transaction, payload) = try ca.mintTransaction(.init(productId: "pro_monthly", type: .autoRenewable, bundleId: "com.example.demo"))
-        let renewal = try ca.sign(RenewalInfoPayload(originalTransactionId: payload.originalTransactionId!, productId: "pro_monthly", environment: .testStore, signedDate: Date()))
+        let renewal = try ca.sign(
+            RenewalInfoPayload(
+                originalTransactionId: payload.originalTransactionId!, productId: "pro_monthly", environment: .testStore, signedDate: Date()))
         var data = NotificationPayload.NotificationData(bundleId: "com.example.demo", environment: .testStore)
         data.signedTransactionInfo = transaction
         data.signedRenewalInfo = renewal
@@ -88,17 +96,21 @@ struct TestStoreTests {
         #expect(loaded.root == created.root)
         let (jws, _) = try loaded.mintTransaction(.init(productId: "coins_100", type: .consumable, bundleId: "com.example.demo"))
         _ = try await Self.verifier(created).verify(jws, as: TransactionPayload.self)
-        let permissions = try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("keys.json").path)[.posixPermissions] as? NSNumber
+        let permissions =
+            try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("keys.json").path)[.posixPermissions] as? NSNumber
         #expect(permissions?.intValue == 0o600)
     }
 
     @Test("unknown enum values from a newer Apple payload are kept, not rejected")
     func forwardCompatible() throws {
-        let json = #"{"transactionId":"1","originalTransactionId":"1","productId":"p","type":"Brand-New Type","environment":"Sandbox","inAppOwnershipType":"SOMETHING_NEW","signedDate":1767225600000,"unknownField":42}"#
+        let json =
+            #"{"transactionId":"1","originalTransactionId":"1","productId":"p","type":"Brand-New Type","environment":"Sandbox","inAppOwnershipType":"SOMETHING_NEW","signedDate":1767225600000,"unknownField":42}"#
         let payload = try AppStoreJSON.makeDecoder().decode(TransactionPayload.self, from: Data(json.utf8))
         #expect(payload.type == ProductType(rawValue: "Brand-New Type"))
         #expect(payload.inAppOwnershipType?.rawValue == "SOMETHING_NEW")
         let notification = #"{"notificationType":"SOMETHING_LATER","notificationUUID":"u","signedDate":1}"#
-        #expect(try AppStoreJSON.makeDecoder().decode(NotificationPayload.self, from: Data(notification.utf8)).notificationType.rawValue == "SOMETHING_LATER")
+        #expect(
+            try AppStoreJSON.makeDecoder().decode(NotificationPayload.self, from: Data(notification.utf8)).notificationType.rawValue
+                == "SOMETHING_LATER")
     }
 }

@@ -1,8 +1,9 @@
-@testable import CountersignAppStore
 import Crypto
 import Foundation
 import SwiftASN1
 import X509
+
+@testable import CountersignAppStore
 
 /// A certificate authority made inside a test, to forge signed data with any defect.
 struct ThrowawayCA {
@@ -19,7 +20,9 @@ struct ThrowawayCA {
     init(rootName: String = "Throwaway Root", leafHasOID: Bool = true, now: Date = Date()) throws {
         let rootKeyIdentifier = SubjectKeyIdentifier(hash: rootKey.publicKey)
         let intermediateKeyIdentifier = SubjectKeyIdentifier(hash: intermediateKey.publicKey)
-        let rootDN = try DistinguishedName { CommonName(rootName); OrganizationName("Apple Inc.") }
+        let rootDN = try DistinguishedName {
+            CommonName(rootName); OrganizationName("Apple Inc.")
+        }
         let intermediateDN = try DistinguishedName { CommonName("Throwaway Intermediate") }
         let leafDN = try DistinguishedName { CommonName("Throwaway Leaf") }
         let start = now.addingTimeInterval(-86_400)

@@ -10,22 +10,27 @@ struct ClientCommandTests {
     func customerInfo() throws {
         let directory = try makeTemporaryDirectory("countersign-client")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try BackgroundCommand(["serve", "--data-dir", directory.path, "--port", "0", "--log-level", "error"], waitingFor: "listening on")
+        let server = try BackgroundCommand(
+            ["serve", "--data-dir", directory.path, "--port", "0", "--log-level", "error"], waitingFor: "listening on")
         defer { server.stop() }
         let serverURL = "http://127.0.0.1:\(server.port)"
         let proxy = try BackgroundCommand(
             ["proxy", "--listen", "127.0.0.1:0", "--upstream", serverURL, "--attack", "grant-entitlement"], waitingFor: "proxying"
         )
         defer { proxy.stop() }
-        let configuration = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("countersign.json"))) as! [String: Any]
+        let configuration =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("countersign.json"))) as! [String: Any]
         let app = (configuration["apps"] as! [[String: Any]])[0]
         let apiKey = (app["publicApiKeys"] as! [String])[0]
         let rootKey = try String(contentsOf: directory.appendingPathComponent("keys/root.pub"), encoding: .utf8)
             .trimmingCharacters(in: .whitespacesAndNewlines)
 
         func client(_ command: String, server: String, mode: String, extra: [String] = []) throws -> (status: Int32, json: [String: Any]) {
-            let result = try CLIRunner.run(["client", command, "--server", server, "--api-key", apiKey, "--app-user-id", "cli-user",
-                                            "--root-key", rootKey, "--mode", mode, "--store-server", serverURL, "--json"] + extra)
+            let result = try CLIRunner.run(
+                [
+                    "client", command, "--server", server, "--api-key", apiKey, "--app-user-id", "cli-user",
+                    "--root-key", rootKey, "--mode", mode, "--store-server", serverURL, "--json",
+                ] + extra)
             let json = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] ?? [:]
             return (result.status, json)
         }

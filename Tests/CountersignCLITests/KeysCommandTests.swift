@@ -1,6 +1,6 @@
 import CountersignCore
-import Crypto
 import CountersignTesting
+import Crypto
 import Foundation
 import Testing
 
@@ -78,8 +78,10 @@ struct KeysCommandTests {
             """
         let check = Process()
         check.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        check.arguments = ["python3", "-c", script, root.base64EncodedString(), certificate.publicKey.base64EncodedString(),
-                           certificate.rootSignature.base64EncodedString(), String(certificate.expirationDays)]
+        check.arguments = [
+            "python3", "-c", script, root.base64EncodedString(), certificate.publicKey.base64EncodedString(),
+            certificate.rootSignature.base64EncodedString(), String(certificate.expirationDays),
+        ]
         let out = Pipe()
         check.standardOutput = out
         try check.run()
@@ -89,10 +91,15 @@ struct KeysCommandTests {
         #expect(output == "ok\n")
     }
 
-    @Test("bad input to keys commands is one error line and exit 2", arguments: [
-        (["keys", "show", "/nonexistent/key"], "error: key file not found: /nonexistent/key"),
-        (["keys", "intermediate", "--root", "/nonexistent/root.key", "--out", "/tmp/x.key"], "error: root key /nonexistent/root.key: cannot read key file /nonexistent/root.key"),
-    ])
+    @Test(
+        "bad input to keys commands is one error line and exit 2",
+        arguments: [
+            (["keys", "show", "/nonexistent/key"], "error: key file not found: /nonexistent/key"),
+            (
+                ["keys", "intermediate", "--root", "/nonexistent/root.key", "--out", "/tmp/x.key"],
+                "error: root key /nonexistent/root.key: cannot read key file /nonexistent/root.key"
+            ),
+        ])
     func badInput(_ arguments: [String], _ expected: String) throws {
         let result = try CLIRunner.run(arguments)
         #expect(result.status == 2)

@@ -42,7 +42,9 @@ struct StoreCommandTests {
         #expect(tampered.lines.first?.hasPrefix("error: ") == true)
     }
 
-    @Test("store verify on malformed input says VERIFICATION_FAILURE (malformed-jws); Production without an app Apple ID, unknown products and missing files are errors")
+    @Test(
+        "store verify on malformed input says VERIFICATION_FAILURE (malformed-jws); Production without an app Apple ID, unknown products and missing files are errors"
+    )
     func badInput() throws {
         let directory = try makeTemporaryDirectory("countersign-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -71,7 +73,8 @@ struct StoreCommandTests {
     func productionNeedsAppAppleId() throws {
         let directory = try makeTemporaryDirectory("countersign-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let configuration = #"{"apps":[{"id":"shop","bundleId":"com.example.shop","publicApiKeys":["pk_x"],"secretApiKeys":["sk_x"],"environments":["Production"],"transferBehavior":"transfer","products":[],"offerings":[]}]}"#
+        let configuration =
+            #"{"apps":[{"id":"shop","bundleId":"com.example.shop","publicApiKeys":["pk_x"],"secretApiKeys":["sk_x"],"environments":["Production"],"transferBehavior":"transfer","products":[],"offerings":[]}]}"#
         try Data(configuration.utf8).write(to: directory.appendingPathComponent("countersign.json"))
         let serve = try CLIRunner.run(["serve", "--data-dir", directory.path, "--port", "0"])
         #expect(serve.status == 2)
@@ -85,8 +88,10 @@ struct StoreCommandTests {
     func dashboardSettingsChecked() throws {
         let directory = try makeTemporaryDirectory("countersign-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
-        for (option, value) in [("--dashboard-session-seconds", "5"), ("--dashboard-cache-seconds", "100000"),
-                                ("--database-connections", "1"), ("--database-connections", "5000")] {
+        for (option, value) in [
+            ("--dashboard-session-seconds", "5"), ("--dashboard-cache-seconds", "100000"),
+            ("--database-connections", "1"), ("--database-connections", "5000"),
+        ] {
             let serve = try CLIRunner.run(["serve", "--data-dir", directory.path, "--port", "0", option, value])
             #expect(serve.status != 0, "\(option) \(value)")
             #expect(serve.lines.contains { $0.contains(option) }, "\(serve.lines)")

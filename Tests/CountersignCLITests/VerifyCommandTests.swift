@@ -86,11 +86,13 @@ struct VerifyCommandTests {
         #expect(result.lines == ["failed: malformedSignature"])
     }
 
-    @Test("bad input is one error line and exit 2, never a crash", arguments: [
-        ("/nonexistent/request.http", rootKey, "error: request file not found: /nonexistent/request.http"),
-        (nil, "%%%", "error: --root-key: root key is not valid base64"),
-        (nil, "AAAA", "error: --root-key: root key must be 32 bytes, got 3"),
-    ])
+    @Test(
+        "bad input is one error line and exit 2, never a crash",
+        arguments: [
+            ("/nonexistent/request.http", rootKey, "error: request file not found: /nonexistent/request.http"),
+            (nil, "%%%", "error: --root-key: root key is not valid base64"),
+            (nil, "AAAA", "error: --root-key: root key must be 32 bytes, got 3"),
+        ])
     func badInput(_ requestPath: String?, _ rootKey: String, _ expected: String) throws {
         let capture = try Capture()
         defer { try? FileManager.default.removeItem(at: capture.directory) }
@@ -101,11 +103,16 @@ struct VerifyCommandTests {
         #expect(result.lines == [expected])
     }
 
-    @Test("a truncated capture is one error line and exit 2", arguments: [
-        ("HTTP/1.1 200 OK\r\nContent-Length: 500\r\nX-Signature: abc\r\n\r\n{\"a\":", "error: malformed capture: response: truncated body: Content-Length is 500 but only 5 bytes follow"),
-        ("HTTP/1.1 200 OK\r\nX-Signa", "error: malformed capture: response: truncated: the last header line has no line end"),
-        ("HTTP/1.1", "error: malformed capture: response: truncated: the start line has no line end"),
-    ])
+    @Test(
+        "a truncated capture is one error line and exit 2",
+        arguments: [
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 500\r\nX-Signature: abc\r\n\r\n{\"a\":",
+                "error: malformed capture: response: truncated body: Content-Length is 500 but only 5 bytes follow"
+            ),
+            ("HTTP/1.1 200 OK\r\nX-Signa", "error: malformed capture: response: truncated: the last header line has no line end"),
+            ("HTTP/1.1", "error: malformed capture: response: truncated: the start line has no line end"),
+        ])
     func truncated(_ responseText: String, _ expected: String) throws {
         let capture = try Capture(responseText: responseText)
         defer { try? FileManager.default.removeItem(at: capture.directory) }

@@ -11,8 +11,10 @@ struct VerifyWebhookCommandTests {
     static let url = "https://backend.example/hooks/countersign"
 
     /// A delivery signed by the test intermediate, written as raw HTTP; `edit` changes the text.
-    static func capture(path: String = "/hooks/countersign", extraHeader: String = "", body: Data = body,
-                        edit: (String) -> String = { $0 }) throws -> URL {
+    static func capture(
+        path: String = "/hooks/countersign", extraHeader: String = "", body: Data = body,
+        edit: (String) -> String = { $0 }
+    ) throws -> URL {
         let time = String(Int64(TestKeys.referenceDate.timeIntervalSince1970 * 1000))
         let signature = try ResponseSigner(key: TestKeys.intermediate).signature(
             request: WebhookSignature.requestParts(appId: "demo", url: Self.url)!, response: SignedResponseParts(requestTime: time, body: Self.body)
@@ -52,8 +54,10 @@ struct VerifyWebhookCommandTests {
             #expect(result.status == 1 && result.stdout.hasPrefix("failed: "), "\(result.lines)")
         }
         // The same delivery checked by another receiver: another path, host or app.
-        for (app, url) in [("demo", "https://backend.example/hooks/other"), ("demo", "https://evil.example/hooks/countersign"),
-                           ("other", Self.url)] {
+        for (app, url) in [
+            ("demo", "https://backend.example/hooks/other"), ("demo", "https://evil.example/hooks/countersign"),
+            ("other", Self.url),
+        ] {
             let result = try Self.run(try Self.capture(), appId: app, url: url)
             #expect(result.status == 1 && result.stdout.hasPrefix("failed: "), "\(result.lines)")
         }

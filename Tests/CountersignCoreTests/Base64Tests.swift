@@ -1,7 +1,8 @@
-@testable import CountersignCore
 import CountersignTesting
 import Foundation
 import Testing
+
+@testable import CountersignCore
 
 @Suite("Base64 encoder")
 struct Base64Tests {

@@ -45,32 +45,36 @@ struct CapturedExchangeTests {
         #expect(exchange.response.body == Data(#"{"a":1}"#.utf8))
     }
 
-    @Test("broken captures are errors that say what is wrong", arguments: [
-        ("", "HTTP/1.1 200 OK\n\n", "request: empty"),
-        ("GET /x HTTP/1.1", "HTTP/1.1 200 OK\n\n", "request: truncated: the start line has no line end"),
-        ("GET /x HTTP/1.1\nX-Nonce: abc", "HTTP/1.1 200 OK\n\n", "truncated: the last header line"),
-        ("GET /x HTTP/1.1\nX-Nonce: abc\n", "HTTP/1.1 200 OK\n\n", "X-Nonce is not base64 of 12 bytes"),
-        ("GET /x HTTP/1.1\nX-Nonce: AAAAAAAAAAAAAAAA==\n", "HTTP/1.1 200 OK\n\n", "X-Nonce is not base64 of 12 bytes"),
-        ("GET /x\n", "HTTP/1.1 200 OK\n\n", "start line is not"),
-        ("GET x HTTP/1.1\n", "HTTP/1.1 200 OK\n\n", "is not a path"),
-        ("GET /x HTTP/1.1\nBad Header\n", "HTTP/1.1 200 OK\n\n", "malformed header line"),
-        ("GET /x HTTP/1.1\nAuthorization: Basic abc\n", "HTTP/1.1 200 OK\n\n", "Authorization is not 'Bearer <key>'"),
-        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Length: 10\n\n{}", "truncated body: Content-Length is 10 but only 2 bytes follow"),
-        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Length: 1\n\n{}", "body is 2 bytes but Content-Length is 1"),
-        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Length: x\n\n{}", "Content-Length 'x' is not a number"),
-        ("GET /x HTTP/1.1\n", "HTTP/1.1 OK\n\n", "response: status line is not"),
-        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nX-Signature: abc", "response: truncated: the last header line"),
-        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Encoding: gzip\n\nxx", "gzip-encoded"),
-        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n5\n{}", "truncated chunked body"),
-        // Where a second HTTP parser would read the same bytes differently.
-        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Length: +2\n\n{}", "Content-Length '+2' is not a number"),
-        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Length: 2 \u{0B}\n\n{}", "is not a number"),
-        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\nContent-Length: 2\n\n2\n{}\n0\n\n",
-         "both Transfer-Encoding and Content-Length"),
-        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: gzip, chunked\n\n2\n{}\n0\n\n", "is not supported"),
-        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n+2\n{}\n0\n\n", "malformed chunk size '+2'"),
-        ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n-0\n\n", "malformed chunk size '-0'"),
-    ])
+    @Test(
+        "broken captures are errors that say what is wrong",
+        arguments: [
+            ("", "HTTP/1.1 200 OK\n\n", "request: empty"),
+            ("GET /x HTTP/1.1", "HTTP/1.1 200 OK\n\n", "request: truncated: the start line has no line end"),
+            ("GET /x HTTP/1.1\nX-Nonce: abc", "HTTP/1.1 200 OK\n\n", "truncated: the last header line"),
+            ("GET /x HTTP/1.1\nX-Nonce: abc\n", "HTTP/1.1 200 OK\n\n", "X-Nonce is not base64 of 12 bytes"),
+            ("GET /x HTTP/1.1\nX-Nonce: AAAAAAAAAAAAAAAA==\n", "HTTP/1.1 200 OK\n\n", "X-Nonce is not base64 of 12 bytes"),
+            ("GET /x\n", "HTTP/1.1 200 OK\n\n", "start line is not"),
+            ("GET x HTTP/1.1\n", "HTTP/1.1 200 OK\n\n", "is not a path"),
+            ("GET /x HTTP/1.1\nBad Header\n", "HTTP/1.1 200 OK\n\n", "malformed header line"),
+            ("GET /x HTTP/1.1\nAuthorization: Basic abc\n", "HTTP/1.1 200 OK\n\n", "Authorization is not 'Bearer <key>'"),
+            ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Length: 10\n\n{}", "truncated body: Content-Length is 10 but only 2 bytes follow"),
+            ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Length: 1\n\n{}", "body is 2 bytes but Content-Length is 1"),
+            ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Length: x\n\n{}", "Content-Length 'x' is not a number"),
+            ("GET /x HTTP/1.1\n", "HTTP/1.1 OK\n\n", "response: status line is not"),
+            ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nX-Signature: abc", "response: truncated: the last header line"),
+            ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Encoding: gzip\n\nxx", "gzip-encoded"),
+            ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n5\n{}", "truncated chunked body"),
+            // Where a second HTTP parser would read the same bytes differently.
+            ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Length: +2\n\n{}", "Content-Length '+2' is not a number"),
+            ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nContent-Length: 2 \u{0B}\n\n{}", "is not a number"),
+            (
+                "GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\nContent-Length: 2\n\n2\n{}\n0\n\n",
+                "both Transfer-Encoding and Content-Length"
+            ),
+            ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: gzip, chunked\n\n2\n{}\n0\n\n", "is not supported"),
+            ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n+2\n{}\n0\n\n", "malformed chunk size '+2'"),
+            ("GET /x HTTP/1.1\n", "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n-0\n\n", "malformed chunk size '-0'"),
+        ])
     func broken(_ request: String, _ response: String, _ expected: String) {
         #expect {
             _ = try CapturedExchange(request: Data(request.utf8), response: Data(response.utf8))

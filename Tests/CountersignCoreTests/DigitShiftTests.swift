@@ -36,8 +36,8 @@ struct DigitShiftTests {
     @Test("a digit moved from the request time into a numeric ETag is caught by the ETag shape")
     func requestTimeIntoETag() {
         var shifted = Self.honest
-        shifted.response.requestTime = "176722920000"          // one digit shorter: 1975 instead of 2026
-        shifted.response.etag = "0" + Self.numericETag         // the digit now leads the ETag
+        shifted.response.requestTime = "176722920000"  // one digit shorter: 1975 instead of 2026
+        shifted.response.etag = "0" + Self.numericETag  // the digit now leads the ETag
         #expect(Self.signedBytes(shifted) == Self.signedBytes(Self.honest), "the attack keeps the signed bytes")
 
         // RevenueCat's rules (any ETag shape) accept it:
@@ -49,7 +49,7 @@ struct DigitShiftTests {
     @Test("a digit moved from a numeric ETag into the request time is caught by the ETag shape")
     func etagIntoRequestTime() {
         var shifted = Self.honest
-        shifted.response.requestTime = "17672292000001"        // ten times later: year 2530
+        shifted.response.requestTime = "17672292000001"  // ten times later: year 2530
         shifted.response.etag = String(Self.numericETag.dropFirst())
         #expect(Self.signedBytes(shifted) == Self.signedBytes(Self.honest))
         // RevenueCat's rules accept it; even with any ETag shape, ours see a time past the

@@ -6,16 +6,20 @@ import Testing
 struct EntitlementRulesTests {
     static let products = AppConfiguration.makeDemo().products
     static let day: TimeInterval = 86_400
-    static let start = Date(timeIntervalSince1970: 1_767_225_600) // 2026-01-01
+    static let start = Date(timeIntervalSince1970: 1_767_225_600)  // 2026-01-01
 
     static func monthly(_ id: String, chain: String? = nil, from start: Date, days: Double = 30) -> PurchaseRecord {
-        PurchaseRecord(transactionId: id, originalTransactionId: chain ?? id, productId: "pro_monthly", kind: .autoRenewable,
-                       environment: "TestStore", purchaseDate: start, expiresDate: start.addingTimeInterval(days * day))
+        PurchaseRecord(
+            transactionId: id, originalTransactionId: chain ?? id, productId: "pro_monthly", kind: .autoRenewable,
+            environment: "TestStore", purchaseDate: start, expiresDate: start.addingTimeInterval(days * day))
     }
 
-    static func evaluate(_ purchases: [PurchaseRecord], statuses: [SubscriptionStatus] = [], grants: [PromotionalGrant] = [], at offsetDays: Double) -> CustomerEntitlements {
-        EntitlementRules.evaluate(purchases: purchases, statuses: statuses, grants: grants, products: products,
-                                  at: start.addingTimeInterval(offsetDays * day))
+    static func evaluate(_ purchases: [PurchaseRecord], statuses: [SubscriptionStatus] = [], grants: [PromotionalGrant] = [], at offsetDays: Double)
+        -> CustomerEntitlements
+    {
+        EntitlementRules.evaluate(
+            purchases: purchases, statuses: statuses, grants: grants, products: products,
+            at: start.addingTimeInterval(offsetDays * day))
     }
 
     @Test("an auto-renewable subscription is active until its expiry and not after")
@@ -47,12 +51,15 @@ struct EntitlementRulesTests {
         var renewalOfAnotherChain = Self.monthly("4", chain: "9", from: Self.start.addingTimeInterval(50 * Self.day))
         renewalOfAnotherChain.originalPurchaseDate = Self.start.addingTimeInterval(-100 * Self.day)
         for order in [[first, current, newerUpgraded, renewalOfAnotherChain], [renewalOfAnotherChain, newerUpgraded, current, first]] {
-            let chainOne = EntitlementRules.evaluate(purchases: order.filter { $0.originalTransactionId == "1" }, products: Self.products, at: Self.start.addingTimeInterval(45 * Self.day))
+            let chainOne = EntitlementRules.evaluate(
+                purchases: order.filter { $0.originalTransactionId == "1" }, products: Self.products, at: Self.start.addingTimeInterval(45 * Self.day)
+            )
             #expect(chainOne.subscriptions["pro_monthly"]?.purchaseDate == current.purchaseDate)
             #expect(chainOne.subscriptions["pro_monthly"]?.expiresDate == current.expiresDate)
             #expect(chainOne.subscriptions["pro_monthly"]?.originalPurchaseDate == Self.start)
             // Every transaction of a chain upgraded: the newest of them is shown, and grants nothing.
-            let allUpgraded = EntitlementRules.evaluate(purchases: order.filter(\.isUpgraded), products: Self.products, at: Self.start.addingTimeInterval(45 * Self.day))
+            let allUpgraded = EntitlementRules.evaluate(
+                purchases: order.filter(\.isUpgraded), products: Self.products, at: Self.start.addingTimeInterval(45 * Self.day))
             #expect(allUpgraded.subscriptions["pro_monthly"]?.purchaseDate == newerUpgraded.purchaseDate)
             #expect(allUpgraded.entitlements["pro"]?.isActive == false)
             // A reader that handed over only a chain's newest transaction gave its first purchase date with it.
@@ -65,7 +72,8 @@ struct EntitlementRulesTests {
     @Test("grace period counts as active until it ends; billing retry without grace does not")
     func graceAndBillingRetry() {
         let purchase = Self.monthly("1", from: Self.start)
-        let grace = SubscriptionStatus(originalTransactionId: "1", gracePeriodExpiresDate: Self.start.addingTimeInterval(36 * Self.day), isInBillingRetry: true)
+        let grace = SubscriptionStatus(
+            originalTransactionId: "1", gracePeriodExpiresDate: Self.start.addingTimeInterval(36 * Self.day), isInBillingRetry: true)
         #expect(Self.evaluate([purchase], statuses: [grace], at: 33).entitlements["pro"]?.isActive == true)
         #expect(Self.evaluate([purchase], statuses: [grace], at: 33).entitlements["pro"]?.gracePeriodExpiresDate == grace.gracePeriodExpiresDate)
         #expect(Self.evaluate([purchase], statuses: [grace], at: 36).entitlements["pro"]?.isActive == false)
@@ -89,8 +97,9 @@ struct EntitlementRulesTests {
         purchase.revocationDate = Self.start.addingTimeInterval(10 * Self.day)
         #expect(Self.evaluate([purchase], at: 9).entitlements["pro"]?.isActive == true)
         #expect(Self.evaluate([purchase], at: 10).entitlements["pro"]?.isActive == false)
-        var lifetime = PurchaseRecord(transactionId: "2", originalTransactionId: "2", productId: "lifetime", kind: .nonConsumable,
-                                      environment: "TestStore", purchaseDate: Self.start)
+        var lifetime = PurchaseRecord(
+            transactionId: "2", originalTransactionId: "2", productId: "lifetime", kind: .nonConsumable,
+            environment: "TestStore", purchaseDate: Self.start)
         #expect(Self.evaluate([lifetime], at: 1_000).entitlements["pro"]?.isActive == true)
         #expect(Self.evaluate([lifetime], at: 1_000).entitlements["pro"]?.expiresDate == nil)
         lifetime.revocationDate = Self.start.addingTimeInterval(5 * Self.day)
@@ -102,8 +111,9 @@ struct EntitlementRulesTests {
         var old = Self.monthly("1", from: Self.start)
         old.isUpgraded = true
         #expect(Self.evaluate([old], at: 5).entitlements["pro"]?.isActive == false)
-        let upgrade = PurchaseRecord(transactionId: "2", originalTransactionId: "2", productId: "lifetime", kind: .nonConsumable,
-                                     environment: "TestStore", purchaseDate: Self.start.addingTimeInterval(5 * Self.day))
+        let upgrade = PurchaseRecord(
+            transactionId: "2", originalTransactionId: "2", productId: "lifetime", kind: .nonConsumable,
+            environment: "TestStore", purchaseDate: Self.start.addingTimeInterval(5 * Self.day))
         let result = Self.evaluate([old, upgrade], at: 6)
         #expect(result.entitlements["pro"]?.isActive == true)
         #expect(result.entitlements["pro"]?.productId == "lifetime")
@@ -112,8 +122,9 @@ struct EntitlementRulesTests {
     @Test("consumables are listed as non-subscriptions and grant no entitlement")
     func consumables() {
         let coins = (1...2).map {
-            PurchaseRecord(transactionId: "c\($0)", originalTransactionId: "c\($0)", productId: "coins_100", kind: .consumable,
-                           environment: "TestStore", purchaseDate: Self.start.addingTimeInterval(Double($0) * Self.day))
+            PurchaseRecord(
+                transactionId: "c\($0)", originalTransactionId: "c\($0)", productId: "coins_100", kind: .consumable,
+                environment: "TestStore", purchaseDate: Self.start.addingTimeInterval(Double($0) * Self.day))
         }
         let result = Self.evaluate(coins.reversed(), at: 3)
         #expect(result.nonSubscriptions["coins_100"]?.map(\.transactionId) == ["c1", "c2"])
@@ -122,7 +133,8 @@ struct EntitlementRulesTests {
 
     @Test("promotional grants: active in their window, lifetime when open-ended, ended by revocation")
     func promotional() {
-        let week = PromotionalGrant(grantId: "g1", entitlement: "pro", startsDate: Self.start, expiresDate: Self.start.addingTimeInterval(7 * Self.day))
+        let week = PromotionalGrant(
+            grantId: "g1", entitlement: "pro", startsDate: Self.start, expiresDate: Self.start.addingTimeInterval(7 * Self.day))
         #expect(Self.evaluate([], grants: [week], at: 6).entitlements["pro"]?.isActive == true)
         #expect(Self.evaluate([], grants: [week], at: 7).entitlements["pro"]?.isActive == false)
         let lifetime = PromotionalGrant(grantId: "g2", entitlement: "pro", startsDate: Self.start, expiresDate: nil)
@@ -135,7 +147,8 @@ struct EntitlementRulesTests {
     @Test("several sources: the active one that lasts longest wins")
     func mostRelevantSource() {
         let monthly = Self.monthly("1", from: Self.start)
-        let week = PromotionalGrant(grantId: "g1", entitlement: "pro", startsDate: Self.start, expiresDate: Self.start.addingTimeInterval(40 * Self.day))
+        let week = PromotionalGrant(
+            grantId: "g1", entitlement: "pro", startsDate: Self.start, expiresDate: Self.start.addingTimeInterval(40 * Self.day))
         let result = Self.evaluate([monthly], grants: [week], at: 10)
         #expect(result.entitlements["pro"]?.source == .promotional)
         #expect(result.entitlements["pro"]?.expiresDate == week.expiresDate)

@@ -1,24 +1,29 @@
-@testable import CountersignCore
 import CountersignTesting
 import Foundation
 import Testing
 
+@testable import CountersignCore
+
 @Suite("JSON syntax check")
 struct JSONSyntaxTests {
-    @Test("valid JSON documents are accepted", arguments: [
-        "{}", " {} \n", #"{"a":[1,-2.5e+3,0,0.1,true,false,null,"x\"\\\/\b\f\n\r\t\u00e9"]}"#,
-        #"{"nested":{"deep":[[[{}]]]}}"#, #"{"é":"漢🙂"}"#,
-    ])
+    @Test(
+        "valid JSON documents are accepted",
+        arguments: [
+            "{}", " {} \n", #"{"a":[1,-2.5e+3,0,0.1,true,false,null,"x\"\\\/\b\f\n\r\t\u00e9"]}"#,
+            #"{"nested":{"deep":[[[{}]]]}}"#, #"{"é":"漢🙂"}"#,
+        ])
     func valid(_ text: String) {
         #expect(JSONSyntax.isValid(Data(text.utf8), topLevel: .object))
         #expect(JSONSyntax.isValid(Data(text.utf8), topLevel: .anyValue))
     }
 
-    @Test("invalid JSON is rejected", arguments: [
-        "", "{", "}", "{\"a\"}", "{\"a\":}", "{a:1}", "{\"a\":1,}", "[1,]", "{\"a\":01}", "{\"a\":1.}", "{\"a\":.5}",
-        "{\"a\":-}", "{\"a\":1e}", "{\"a\":tru}", "{\"a\":\"\\x\"}", "{\"a\":\"\\u12g4\"}", "{\"a\":\"\u{01}\"}",
-        "{\"a\":\"unterminated}", "{} {}", "{}x", "\u{FEFF}{}", "{\"a\":NaN}",
-    ])
+    @Test(
+        "invalid JSON is rejected",
+        arguments: [
+            "", "{", "}", "{\"a\"}", "{\"a\":}", "{a:1}", "{\"a\":1,}", "[1,]", "{\"a\":01}", "{\"a\":1.}", "{\"a\":.5}",
+            "{\"a\":-}", "{\"a\":1e}", "{\"a\":tru}", "{\"a\":\"\\x\"}", "{\"a\":\"\\u12g4\"}", "{\"a\":\"\u{01}\"}",
+            "{\"a\":\"unterminated}", "{} {}", "{}x", "\u{FEFF}{}", "{\"a\":NaN}",
+        ])
     func invalid(_ text: String) {
         #expect(!JSONSyntax.isValid(Data(text.utf8), topLevel: .anyValue))
     }

@@ -50,14 +50,16 @@ struct KeyFileTests {
         #expect(RootSigningKey.expirationDays(validForDays: 30, from: midnight) == TestKeys.referenceDay + 30)
     }
 
-    @Test("malformed key files are rejected with a message naming the problem", arguments: [
-        ("", "not a JSON object"),
-        ("[1]", "not a JSON object"),
-        (#"{"privateKey":"AAAA","publicKey":"AAAA"}"#, "32-byte seed"),
-        (#"{"privateKey":"!!","publicKey":"AAAA"}"#, "root key file needs"),
-        (#"{"publicKey":"AAAA","expirationDays":1,"rootSignature":"AAAA"}"#, "intermediate public key must be 32 bytes"),
-        (#"{"publicKey":"AAAA","expirationDays":-1,"rootSignature":"AAAA"}"#, "integer expirationDays"),
-    ])
+    @Test(
+        "malformed key files are rejected with a message naming the problem",
+        arguments: [
+            ("", "not a JSON object"),
+            ("[1]", "not a JSON object"),
+            (#"{"privateKey":"AAAA","publicKey":"AAAA"}"#, "32-byte seed"),
+            (#"{"privateKey":"!!","publicKey":"AAAA"}"#, "root key file needs"),
+            (#"{"publicKey":"AAAA","expirationDays":1,"rootSignature":"AAAA"}"#, "intermediate public key must be 32 bytes"),
+            (#"{"publicKey":"AAAA","expirationDays":-1,"rootSignature":"AAAA"}"#, "integer expirationDays"),
+        ])
     func malformed(_ text: String, _ expected: String) {
         #expect {
             _ = try KeyFile.decode(Data(text.utf8))

@@ -1,7 +1,8 @@
-@testable import CountersignCore
 import CountersignTesting
 import Foundation
 import Testing
+
+@testable import CountersignCore
 
 /// The lean CustomerInfo writer against Foundation's `JSONEncoder` (the Codable form the client
 /// and every earlier answer use): byte for byte, on random customers whose strings carry what
@@ -53,7 +54,9 @@ struct LeanJSONTests {
         var nonSubscriptions: [String: [SubscriberResponse.NonSubscription]] = [:]
         for _ in 0..<Int.random(in: 0...4, using: &random) {
             nonSubscriptions[randomString(&random)] = (0..<Int.random(in: 0...3, using: &random)).map { _ in
-                .init(id: randomString(&random), purchaseDate: randomString(&random), store: randomString(&random), isSandbox: Bool.random(using: &random))
+                .init(
+                    id: randomString(&random), purchaseDate: randomString(&random), store: randomString(&random),
+                    isSandbox: Bool.random(using: &random))
             }
         }
         return SubscriberResponse(
@@ -78,7 +81,8 @@ struct LeanJSONTests {
             if lean != codable {
                 differing += 1
                 if differing <= 3 {
-                    Issue.record("case \(index): lean \(String(decoding: lean, as: UTF8.self)) vs codable \(String(decoding: codable, as: UTF8.self))")
+                    Issue.record(
+                        "case \(index): lean \(String(decoding: lean, as: UTF8.self)) vs codable \(String(decoding: codable, as: UTF8.self))")
                 }
             }
             // The subscriber alone is the ETag's source: the same bytes as its Codable form.

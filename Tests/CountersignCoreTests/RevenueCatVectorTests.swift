@@ -85,9 +85,10 @@ struct RevenueCatVectorTests {
         #endif
     }()
 
-    @Test("our signer reproduces RevenueCat's Android signatures byte for byte",
-          .enabled(if: deterministicSigning, "CryptoKit's Ed25519 signatures are randomized"),
-          arguments: fullMessageVectors.filter { $0.reproducible_with_test_private_keys == true })
+    @Test(
+        "our signer reproduces RevenueCat's Android signatures byte for byte",
+        .enabled(if: deterministicSigning, "CryptoKit's Ed25519 signatures are randomized"),
+        arguments: fullMessageVectors.filter { $0.reproducible_with_test_private_keys == true })
     func androidSignerReproduction(_ vector: RevenueCatVector) throws {
         let keys = try #require(vector.test_keys)
         let root = try RootSigningKey(seed: TestKeys.unpaddedBase64(keys.root_private_seed_b64))

@@ -22,12 +22,15 @@ struct RoundTripTests {
     static func randomExchange(_ generator: inout SeededGenerator) -> (SignedRequestParts, SignedResponseParts, statusCode: Int) {
         let pathCharacters = "abcdefghijklmnopqrstuvwxyz0123456789-_.~%$:"
         let request = SignedRequestParts(
-            authValue: Bool.random(using: &generator) ? randomString(&generator, alphabet: "abcdefghijklmnopqrstuvwxyzABCDEF_0123456789", length: 8...40) : "",
+            authValue: Bool.random(using: &generator)
+                ? randomString(&generator, alphabet: "abcdefghijklmnopqrstuvwxyzABCDEF_0123456789", length: 8...40) : "",
             nonce: Bool.random(using: &generator) ? randomBytes(&generator, count: 12) : nil,
             path: "/v1/subscribers/" + randomString(&generator, alphabet: pathCharacters, length: 1...60),
             postParamsHash: Bool.random(using: &generator)
-                ? FieldsHash.headerValue([("app_user_id", randomString(&generator, alphabet: "abc123é漢", length: 0...20)), ("fetch_token", nil)]) : nil,
-            headersHash: Bool.random(using: &generator) ? FieldsHash.headerValue([("X-Is-Sandbox", Bool.random(using: &generator) ? "true" : "false")]) : nil
+                ? FieldsHash.headerValue([("app_user_id", randomString(&generator, alphabet: "abc123é漢", length: 0...20)), ("fetch_token", nil)])
+                : nil,
+            headersHash: Bool.random(using: &generator)
+                ? FieldsHash.headerValue([("X-Is-Sandbox", Bool.random(using: &generator) ? "true" : "false")]) : nil
         )
         let notModified = Int.random(in: 0..<5, using: &generator) == 0
         let etag: String? = notModified || Bool.random(using: &generator) ? randomBytes(&generator, count: 8).hexString : nil
@@ -55,7 +58,8 @@ struct RoundTripTests {
         for _ in 0..<Self.iterations {
             let (request, parts, status) = Self.randomExchange(&generator)
             let signature = try signer.signature(request: request, response: parts)
-            let response = ReceivedResponse(statusCode: status, signature: signature, requestTime: parts.requestTime, etag: parts.etag, body: parts.body)
+            let response = ReceivedResponse(
+                statusCode: status, signature: signature, requestTime: parts.requestTime, etag: parts.etag, body: parts.body)
             #expect(Self.verifier.verify(request: request, response: response) == .verified)
 
             var raw = [UInt8](Data(base64Encoded: signature)!)

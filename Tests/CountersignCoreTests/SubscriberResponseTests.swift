@@ -8,10 +8,12 @@ struct SubscriberResponseTests {
     func shape() throws {
         let start = Date(timeIntervalSince1970: 1_767_225_600)
         let purchases = [
-            PurchaseRecord(transactionId: "1", originalTransactionId: "1", productId: "pro_monthly", kind: .autoRenewable,
-                           environment: "TestStore", purchaseDate: start, expiresDate: start.addingTimeInterval(30 * 86_400)),
-            PurchaseRecord(transactionId: "2", originalTransactionId: "2", productId: "coins_100", kind: .consumable,
-                           environment: "Production", purchaseDate: start),
+            PurchaseRecord(
+                transactionId: "1", originalTransactionId: "1", productId: "pro_monthly", kind: .autoRenewable,
+                environment: "TestStore", purchaseDate: start, expiresDate: start.addingTimeInterval(30 * 86_400)),
+            PurchaseRecord(
+                transactionId: "2", originalTransactionId: "2", productId: "coins_100", kind: .consumable,
+                environment: "Production", purchaseDate: start),
         ]
         let now = start.addingTimeInterval(86_400 + 0.75)
         let entitlements = EntitlementRules.evaluate(purchases: purchases, products: AppConfiguration.makeDemo().products, at: now)

@@ -127,9 +127,12 @@ struct TamperTests {
         #expect(Self.outcome(exchange) == .failed(.missingSignature))
     }
 
-    @Test("signature header not 240 base64 characters gives malformedSignature",
-          arguments: ["", "AAAA", String(repeating: "A", count: 239), String(repeating: "A", count: 244),
-                      String(repeating: "*", count: 240), String(repeating: "A", count: 238) + "=="])
+    @Test(
+        "signature header not 240 base64 characters gives malformedSignature",
+        arguments: [
+            "", "AAAA", String(repeating: "A", count: 239), String(repeating: "A", count: 244),
+            String(repeating: "*", count: 240), String(repeating: "A", count: 238) + "==",
+        ])
     func malformedSignature(_ value: String) {
         var exchange = Self.honest
         exchange.response.signature = value
@@ -152,24 +155,27 @@ struct TamperTests {
         #expect(Self.outcome(exchange) == .failed(.missingRequestTime))
     }
 
-    @Test("request time not 1-16 plain digits gives malformedRequestTime",
-          arguments: ["", "01767229200000", "+1767229200000", "-1", "1767229200000.0", "1767229200000 ", "12345678901234567", "1e12", "１２３"])
+    @Test(
+        "request time not 1-16 plain digits gives malformedRequestTime",
+        arguments: ["", "01767229200000", "+1767229200000", "-1", "1767229200000.0", "1767229200000 ", "12345678901234567", "1e12", "１２３"])
     func malformedRequestTime(_ value: String) {
         var exchange = Self.honest
         exchange.response.requestTime = value
         #expect(Self.outcome(exchange) == .failed(.malformedRequestTime))
     }
 
-    @Test("ETag not 16 lowercase hex gives malformedETag",
-          arguments: ["0123456789ABCDEF", "0123456789abcde", "0123456789abcdef0", "\"0123456789abcdef\"", "W/0123456789abcd", "test-etag"])
+    @Test(
+        "ETag not 16 lowercase hex gives malformedETag",
+        arguments: ["0123456789ABCDEF", "0123456789abcde", "0123456789abcdef0", "\"0123456789abcdef\"", "W/0123456789abcd", "test-etag"])
     func malformedETag(_ value: String) {
         var exchange = Self.honest
         exchange.response.etag = value
         #expect(Self.outcome(exchange) == .failed(.malformedETag))
     }
 
-    @Test("body that is not a JSON object gives malformedBody",
-          arguments: ["", "null", "[]", "\"\"", "12", "{", "{\"a\":1}{", "{\"a\":01}", "{'a':1}", "{\"a\":1,}"])
+    @Test(
+        "body that is not a JSON object gives malformedBody",
+        arguments: ["", "null", "[]", "\"\"", "12", "{", "{\"a\":1}{", "{\"a\":01}", "{'a':1}", "{\"a\":1,}"])
     func malformedBody(_ value: String) {
         var exchange = Self.honest
         exchange.response.body = Data(value.utf8)

@@ -1,16 +1,18 @@
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Foundation
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// The admin API over real HTTP: secret keys only; lookups, promotional grants, deletion, keys.
 @Suite("Admin API")
 struct AdminTests {
     static func grant(_ harness: ReceiptTests.Harness, _ user: String, _ body: [String: Any], entitlement: String = "pro") async throws -> Reply {
-        try await harness.send(.post, "/v1/admin/customers/\(user)/entitlements/\(entitlement)/promotional", key: harness.secretKey,
-                               body: try JSONSerialization.data(withJSONObject: body))
+        try await harness.send(
+            .post, "/v1/admin/customers/\(user)/entitlements/\(entitlement)/promotional", key: harness.secretKey,
+            body: try JSONSerialization.data(withJSONObject: body))
     }
 
     @Test("lookup lists the customer's transactions; an unknown customer is a 404 and is not created", arguments: TestDatabaseKind.available)
@@ -79,7 +81,9 @@ struct AdminTests {
         }
     }
 
-    @Test("deleting a customer removes them; their purchase stays recorded and cannot be claimed under keepWithOriginal", arguments: TestDatabaseKind.available)
+    @Test(
+        "deleting a customer removes them; their purchase stays recorded and cannot be claimed under keepWithOriginal",
+        arguments: TestDatabaseKind.available)
     func delete(_ kind: TestDatabaseKind) async throws {
         try await ReceiptTests.withHarness(kind, transferBehavior: .keepWithOriginal) { harness in
             let (jws, payload) = try harness.mint("lifetime", type: .nonConsumable)

@@ -1,13 +1,14 @@
 import CountersignAppStore
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// The dashboard over real HTTP, as a browser drives it: cookies, forms and redirects, on both
 /// databases. Every refused request is checked to have changed nothing.
@@ -38,7 +39,8 @@ struct DashboardTests {
             }
             for line in reply.headers[values: .setCookie] {
                 let pair = line.split(separator: ";")[0].split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                let name = String(pair[0]), value = pair.count > 1 ? String(pair[1]) : ""
+                let name = String(pair[0])
+                let value = pair.count > 1 ? String(pair[1]) : ""
                 if line.contains("Max-Age=0") { cookies[name] = nil } else { cookies[name] = value }
             }
             return reply
@@ -56,8 +58,10 @@ struct DashboardTests {
         /// Signs in with `key`; `keep` ticks the box that keeps the session's other apps.
         func signIn(_ key: String, keep: Bool = false) async throws -> Reply {
             let page = try await get("/dashboard/login")
-            return try await request(.post, "/dashboard/login", form: [("csrf_token", try csrf(of: page)), ("secret_key", key)]
-                + (keep ? [("keep_apps", "1")] : []))
+            return try await request(
+                .post, "/dashboard/login",
+                form: [("csrf_token", try csrf(of: page)), ("secret_key", key)]
+                    + (keep ? [("keep_apps", "1")] : []))
         }
     }
 
@@ -69,8 +73,10 @@ struct DashboardTests {
     static func encode(_ form: [(String, String)]) -> String {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
-        return form.map { "\($0.0.addingPercentEncoding(withAllowedCharacters: allowed)!)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed)!)" }
-            .joined(separator: "&")
+        return form.map {
+            "\($0.0.addingPercentEncoding(withAllowedCharacters: allowed)!)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed)!)"
+        }
+        .joined(separator: "&")
     }
 
     struct Setup: Sendable {
@@ -110,13 +116,16 @@ struct DashboardTests {
     @Test("without a session every page sends the browser to the sign-in form", arguments: TestDatabaseKind.available)
     func noSession(_ kind: TestDatabaseKind) async throws {
         try await Self.withSetup(kind) { setup in
-            for path in ["/dashboard", "/dashboard/customers?q=x", "/dashboard/customers/anyone", "/dashboard/failures", "/dashboard/keys",
-                         "/dashboard/customers/anyone/delete"] {
+            for path in [
+                "/dashboard", "/dashboard/customers?q=x", "/dashboard/customers/anyone", "/dashboard/failures", "/dashboard/keys",
+                "/dashboard/customers/anyone/delete",
+            ] {
                 let reply = try await setup.browser.get(path)
                 #expect(reply.status == 303, "\(path)")
                 #expect(reply.headers[.location] == "/dashboard/login", "\(path)")
             }
-            let post = try await setup.browser.request(.post, "/dashboard/customers/anyone/grant", form: [("entitlement", "pro"), ("duration", "weekly")])
+            let post = try await setup.browser.request(
+                .post, "/dashboard/customers/anyone/grant", form: [("entitlement", "pro"), ("duration", "weekly")])
             #expect(post.status == 303)
             // A made-up session token is no session either.
             setup.browser.cookies[DashboardCookie.session] = DashboardToken.make()
@@ -124,8 +133,9 @@ struct DashboardTests {
         }
     }
 
-    @Test("sign-in: cookie flags, security headers, wrong and public keys, a form without its CSRF token, the limit on wrong keys",
-          arguments: TestDatabaseKind.available)
+    @Test(
+        "sign-in: cookie flags, security headers, wrong and public keys, a form without its CSRF token, the limit on wrong keys",
+        arguments: TestDatabaseKind.available)
     func signIn(_ kind: TestDatabaseKind) async throws {
         try await Self.withSetup(kind, burst: 3) { setup in
             let browser = setup.browser
@@ -137,13 +147,17 @@ struct DashboardTests {
             // No CSRF token, or another one: 403, and no session.
             let noToken = try await browser.request(.post, "/dashboard/login", form: [("secret_key", setup.harness.secretKey)])
             #expect(noToken.status == 403)
-            let wrongToken = try await browser.request(.post, "/dashboard/login", form: [("csrf_token", "forged"), ("secret_key", setup.harness.secretKey)])
+            let wrongToken = try await browser.request(
+                .post, "/dashboard/login", form: [("csrf_token", "forged"), ("secret_key", setup.harness.secretKey)])
             #expect(wrongToken.status == 403)
             #expect(browser.cookies[DashboardCookie.session] == nil)
             // A field named twice is refused, not guessed at.
-            let twice = try await browser.request(.post, "/dashboard/login", form: [
-                ("csrf_token", try browser.csrf(of: try await browser.get("/dashboard/login"))), ("secret_key", "a"), ("secret_key", setup.harness.secretKey),
-            ])
+            let twice = try await browser.request(
+                .post, "/dashboard/login",
+                form: [
+                    ("csrf_token", try browser.csrf(of: try await browser.get("/dashboard/login"))), ("secret_key", "a"),
+                    ("secret_key", setup.harness.secretKey),
+                ])
             #expect(twice.status == 400)
             #expect(browser.cookies[DashboardCookie.session] == nil)
             // A public key is named as such; an unknown key is refused.
@@ -156,7 +170,7 @@ struct DashboardTests {
             let limited = try await browser.signIn(setup.harness.secretKey)
             #expect(limited.status == 429)
             #expect(browser.cookies[DashboardCookie.session] == nil)
-            setup.clock.now = setup.clock.now.addingTimeInterval(60) // two wrong keys' worth refilled
+            setup.clock.now = setup.clock.now.addingTimeInterval(60)  // two wrong keys' worth refilled
             // Behind a TLS proxy the session cookie is Secure.
             browser.forwardedProto = "https"
             let signedIn = try await browser.signIn(setup.harness.secretKey)
@@ -175,8 +189,9 @@ struct DashboardTests {
         }
     }
 
-    @Test("grant and revoke from the customer page change the signed CustomerInfo; forms without or with a wrong CSRF token change nothing",
-          arguments: TestDatabaseKind.available)
+    @Test(
+        "grant and revoke from the customer page change the signed CustomerInfo; forms without or with a wrong CSRF token change nothing",
+        arguments: TestDatabaseKind.available)
     func grantAndRevoke(_ kind: TestDatabaseKind) async throws {
         try await Self.withSetup(kind) { setup in
             let browser = setup.browser
@@ -187,7 +202,9 @@ struct DashboardTests {
             let page = try await browser.get("/dashboard/customers/dora")
             #expect(page.status == 200)
             let csrf = try browser.csrf(of: page)
-            for form in [[("entitlement", "pro"), ("duration", "weekly")], [("csrf_token", "forged"), ("entitlement", "pro"), ("duration", "weekly")]] {
+            for form in [
+                [("entitlement", "pro"), ("duration", "weekly")], [("csrf_token", "forged"), ("entitlement", "pro"), ("duration", "weekly")],
+            ] {
                 let refused = try await browser.request(.post, "/dashboard/customers/dora/grant", form: form)
                 #expect(refused.status == 403)
                 #expect(Self.text(refused).contains("CSRF"))
@@ -195,21 +212,37 @@ struct DashboardTests {
             let info = try await setup.harness.customerInfo("dora")
             #expect(((info["subscriber"] as? [String: Any])?["entitlements"] as? [String: Any])?["pro"] == nil)
             // An entitlement no product unlocks, a duration nobody knows: refused.
-            #expect(try await browser.request(.post, "/dashboard/customers/dora/grant", form: [("csrf_token", csrf), ("entitlement", "gold"), ("duration", "weekly")]).status == 422)
-            #expect(try await browser.request(.post, "/dashboard/customers/dora/grant", form: [("csrf_token", csrf), ("entitlement", "pro"), ("duration", "fortnight")]).status == 400)
-            let granted = try await browser.request(.post, "/dashboard/customers/dora/grant", form: [("csrf_token", csrf), ("entitlement", "pro"), ("duration", "weekly")])
+            #expect(
+                try await browser.request(
+                    .post, "/dashboard/customers/dora/grant", form: [("csrf_token", csrf), ("entitlement", "gold"), ("duration", "weekly")]
+                ).status == 422)
+            #expect(
+                try await browser.request(
+                    .post, "/dashboard/customers/dora/grant", form: [("csrf_token", csrf), ("entitlement", "pro"), ("duration", "fortnight")]
+                ).status == 400)
+            let granted = try await browser.request(
+                .post, "/dashboard/customers/dora/grant", form: [("csrf_token", csrf), ("entitlement", "pro"), ("duration", "weekly")])
             #expect(granted.status == 303)
             #expect(granted.headers[.location] == "/dashboard/customers/dora?done=granted")
             let after = Self.text(try await browser.get("/dashboard/customers/dora?done=granted"))
             #expect(after.contains("Promotional entitlement granted."))
             #expect(after.contains("promotional grant, until"))
-            let pro = ((try await setup.harness.customerInfo("dora")["subscriber"] as? [String: Any])?["entitlements"] as? [String: Any])?["pro"] as? [String: Any]
+            let pro =
+                ((try await setup.harness.customerInfo("dora")["subscriber"] as? [String: Any])?["entitlements"] as? [String: Any])?["pro"]
+                as? [String: Any]
             #expect((pro?["product_identifier"] as? String)?.hasPrefix("promotional:") == true)
             // Revoke: a wrong token changes nothing, the right one ends the grant.
-            #expect(try await browser.request(.post, "/dashboard/customers/dora/revoke", form: [("csrf_token", "forged"), ("entitlement", "pro")]).status == 403)
-            #expect(((try await setup.harness.customerInfo("dora")["subscriber"] as? [String: Any])?["entitlements"] as? [String: Any])?["pro"] != nil)
-            #expect(try await browser.request(.post, "/dashboard/customers/dora/revoke", form: [("csrf_token", csrf), ("entitlement", "pro")]).status == 303)
-            let revoked = ((try await setup.harness.customerInfo("dora")["subscriber"] as? [String: Any])?["entitlements"] as? [String: Any])?["pro"] as? [String: Any]
+            #expect(
+                try await browser.request(.post, "/dashboard/customers/dora/revoke", form: [("csrf_token", "forged"), ("entitlement", "pro")]).status
+                    == 403)
+            #expect(
+                ((try await setup.harness.customerInfo("dora")["subscriber"] as? [String: Any])?["entitlements"] as? [String: Any])?["pro"] != nil)
+            #expect(
+                try await browser.request(.post, "/dashboard/customers/dora/revoke", form: [("csrf_token", csrf), ("entitlement", "pro")]).status
+                    == 303)
+            let revoked =
+                ((try await setup.harness.customerInfo("dora")["subscriber"] as? [String: Any])?["entitlements"] as? [String: Any])?["pro"]
+                as? [String: Any]
             let expires = try #require(revoked?["expires_date"] as? String)
             #expect(try #require(WireDate.parse(expires)) <= setup.clock.now)
             #expect(Self.text(try await browser.get("/dashboard/customers/dora")).contains("revoked"))
@@ -219,7 +252,8 @@ struct DashboardTests {
     @Test("a session of one app never shows another app's customers, and cannot switch to it", arguments: TestDatabaseKind.available)
     func appsApart(_ kind: TestDatabaseKind) async throws {
         try await Self.withSetup(kind) { setup in
-            let otherHarness = ReceiptTests.Harness(server: setup.harness.server, client: setup.harness.client, app: setup.other, ca: setup.harness.ca)
+            let otherHarness = ReceiptTests.Harness(
+                server: setup.harness.server, client: setup.harness.client, app: setup.other, ca: setup.harness.ca)
             let minted = try otherHarness.mint("pro_monthly")
             #expect(try await otherHarness.post(user: "olga", jws: minted.jws).status == 200)
             let browser = setup.browser
@@ -231,7 +265,8 @@ struct DashboardTests {
             }
             #expect(try await browser.get("/dashboard/customers/olga").status == 404)
             let page = try await browser.get("/dashboard")
-            let switched = try await browser.request(.post, "/dashboard/switch", form: [("csrf_token", try browser.csrf(of: page)), ("app_id", "other")])
+            let switched = try await browser.request(
+                .post, "/dashboard/switch", form: [("csrf_token", try browser.csrf(of: page)), ("app_id", "other")])
             #expect(switched.status == 403)
             #expect(try await browser.get("/dashboard/customers/olga").status == 404)
             // Signing in with the other app's key, keeping the first, adds it: the switcher shows both.
@@ -240,7 +275,9 @@ struct DashboardTests {
             let both = try await browser.get("/dashboard")
             #expect(Self.text(both).contains("<option value=\"demo\">demo</option>"))
             #expect(try await browser.get("/dashboard/customers/olga").status == 200)
-            #expect(try await browser.request(.post, "/dashboard/switch", form: [("csrf_token", try browser.csrf(of: both)), ("app_id", "demo")]).status == 303)
+            #expect(
+                try await browser.request(.post, "/dashboard/switch", form: [("csrf_token", try browser.csrf(of: both)), ("app_id", "demo")]).status
+                    == 303)
             #expect(try await browser.get("/dashboard/customers/olga").status == 404)
         }
     }
@@ -294,17 +331,23 @@ struct DashboardTests {
         }
     }
 
-    @Test("the overview counts purchases, renewals, refunds and active customers; failures and keys pages show their tables",
-          arguments: TestDatabaseKind.available)
+    @Test(
+        "the overview counts purchases, renewals, refunds and active customers; failures and keys pages show their tables",
+        arguments: TestDatabaseKind.available)
     func overviewFigures(_ kind: TestDatabaseKind) async throws {
         try await Self.withSetup(kind) { setup in
             for user in ["p1", "p2", "p3"] {
                 #expect(try await setup.harness.post(user: user, jws: try setup.harness.mint("pro_monthly").jws).status == 200)
             }
             #expect(try await setup.harness.post(user: "p4", jws: try setup.harness.mint("lifetime", type: .nonConsumable).jws).status == 200)
-            let report = try JSONSerialization.data(withJSONObject: ["failures": [["reason": "payloadMismatch", "mode": "enforced", "path": "/v1/subscribers/x", "count": 3]]])
-            #expect(try await setup.harness.send(.post, "/v1/diagnostics/verification_failures", key: setup.harness.key, body: report,
-                                                 headers: [.contentType: "application/json"]).status == 202)
+            let report = try JSONSerialization.data(withJSONObject: [
+                "failures": [["reason": "payloadMismatch", "mode": "enforced", "path": "/v1/subscribers/x", "count": 3]]
+            ])
+            #expect(
+                try await setup.harness.send(
+                    .post, "/v1/diagnostics/verification_failures", key: setup.harness.key, body: report,
+                    headers: [.contentType: "application/json"]
+                ).status == 202)
             let browser = setup.browser
             #expect(try await browser.signIn(setup.harness.secretKey).status == 303)
             let overview = Self.text(try await browser.get("/dashboard"))
@@ -313,7 +356,10 @@ struct DashboardTests {
             #expect(overview.contains("payloadMismatch <span class=\"muted\">3</span>"))
             #expect(overview.components(separatedBy: "<svg").count - 1 == 5)
             let failures = Self.text(try await browser.get("/dashboard/failures"))
-            #expect(failures.contains("<tr class=\"seen\"><td><code>payloadMismatch</code></td><td>tampering</td><td class=\"number\">0</td><td class=\"number\">3</td>"))
+            #expect(
+                failures.contains(
+                    "<tr class=\"seen\"><td><code>payloadMismatch</code></td><td>tampering</td><td class=\"number\">0</td><td class=\"number\">3</td>"
+                ))
             let keys = Self.text(try await browser.get("/dashboard/keys"))
             #expect(keys.contains(setup.harness.server.keys.managedRootPublicKey!.rawRepresentation.base64EncodedString()))
             #expect(keys.contains("signing now"))
@@ -336,17 +382,22 @@ struct DashboardTests {
         }
         let start = counted.now
         #expect(try await cache.figures(app: "a", now: start, maximumAge: 60, wait: .seconds(5), compute: compute)?.active.first?.customers == 1)
-        #expect(try await cache.figures(app: "a", now: start.addingTimeInterval(30), maximumAge: 60, wait: .seconds(5), compute: compute)?.active.first?.customers == 1)
+        #expect(
+            try await cache.figures(app: "a", now: start.addingTimeInterval(30), maximumAge: 60, wait: .seconds(5), compute: compute)?.active.first?
+                .customers == 1)
         #expect(calls.all.count == 1)
         // Stale: the old figures at once, and one refresh however many views come meanwhile.
         counted.now = start.addingTimeInterval(61)
         for _ in 0..<5 {
-            #expect(try await cache.figures(app: "a", now: counted.now, maximumAge: 60, wait: .seconds(5), compute: compute)?.active.first?.customers == 1)
+            #expect(
+                try await cache.figures(app: "a", now: counted.now, maximumAge: 60, wait: .seconds(5), compute: compute)?.active.first?.customers == 1
+            )
         }
         for _ in 0..<100 where calls.all.count < 2 { try await Task.sleep(for: .milliseconds(10)) }
         try await Task.sleep(for: .milliseconds(100))
         #expect(calls.all.count == 2)
-        #expect(try await cache.figures(app: "a", now: counted.now, maximumAge: 60, wait: .seconds(5), compute: compute)?.active.first?.customers == 2)
+        #expect(
+            try await cache.figures(app: "a", now: counted.now, maximumAge: 60, wait: .seconds(5), compute: compute)?.active.first?.customers == 2)
         // With nothing counted yet and a short wait, the view goes on without figures; the count
         // it started shows next time.
         #expect(try await cache.figures(app: "c", now: counted.now, maximumAge: 60, wait: .milliseconds(1), compute: compute) == nil)
@@ -369,8 +420,9 @@ struct DashboardTests {
 
     // MARK: Security review, findings 3 and 10
 
-    @Test("finding 3: a session ends for an app whose secret key was rotated away, at the next request after the restart",
-          arguments: TestDatabaseKind.available)
+    @Test(
+        "finding 3: a session ends for an app whose secret key was rotated away, at the next request after the restart",
+        arguments: TestDatabaseKind.available)
     func rotatedKeyEndsSessions(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, directory in
             var app = AppConfiguration.makeDemo()
@@ -408,7 +460,8 @@ struct DashboardTests {
             #expect(try await browser.signIn(setup.other.secretApiKeys[0]).status == 303)
             let page = Self.text(try await browser.get("/dashboard"))
             #expect(!page.contains("<option value=\"demo\">"))
-            let switched = try await browser.request(.post, "/dashboard/switch", form: [("csrf_token", try browser.csrf(of: try await browser.get("/dashboard"))), ("app_id", "demo")])
+            let switched = try await browser.request(
+                .post, "/dashboard/switch", form: [("csrf_token", try browser.csrf(of: try await browser.get("/dashboard"))), ("app_id", "demo")])
             #expect(switched.status == 403)
         }
     }
@@ -448,7 +501,8 @@ struct DashboardTests {
     @Test("finding 10: a quote followed by a combining mark is escaped in every page and chart", arguments: TestDatabaseKind.available)
     func escapingByScalar(_ kind: TestDatabaseKind) async throws {
         let hostile = "q\"\u{301} autofocus onfocus=alert(1) x=\"\u{301}<\u{301}b>'\u{301}&\u{301}"
-        #expect(ScalarHTMLEscaping.escape(hostile) == "q&quot;\u{301} autofocus onfocus=alert(1) x=&quot;\u{301}&lt;\u{301}b&gt;&#39;\u{301}&amp;\u{301}")
+        #expect(
+            ScalarHTMLEscaping.escape(hostile) == "q&quot;\u{301} autofocus onfocus=alert(1) x=&quot;\u{301}&lt;\u{301}b&gt;&#39;\u{301}&amp;\u{301}")
         #expect(SVGChart.escape("\"\u{301}") == "&quot;\u{301}")
         try await Self.withSetup(kind) { setup in
             #expect(try await setup.harness.post(user: hostile, jws: try setup.harness.mint("pro_monthly").jws).status == 200)

@@ -1,5 +1,3 @@
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignCore
 import CountersignTesting
 import Foundation
@@ -7,6 +5,9 @@ import Logging
 import NIOCore
 import NIOPosix
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// The storage foundation, on SQLite and (when available) on a real PostgreSQL server.
 @Suite("Database", .serialized)
@@ -18,7 +19,8 @@ struct DatabaseTests {
     }
 
     static func insertPurchase(_ sql: any SQLExecutor, id: String) async throws {
-        try await sql.run("""
+        try await sql.run(
+            """
             INSERT INTO purchases (transaction_id, app_id, original_transaction_id, product_id, product_type, environment, \
             signed_date_ms, signed_transaction, recorded_at_ms) \
             VALUES (\(bind: id), 'demo', \(bind: id), 'lifetime', 'nonConsumable', 'TestStore', 1, 'jws', 2)
@@ -48,9 +50,13 @@ struct DatabaseTests {
             for id in ["0", "1", "2"] { try await database.withConnection { try await Self.insertPurchase($0, id: id) } }
             // Its statements run again over a filled table (as over version 8's): nothing is lost.
             let nine = try #require(Migrations.all.first { $0.version == 9 })
-            try await Migrations.run(on: database, migrations: [Migrations.Migration(
-                version: 900, name: nine.name, statements: nine.statements, postgresStatements: nine.postgresStatements
-            )])
+            try await Migrations.run(
+                on: database,
+                migrations: [
+                    Migrations.Migration(
+                        version: 900, name: nine.name, statements: nine.statements, postgresStatements: nine.postgresStatements
+                    )
+                ])
             #expect(try await Self.purchaseCount(database) == 3)
             // The same id in another app is another purchase; in the same app and environment it is refused.
             try await database.withConnection { sql in
@@ -63,17 +69,20 @@ struct DatabaseTests {
         }
     }
 
-    @Test("PostgreSQL stores signed transactions out of line without trying to compress them",
-          .enabled(if: TestDatabaseKind.available.contains(.postgres), "COUNTERSIGN_TEST_POSTGRES_URL is not set"))
+    @Test(
+        "PostgreSQL stores signed transactions out of line without trying to compress them",
+        .enabled(if: TestDatabaseKind.available.contains(.postgres), "COUNTERSIGN_TEST_POSTGRES_URL is not set"))
     func signedTransactionsUncompressed() async throws {
         try await Self.withFreshDatabase(.postgres) { location in
             let database = try await Database.open(location, logger: Self.logger)
             let storage = try await database.withConnection { sql in
-                try await sql.all("""
+                try await sql.all(
+                    """
                     SELECT c.relname AS table_name, a.attstorage::text AS storage FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
                     WHERE a.attname = 'signed_transaction' AND c.relname IN ('purchases', 'test_store_feed') AND c.relkind = 'r' \
                     AND pg_table_is_visible(c.oid) ORDER BY c.relname
-                    """) { "\(try $0.string("table_name"))=\(try $0.string("storage"))" }
+                    """
+                ) { "\(try $0.string("table_name"))=\(try $0.string("storage"))" }
             }
             // 'e': external (out of line, uncompressed); 'x', PostgreSQL's default for text, compresses first.
             #expect(storage == ["purchases=e", "test_store_feed=e"])
@@ -198,13 +207,17 @@ struct DatabaseTests {
         }
     }
 
-    @Test("--database arguments", arguments: [
-        ("postgres://u:secret@db:5432/cs", DatabaseLocation.postgres(url: "postgres://u:secret@db:5432/cs")),
-        ("postgres+uds://u:secret@localhost/var/run/postgresql/.s.PGSQL.5432#cs",
-         .postgres(url: "postgres+uds://u:secret@localhost/var/run/postgresql/.s.PGSQL.5432#cs")),
-        ("sqlite:///var/lib/cs.sqlite", .sqlite(path: "/var/lib/cs.sqlite")),
-        ("data/cs.sqlite", .sqlite(path: "data/cs.sqlite")),
-    ])
+    @Test(
+        "--database arguments",
+        arguments: [
+            ("postgres://u:secret@db:5432/cs", DatabaseLocation.postgres(url: "postgres://u:secret@db:5432/cs")),
+            (
+                "postgres+uds://u:secret@localhost/var/run/postgresql/.s.PGSQL.5432#cs",
+                .postgres(url: "postgres+uds://u:secret@localhost/var/run/postgresql/.s.PGSQL.5432#cs")
+            ),
+            ("sqlite:///var/lib/cs.sqlite", .sqlite(path: "/var/lib/cs.sqlite")),
+            ("data/cs.sqlite", .sqlite(path: "data/cs.sqlite")),
+        ])
     func locations(_ argument: String, _ expected: DatabaseLocation) throws {
         #expect(try DatabaseLocation(argument: argument) == expected)
         #expect(!"\(expected)".contains("secret"))
@@ -218,15 +231,17 @@ struct DatabaseTests {
         let socket = try Database.clientConfiguration(url: "postgres+uds://u:secret@localhost/var/run/postgresql/.s.PGSQL.5432#cs")
         #expect(socket.unixSocketPath == "/var/run/postgresql/.s.PGSQL.5432" && socket.host == nil)
         #expect(socket.username == "u" && socket.password == "secret" && socket.database == "cs")
-        #expect("\(DatabaseLocation.postgres(url: "postgres+uds://u:secret@localhost/var/run/postgresql/.s.PGSQL.5432#cs"))"
-            == "postgres+uds://u@localhost/var/run/postgresql/.s.PGSQL.5432#cs")
+        #expect(
+            "\(DatabaseLocation.postgres(url: "postgres+uds://u:secret@localhost/var/run/postgresql/.s.PGSQL.5432#cs"))"
+                == "postgres+uds://u@localhost/var/run/postgresql/.s.PGSQL.5432#cs")
     }
 
     @Test("PostgreSQL pools: a request on an event loop gets that loop's pool; off the loops they are taken in turn")
     func poolPerEventLoop() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-        let pools = PostgresPools(configuration: try Database.clientConfiguration(url: "postgres://u:p@db/cs"), group: group,
-                                  totalConnections: 8, logger: Self.logger)
+        let pools = PostgresPools(
+            configuration: try Database.clientConfiguration(url: "postgres://u:p@db/cs"), group: group,
+            totalConnections: 8, logger: Self.logger)
         let loops = Array(group.makeIterator())
         var seen: [ObjectIdentifier] = []
         for loop in loops {

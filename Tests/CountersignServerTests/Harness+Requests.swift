@@ -1,14 +1,16 @@
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// One answer, as a test reads it.
 struct Reply: Sendable {
@@ -24,7 +26,8 @@ extension String {
     /// The id as one path segment, escaped as the SDK escapes it (`pathSegmentEncoded`): every
     /// byte but RFC 3986's unreserved ASCII characters, so no raw UTF-8 goes into a request line.
     var pathSegment: String {
-        addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"))!
+        addingPercentEncoding(
+            withAllowedCharacters: CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"))!
     }
 }
 
@@ -46,8 +49,10 @@ extension ReceiptTests.Harness {
     /// id): a read alone writes no customer.
     func logIn(_ user: String) async throws {
         let anonymous = "$CSAnonymousID:" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-        let reply = try await signed(.post, "/v1/subscribers/identify", json: ["app_user_id": anonymous, "new_app_user_id": user],
-                                     paramKeys: ParamKeys.identify).reply
+        let reply = try await signed(
+            .post, "/v1/subscribers/identify", json: ["app_user_id": anonymous, "new_app_user_id": user],
+            paramKeys: ParamKeys.identify
+        ).reply
         precondition(reply.status == 200 || reply.status == 201, "logIn of \(user) answered \(reply.status)")
     }
 
@@ -80,14 +85,17 @@ extension ReceiptTests.Harness {
 
     /// Every row of every table, as text: two equal snapshots mean the request changed nothing.
     func snapshot() async throws -> [String] {
-        let tables = ["customers", "purchases", "purchase_owners", "subscription_states", "notifications",
-                      "promotional_grants", "verification_failures"]
+        let tables = [
+            "customers", "purchases", "purchase_owners", "subscription_states", "notifications",
+            "promotional_grants", "verification_failures",
+        ]
         return try await server.database.withConnection { sql in
             var lines: [String] = []
             for table in tables {
-                let columns: [String] = try await sql.all(sql.dialect == .sqlite
-                    ? "SELECT name FROM pragma_table_info(\(bind: table)) ORDER BY name"
-                    : "SELECT column_name AS name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = \(bind: table) ORDER BY column_name"
+                let columns: [String] = try await sql.all(
+                    sql.dialect == .sqlite
+                        ? "SELECT name FROM pragma_table_info(\(bind: table)) ORDER BY name"
+                        : "SELECT column_name AS name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = \(bind: table) ORDER BY column_name"
                 ) { try $0.string("name") }
                 try await sql.query("SELECT \(raw: columns.joined(separator: ", ")) FROM \(raw: table)") { row in
                     let cells = columns.enumerated().map { position, column -> String in

@@ -41,7 +41,8 @@ struct HealthTests {
             #expect(app.products.map(\.id) == ["pro_monthly", "lifetime", "coins_100"])
             #expect(app.publicApiKeys.first?.hasPrefix("cs_pub_") == true)
             let rootPub = try String(contentsOf: directory.appendingPathComponent("keys/root.pub"), encoding: .utf8)
-            #expect(rootPub.trimmingCharacters(in: .whitespacesAndNewlines) == server.keys.managedRootPublicKey!.rawRepresentation.base64EncodedString())
+            #expect(
+                rootPub.trimmingCharacters(in: .whitespacesAndNewlines) == server.keys.managedRootPublicKey!.rawRepresentation.base64EncodedString())
             #expect(server.keys.daysUntilExpiry > 29)
         }
     }
@@ -68,7 +69,12 @@ struct HealthTests {
                 ([HTTPField(name: SignatureHeader.nonce, value: "not base64")], .malformedNonce),
                 ([HTTPField(name: SignatureHeader.nonce, value: Data(count: 11).base64EncodedString())], .malformedNonce),
                 ([HTTPField(name: SignatureHeader.nonce, value: SignedRequestParts.makeNonce().base64EncodedString() + "==")], .malformedNonce),
-                ([HTTPField(name: SignatureHeader.headersHash, value: "X-Is-Sandbox:sha256:00"), HTTPField(name: SignatureHeader.isSandbox, value: "true")], .headersHashMismatch),
+                (
+                    [
+                        HTTPField(name: SignatureHeader.headersHash, value: "X-Is-Sandbox:sha256:00"),
+                        HTTPField(name: SignatureHeader.isSandbox, value: "true"),
+                    ], .headersHashMismatch
+                ),
                 ([HTTPField(name: SignatureHeader.postParamsHash, value: "a:sha256:00")], .postParamsHashMismatch),
             ]
             for (fields, code) in cases {
@@ -87,11 +93,14 @@ struct HealthTests {
     func headersHash() async throws {
         try await Self.withServer { server, client in
             let hash = FieldsHash.headerValue([("X-Is-Sandbox", "true")])!
-            try await client.execute(uri: "/v1/health", method: .get, headers: [SignatureHeader.headersHash: hash, SignatureHeader.isSandbox: "true"]) { response in
+            try await client.execute(
+                uri: "/v1/health", method: .get, headers: [SignatureHeader.headersHash: hash, SignatureHeader.isSandbox: "true"]
+            ) { response in
                 #expect(response.status == .ok)
                 let verifier = SignatureVerifier(rootKeys: [server.keys.managedRootPublicKey!])
                 let received = ReceivedResponse(
-                    statusCode: 200, signature: response.headers[SignatureHeader.signature], requestTime: response.headers[SignatureHeader.requestTime],
+                    statusCode: 200, signature: response.headers[SignatureHeader.signature],
+                    requestTime: response.headers[SignatureHeader.requestTime],
                     etag: nil, body: Data(response.body.readableBytesView)
                 )
                 #expect(verifier.verify(request: SignedRequestParts(path: "/v1/health", headersHash: hash), response: received) == .verified)

@@ -1,11 +1,12 @@
 import CountersignAppStore
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Foundation
 import HTTPTypes
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// Malformed and hostile requests: each gets a 4xx with its stable JSON code, and the database
 /// is read after each to check that nothing changed.
@@ -54,11 +55,15 @@ struct HostileInputTests {
         let longId = String(repeating: "x", count: 2_048)
         let nonce = SignedRequestParts.makeNonce().base64EncodedString()
 
-        func post(_ description: String, to path: String = "/v1/receipts", _ body: Data?, key: Case.KeyChoice = .publicKey,
-                  headers: [String: String] = [:], _ expected: APIErrorCode) -> Case {
+        func post(
+            _ description: String, to path: String = "/v1/receipts", _ body: Data?, key: Case.KeyChoice = .publicKey,
+            headers: [String: String] = [:], _ expected: APIErrorCode
+        ) -> Case {
             Case(description: description, method: .post, path: path, key: key, headers: headers, body: body, expected: expected)
         }
-        func get(_ description: String, _ path: String, key: Case.KeyChoice = .publicKey, headers: [String: String] = [:], _ expected: APIErrorCode) -> Case {
+        func get(_ description: String, _ path: String, key: Case.KeyChoice = .publicKey, headers: [String: String] = [:], _ expected: APIErrorCode)
+            -> Case
+        {
             Case(description: description, method: .get, path: path, key: key, headers: headers, body: nil, expected: expected)
         }
         let grant = "/v1/admin/customers/u1/entitlements/pro/promotional"
@@ -74,9 +79,12 @@ struct HostileInputTests {
             post("fetch_token is an object", receipt("u1", ["jws": good]), .invalidField),
             post("oversized body", receipt("u1", String(repeating: "a", count: 70_000)), .bodyTooLarge),
             // One body, one meaning: what a second parser could read differently is refused.
-            post("identify: new_app_user_id twice", to: "/v1/subscribers/identify",
-                 Data(#"{"app_user_id":"$CSAnonymousID:x","new_app_user_id":"victim","new_app_user_id":"me"}"#.utf8), .duplicateJSONKey),
-            post("receipt: app_user_id twice, once escaped", Data(#"{"app_user_id":"u1","app\u005fuser_id":"u2","fetch_token":"\#(good)"}"#.utf8), .duplicateJSONKey),
+            post(
+                "identify: new_app_user_id twice", to: "/v1/subscribers/identify",
+                Data(#"{"app_user_id":"$CSAnonymousID:x","new_app_user_id":"victim","new_app_user_id":"me"}"#.utf8), .duplicateJSONKey),
+            post(
+                "receipt: app_user_id twice, once escaped", Data(#"{"app_user_id":"u1","app\u005fuser_id":"u2","fetch_token":"\#(good)"}"#.utf8),
+                .duplicateJSONKey),
             post("receipt: a nested duplicate", Data(#"{"app_user_id":"u1","fetch_token":"\#(good)","x":{"a":1,"a":2}}"#.utf8), .duplicateJSONKey),
             post("receipt: a lone surrogate escape", Data(#"{"app_user_id":"u\ud800","fetch_token":"\#(good)"}"#.utf8), .malformedJSON),
             post("receipt: invalid UTF-8", Data([0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0xC0, 0xAF, 0x22, 0x7D]), .malformedJSON),
@@ -84,8 +92,9 @@ struct HostileInputTests {
             get("the deleted customers' id", "/v1/subscribers/%24CSDeleted", .reservedAppUserId),
             get("a $RC id", "/v1/subscribers/%24RCAnonymousID%3Aabc", .reservedAppUserId),
             get("a $cs id in lowercase", "/v1/subscribers/%24csInternal", .reservedAppUserId),
-            post("identify into a reserved id", to: "/v1/subscribers/identify",
-                 json(["app_user_id": "$CSAnonymousID:x", "new_app_user_id": "$CSDeleted"]), .reservedAppUserId),
+            post(
+                "identify into a reserved id", to: "/v1/subscribers/identify",
+                json(["app_user_id": "$CSAnonymousID:x", "new_app_user_id": "$CSDeleted"]), .reservedAppUserId),
             post("receipt for a reserved id", receipt("$CSDeleted", good), .reservedAppUserId),
             // Receipts: app user ids.
             post("empty app user id", receipt("", good), .invalidAppUserId),
@@ -109,10 +118,12 @@ struct HostileInputTests {
             post("Basic authorization", receipt("u1", good), key: .custom("Basic dTE6cHc="), .missingAPIKey),
             post("nonce not base64", receipt("u1", good), headers: ["X-Nonce": "***"], .malformedNonce),
             post("nonce of 11 bytes", receipt("u1", good), headers: ["X-Nonce": Data(count: 11).base64EncodedString()], .malformedNonce),
-            post("post params hash of other values", receipt("u1", good),
-                 headers: ["X-Post-Params-Hash": FieldsHash.headerValue([("app_user_id", "u2"), ("fetch_token", good)])!], .postParamsHashMismatch),
-            post("headers hash without the header", receipt("u1", good),
-                 headers: ["X-Headers-Hash": FieldsHash.headerValue([("X-Is-Sandbox", "true")])!], .headersHashMismatch),
+            post(
+                "post params hash of other values", receipt("u1", good),
+                headers: ["X-Post-Params-Hash": FieldsHash.headerValue([("app_user_id", "u2"), ("fetch_token", good)])!], .postParamsHashMismatch),
+            post(
+                "headers hash without the header", receipt("u1", good),
+                headers: ["X-Headers-Hash": FieldsHash.headerValue([("X-Is-Sandbox", "true")])!], .headersHashMismatch),
             // CustomerInfo paths.
             get("NUL in the path id", "/v1/subscribers/%00", .invalidAppUserId),
             get("newline in the path id", "/v1/subscribers/a%0Ab", .invalidAppUserId),
@@ -124,40 +135,55 @@ struct HostileInputTests {
             get("traversal out of the API", "/v1/subscribers/../../etc/passwd", .notFound),
             get("secret key on CustomerInfo", "/v1/subscribers/u1", key: .secretKey, .wrongKeyKind),
             get("bad nonce on CustomerInfo", "/v1/subscribers/u1", headers: ["X-Nonce": nonce + "AAAA"], .malformedNonce),
-            Case(description: "a method the endpoint lacks", method: .delete, path: "/v1/receipts", key: .publicKey, body: nil, expected: .methodNotAllowed),
+            Case(
+                description: "a method the endpoint lacks", method: .delete, path: "/v1/receipts", key: .publicKey, body: nil,
+                expected: .methodNotAllowed),
             Case(description: "TRACE on the metrics", method: .trace, path: "/metrics", key: .none, body: nil, expected: .methodNotAllowed),
             get("257-character path id", "/v1/subscribers/\(String(repeating: "%C3%A9", count: 257))", .invalidAppUserId),
             get("X-ETag that this server never sends", "/v1/subscribers/u1", headers: ["X-ETag": "W/\"0123456789abcdef\""], .malformedRequest),
             get("X-ETag in upper case", "/v1/subscribers/u1", headers: ["X-ETag": "0123456789ABCDEF"], .malformedRequest),
             get("no Authorization and a bad nonce", "/v1/subscribers/u1", key: .none, headers: ["X-Nonce": "***"], .missingAPIKey),
             // Identify and the test store.
-            post("identify into an anonymous id", to: "/v1/subscribers/identify",
-                 json(["app_user_id": "u1", "new_app_user_id": "$CSAnonymousID:x"]), .invalidAppUserId),
+            post(
+                "identify into an anonymous id", to: "/v1/subscribers/identify",
+                json(["app_user_id": "u1", "new_app_user_id": "$CSAnonymousID:x"]), .invalidAppUserId),
             post("identify without the new id", to: "/v1/subscribers/identify", json(["app_user_id": "u1"]), .invalidField),
-            post("identify into a 2 KB id", to: "/v1/subscribers/identify", json(["app_user_id": "u1", "new_app_user_id": longId]), .invalidAppUserId),
+            post(
+                "identify into a 2 KB id", to: "/v1/subscribers/identify", json(["app_user_id": "u1", "new_app_user_id": longId]), .invalidAppUserId),
             post("test store: unknown product", to: "/v1/test_store/purchases", json(["app_user_id": "u1", "product_id": "gold"]), .unknownProduct),
-            post("test store: token not a UUID", to: "/v1/test_store/purchases",
-                 json(["app_user_id": "u1", "product_id": "lifetime", "app_account_token": "u1"]), .invalidField),
+            post(
+                "test store: token not a UUID", to: "/v1/test_store/purchases",
+                json(["app_user_id": "u1", "product_id": "lifetime", "app_account_token": "u1"]), .invalidField),
             // Admin.
             post("grant with a public key", to: grant, json(["duration": "weekly"]), .wrongKeyKind),
-            post("grant of an unknown entitlement", to: "/v1/admin/customers/u1/entitlements/gold/promotional",
-                 json(["duration": "weekly"]), key: .secretKey, .unknownEntitlement),
+            post(
+                "grant of an unknown entitlement", to: "/v1/admin/customers/u1/entitlements/gold/promotional",
+                json(["duration": "weekly"]), key: .secretKey, .unknownEntitlement),
             post("grant with a bad duration", to: grant, json(["duration": "forever-ish"]), key: .secretKey, .invalidField),
-            Case(description: "delete an unknown customer", method: .delete, path: "/v1/admin/customers/nobody", key: .secretKey, body: nil, expected: .notFound),
+            Case(
+                description: "delete an unknown customer", method: .delete, path: "/v1/admin/customers/nobody", key: .secretKey, body: nil,
+                expected: .notFound),
             get("failure counts for 0 days", "/v1/admin/diagnostics/verification_failures?days=0", key: .secretKey, .invalidField),
             // Notifications and telemetry.
             post("notification not JSON", to: "/v1/notifications/apple", Data("signedPayload=x".utf8), key: .none, .malformedJSON),
-            post("notification with a transaction for a payload", to: "/v1/notifications/apple", json(["signedPayload": forged]), key: .none,
-                 .invalidStoreSignature),
-            post("telemetry with a secret key", to: "/v1/diagnostics/verification_failures",
-                 json(["failures": [["reason": "x", "path": "/", "mode": "enforced"]]]), key: .secretKey, .wrongKeyKind),
-            post("telemetry with a made-up reason", to: "/v1/diagnostics/verification_failures",
-                 json(["failures": [["reason": "ohNo1", "path": "/", "mode": "enforced"]]]), .invalidField),
-            post("telemetry with a made-up mode", to: "/v1/diagnostics/verification_failures",
-                 json(["failures": [["reason": "payloadMismatch", "path": "/", "mode": "paranoid"]]]), .invalidField),
-            post("telemetry with a duplicated key", to: "/v1/diagnostics/verification_failures",
-                 Data(#"{"failures":[],"failures":[{"reason":"payloadMismatch","path":"/","mode":"enforced"}]}"#.utf8), .duplicateJSONKey),
-            post("grant with a duplicated key", to: grant, Data(#"{"duration":"weekly","duration":"lifetime"}"#.utf8), key: .secretKey, .duplicateJSONKey),
+            post(
+                "notification with a transaction for a payload", to: "/v1/notifications/apple", json(["signedPayload": forged]), key: .none,
+                .invalidStoreSignature),
+            post(
+                "telemetry with a secret key", to: "/v1/diagnostics/verification_failures",
+                json(["failures": [["reason": "x", "path": "/", "mode": "enforced"]]]), key: .secretKey, .wrongKeyKind),
+            post(
+                "telemetry with a made-up reason", to: "/v1/diagnostics/verification_failures",
+                json(["failures": [["reason": "ohNo1", "path": "/", "mode": "enforced"]]]), .invalidField),
+            post(
+                "telemetry with a made-up mode", to: "/v1/diagnostics/verification_failures",
+                json(["failures": [["reason": "payloadMismatch", "path": "/", "mode": "paranoid"]]]), .invalidField),
+            post(
+                "telemetry with a duplicated key", to: "/v1/diagnostics/verification_failures",
+                Data(#"{"failures":[],"failures":[{"reason":"payloadMismatch","path":"/","mode":"enforced"}]}"#.utf8), .duplicateJSONKey),
+            post(
+                "grant with a duplicated key", to: grant, Data(#"{"duration":"weekly","duration":"lifetime"}"#.utf8), key: .secretKey,
+                .duplicateJSONKey),
         ]
     }
 
@@ -187,7 +213,8 @@ struct HostileInputTests {
                 // Unsigned endpoints never sign; signed ones sign their refusals once the request's
                 // signed parts are checked (SignedErrorTests verifies those signatures).
                 if !hostile.path.hasPrefix("/v1/subscribers") && !hostile.path.hasPrefix("/v1/receipts") && !hostile.path.hasPrefix("/v1/test_store")
-                    && !hostile.path.hasPrefix("/v1/product_entitlement_mapping") {
+                    && !hostile.path.hasPrefix("/v1/product_entitlement_mapping")
+                {
                     #expect(reply.headers[SignatureHeader.signature] == nil, "\(hostile): errors of unsigned endpoints are not signed")
                 }
                 #expect(try await harness.snapshot() == before, "\(hostile) changed the database")
@@ -197,13 +224,16 @@ struct HostileInputTests {
         }
     }
 
-    @Test("a fraction or an out-of-range number where an integer belongs is a 400 naming the field, and changes nothing", arguments: TestDatabaseKind.available)
+    @Test(
+        "a fraction or an out-of-range number where an integer belongs is a 400 naming the field, and changes nothing",
+        arguments: TestDatabaseKind.available)
     func numbersNamed(_ kind: TestDatabaseKind) async throws {
         try await ReceiptTests.withHarness(kind) { harness in
             _ = try await harness.customerInfo("u1")
             for number in ["1.5", "1e400", "99999999999999999999", "-9223372036854775809"] {
-                let reply = try await harness.send(.post, "/v1/admin/customers/u1/entitlements/pro/promotional", key: harness.secretKey,
-                                                   body: Data(#"{"end_time_ms": \#(number)}"#.utf8), headers: [.contentType: "application/json"])
+                let reply = try await harness.send(
+                    .post, "/v1/admin/customers/u1/entitlements/pro/promotional", key: harness.secretKey,
+                    body: Data(#"{"end_time_ms": \#(number)}"#.utf8), headers: [.contentType: "application/json"])
                 #expect(reply.status == 400 && reply.code == APIErrorCode.invalidField.rawValue, "\(number)")
                 #expect(reply.json["message"] as? String == "invalid body: 'end_time_ms' must be an integer of at most 64 bits, not \(number)")
             }

@@ -1,8 +1,9 @@
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import Foundation
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// Answers the server writes without `JSONEncoder` are the bytes `JSONEncoder` would write.
 @Suite("Lean answers")
@@ -11,8 +12,9 @@ struct LeanAnswerTests {
     func health() throws {
         let answers = [
             HealthAnswer(status: "ok", intermediateExpires: "2026-12-01T00:00:00Z", intermediateDaysLeft: 8, warnings: []),
-            HealthAnswer(status: "degraded", intermediateExpires: "2026-11-24T10:00:00Z", intermediateDaysLeft: 0,
-                         warnings: ["intermediate key expires in 0 days", "a \"quoted\" / \\ warning\n"]),
+            HealthAnswer(
+                status: "degraded", intermediateExpires: "2026-11-24T10:00:00Z", intermediateDaysLeft: 0,
+                warnings: ["intermediate key expires in 0 days", "a \"quoted\" / \\ warning\n"]),
             HealthAnswer(status: "ok", intermediateExpires: "", intermediateDaysLeft: -3, warnings: ["x"]),
         ]
         for answer in answers {
@@ -22,7 +24,8 @@ struct LeanAnswerTests {
 
     @Test("a CustomerInfo answer's body is the Codable form and its ETag covers the subscriber alone")
     func customerInfoAnswer() throws {
-        let entitlements = EntitlementRules.evaluate(purchases: [], statuses: [], grants: [], products: [], at: Date(timeIntervalSince1970: 1_800_000_000))
+        let entitlements = EntitlementRules.evaluate(
+            purchases: [], statuses: [], grants: [], products: [], at: Date(timeIntervalSince1970: 1_800_000_000))
         let info = SubscriberResponse(
             appUserId: "user \"1\"/é", firstSeen: Date(timeIntervalSince1970: 1_700_000_000.25),
             lastSeen: Date(timeIntervalSince1970: 1_800_000_000), entitlements: entitlements,
@@ -38,7 +41,8 @@ struct LeanAnswerTests {
 
     @Test("receipt and logIn answers (CustomerInfo with one more member) are their Codable form")
     func customerInfoWithMember() throws {
-        let entitlements = EntitlementRules.evaluate(purchases: [], statuses: [], grants: [], products: [], at: Date(timeIntervalSince1970: 1_800_000_000))
+        let entitlements = EntitlementRules.evaluate(
+            purchases: [], statuses: [], grants: [], products: [], at: Date(timeIntervalSince1970: 1_800_000_000))
         let info = SubscriberResponse(
             appUserId: "ü\\\"x", firstSeen: Date(timeIntervalSince1970: 1_700_000_000), lastSeen: Date(timeIntervalSince1970: 1_800_000_000),
             entitlements: entitlements, requestDate: Date(timeIntervalSince1970: 1_800_000_000.5)

@@ -1,10 +1,11 @@
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignCore
 import CountersignTesting
 import Foundation
 import PostgresNIO
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// The lean CustomerInfo reads (one statement; on PostgreSQL each chain's newest transaction
 /// only, in batches) against the rules evaluated over every stored row.
@@ -15,22 +16,25 @@ struct LeanReaderTests {
         try await database.transaction { sql in
             for index in 0..<users {
                 let user = index % 3 == 0 ? "$CSAnonymousID:\(index)" : "user '\(index)' é"
-                try await sql.run("""
+                try await sql.run(
+                    """
                     INSERT INTO customers (app_id, app_user_id, app_account_token, first_seen_ms, last_seen_ms) \
                     VALUES ('demo', \(bind: user), \(bind: "token-\(index)"), \(bind: Int64(1_700_000_000_000 + index)), 1790000000000)
                     """)
                 let chain = "chain-\(index)"
                 for renewal in 0..<(index % 5) {
                     let start = Int64(1_780_000_000_000) + Int64(renewal) * 2_592_000_000
-                    try await Self.insertPurchase(sql, id: "\(chain)-\(renewal)", chain: chain, product: "pro_monthly", kind: "autoRenewable",
-                                                  environment: index % 2 == 0 ? "Production" : "TestStore", purchase: start,
-                                                  expires: start + 2_592_000_000, revoked: index % 7 == 0 ? start + 86_400_000 : nil, recorded: start,
-                                                  periodType: renewal == 0 ? "trial" : nil, ownershipType: index % 4 == 0 ? "FAMILY_SHARED" : nil)
+                    try await Self.insertPurchase(
+                        sql, id: "\(chain)-\(renewal)", chain: chain, product: "pro_monthly", kind: "autoRenewable",
+                        environment: index % 2 == 0 ? "Production" : "TestStore", purchase: start,
+                        expires: start + 2_592_000_000, revoked: index % 7 == 0 ? start + 86_400_000 : nil, recorded: start,
+                        periodType: renewal == 0 ? "trial" : nil, ownershipType: index % 4 == 0 ? "FAMILY_SHARED" : nil)
                 }
                 if index % 5 > 0 {
                     try await Self.insertOwner(sql, chain: chain, user: user)
                     if index % 2 == 1 {
-                        try await sql.run("""
+                        try await sql.run(
+                            """
                             INSERT INTO subscription_states (app_id, original_transaction_id, auto_renew_status, in_billing_retry, \
                             grace_period_expires_ms, state_signed_date_ms) VALUES ('demo', \(bind: chain), \(bind: index % 3), \(bind: index % 2), 1790500000000, 1)
                             """)
@@ -40,7 +44,8 @@ struct LeanReaderTests {
                     try await Self.insertTangledChain(sql, chain: "tangled-\(index)", user: user, variant: index)
                 }
                 if index % 6 == 0 {
-                    try await sql.run("""
+                    try await sql.run(
+                        """
                         INSERT INTO promotional_grants (grant_id, app_id, app_user_id, entitlement, starts_ms, expires_ms, revoked_ms, created_ms) \
                         VALUES (\(bind: "grant-\(index)"), 'demo', \(bind: user), 'pro', 1780000000000, \
                         \(bind: index % 12 == 0 ? nil as Int64? : 1_800_000_000_000), NULL, 1)
@@ -56,31 +61,37 @@ struct LeanReaderTests {
     /// refunded one, a lifetime purchase and consumables sharing the chain, and a row of a kind
     /// the server no longer knows. `variant` moves the dates, so the chain's newest differs.
     static func insertTangledChain(_ sql: any SQLExecutor, chain: String, user: String, variant: Int) async throws {
-        let day: Int64 = 86_400_000, base = Int64(1_789_000_000_000) + Int64(variant % 3) * day
-        let rows: [(id: String, product: String, kind: String, purchase: Int64?, expires: Int64?, revoked: Int64?, recorded: Int64, upgraded: Int)] = [
-            ("\(chain)-up", "pro_monthly", "autoRenewable", base + 20 * day, base + 50 * day, nil, base, 1),
-            ("\(chain)-b", "pro_monthly", "autoRenewable", base, base + 30 * day, nil, base, 0),
-            ("\(chain)-c", "pro_monthly", "autoRenewable", base, base + 30 * day, variant % 2 == 0 ? base + day : nil, base, 0),
-            ("\(chain)-a", "pro_monthly", "autoRenewable", base, base + Int64(variant % 5) * 10 * day, nil, base, 0),
-            ("\(chain)-old", "pro_monthly", "autoRenewable", nil, base - day, nil, base - Int64(5 + variant % 4) * day, 0),
-            ("\(chain)-old-up", "pro_monthly", "autoRenewable", base - 9 * day, base - 8 * day, nil, base, 1),
-            ("\(chain)-life", "lifetime", "nonConsumable", base + day, nil, variant % 3 == 0 ? base + 2 * day : nil, base, 0),
-            ("\(chain)-coins-1", "coins_100", "consumable", base + 2 * day, nil, nil, base, 0),
-            ("\(chain)-coins-2", "coins_100", "consumable", base + 2 * day, nil, nil, base, 0),
-            ("\(chain)-gone", "retired", "subscriptionOfOld", base + 40 * day, base + 70 * day, nil, base, 0),
-        ]
+        let day: Int64 = 86_400_000
+        let base = Int64(1_789_000_000_000) + Int64(variant % 3) * day
+        let rows: [(id: String, product: String, kind: String, purchase: Int64?, expires: Int64?, revoked: Int64?, recorded: Int64, upgraded: Int)] =
+            [
+                ("\(chain)-up", "pro_monthly", "autoRenewable", base + 20 * day, base + 50 * day, nil, base, 1),
+                ("\(chain)-b", "pro_monthly", "autoRenewable", base, base + 30 * day, nil, base, 0),
+                ("\(chain)-c", "pro_monthly", "autoRenewable", base, base + 30 * day, variant % 2 == 0 ? base + day : nil, base, 0),
+                ("\(chain)-a", "pro_monthly", "autoRenewable", base, base + Int64(variant % 5) * 10 * day, nil, base, 0),
+                ("\(chain)-old", "pro_monthly", "autoRenewable", nil, base - day, nil, base - Int64(5 + variant % 4) * day, 0),
+                ("\(chain)-old-up", "pro_monthly", "autoRenewable", base - 9 * day, base - 8 * day, nil, base, 1),
+                ("\(chain)-life", "lifetime", "nonConsumable", base + day, nil, variant % 3 == 0 ? base + 2 * day : nil, base, 0),
+                ("\(chain)-coins-1", "coins_100", "consumable", base + 2 * day, nil, nil, base, 0),
+                ("\(chain)-coins-2", "coins_100", "consumable", base + 2 * day, nil, nil, base, 0),
+                ("\(chain)-gone", "retired", "subscriptionOfOld", base + 40 * day, base + 70 * day, nil, base, 0),
+            ]
         for row in rows {
-            try await insertPurchase(sql, id: row.id, chain: chain, product: row.product, kind: row.kind, environment: "Production",
-                                     purchase: row.purchase, expires: row.expires, revoked: row.revoked, recorded: row.recorded, upgraded: row.upgraded)
+            try await insertPurchase(
+                sql, id: row.id, chain: chain, product: row.product, kind: row.kind, environment: "Production",
+                purchase: row.purchase, expires: row.expires, revoked: row.revoked, recorded: row.recorded, upgraded: row.upgraded)
         }
         try await insertOwner(sql, chain: chain, user: user)
     }
 
     /// A purchase row of app `demo` (signed when recorded, its JWS a placeholder).
-    static func insertPurchase(_ sql: any SQLExecutor, id: String, chain: String, product: String, kind: String, environment: String,
-                               purchase: Int64?, expires: Int64?, revoked: Int64?, recorded: Int64, upgraded: Int = 0,
-                               periodType: String? = nil, ownershipType: String? = nil) async throws {
-        try await sql.run("""
+    static func insertPurchase(
+        _ sql: any SQLExecutor, id: String, chain: String, product: String, kind: String, environment: String,
+        purchase: Int64?, expires: Int64?, revoked: Int64?, recorded: Int64, upgraded: Int = 0,
+        periodType: String? = nil, ownershipType: String? = nil
+    ) async throws {
+        try await sql.run(
+            """
             INSERT INTO purchases (transaction_id, app_id, original_transaction_id, product_id, product_type, environment, \
             purchase_date_ms, expires_date_ms, revocation_date_ms, signed_date_ms, signed_transaction, recorded_at_ms, is_upgraded, \
             period_type, ownership_type) VALUES (\(bind: id), 'demo', \(bind: chain), \(bind: product), \(bind: kind), \(bind: environment), \
@@ -91,7 +102,8 @@ struct LeanReaderTests {
 
     /// `user` owns `chain` (app `demo`).
     static func insertOwner(_ sql: any SQLExecutor, chain: String, user: String) async throws {
-        try await sql.run("""
+        try await sql.run(
+            """
             INSERT INTO purchase_owners (app_id, original_transaction_id, app_user_id, updated_at_ms) VALUES ('demo', \(bind: chain), \(bind: user), 1)
             """)
     }
@@ -103,12 +115,14 @@ struct LeanReaderTests {
         var purchases: [PurchaseRecord] = []
         var statuses: [String: SubscriptionStatus] = [:]
         let columns = CustomerDatabase.purchaseColumns.prefix(12).map { "p." + $0 }.joined(separator: ", ")
-        try await sql.query("""
+        try await sql.query(
+            """
             SELECT \(raw: columns), s.auto_renew_status, s.in_billing_retry, s.grace_period_expires_ms, s.original_transaction_id AS state_chain \
             FROM purchases p JOIN purchase_owners o ON p.original_transaction_id = o.original_transaction_id \
             LEFT JOIN subscription_states s ON s.original_transaction_id = p.original_transaction_id AND s.app_id = p.app_id \
             WHERE o.app_id = \(bind: app.id) AND p.app_id = \(bind: app.id) AND o.app_user_id = \(bind: user)
-            """) { row in
+            """
+        ) { row in
             try CustomerDatabase.readState(row, at: 12, into: &statuses)
             try CustomerDatabase.readPurchase(row, into: &purchases)
         }
@@ -116,8 +130,9 @@ struct LeanReaderTests {
         return EntitlementRules.evaluate(purchases: purchases, statuses: Array(statuses.values), grants: grants, products: app.products, at: now)
     }
 
-    @Test("CustomerInfo read lean equals the rules over every stored row for 60 varied customers; SQLite's statement is prepared once",
-          arguments: TestDatabaseKind.available)
+    @Test(
+        "CustomerInfo read lean equals the rules over every stored row for 60 varied customers; SQLite's statement is prepared once",
+        arguments: TestDatabaseKind.available)
     func leanEqualsEveryRow(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, _ in
             let database = try await Database.open(location, logger: FreshDatabase.logger)
@@ -130,8 +145,9 @@ struct LeanReaderTests {
                 let lean = try #require(try await store.existingCustomerInfo(app: app, user: user, now: now))
                 let expected = try await database.withConnection { sql in
                     let entitlements = try await Self.entitlementsOfEveryRow(sql, app: app, user: user, now: now)
-                    return SubscriberResponse(appUserId: user, firstSeen: Date(timeIntervalSince1970: 1_700_000_000 + Double(index) / 1000),
-                                              lastSeen: Date(timeIntervalSince1970: 1_790_000_000), entitlements: entitlements, requestDate: now)
+                    return SubscriberResponse(
+                        appUserId: user, firstSeen: Date(timeIntervalSince1970: 1_700_000_000 + Double(index) / 1000),
+                        lastSeen: Date(timeIntervalSince1970: 1_790_000_000), entitlements: entitlements, requestDate: now)
                 }
                 #expect(lean == expected, "customer \(index)")
             }
@@ -153,7 +169,8 @@ struct LeanReaderTests {
                 #expect(tangled.filter(\.isSubscription).count == 10)
                 #expect(tied.count == 6)
             }
-            #expect(tangled.filter { !$0.isSubscription }.map(\.transactionId).sorted() == ["tangled-9-coins-1", "tangled-9-coins-2", "tangled-9-life"])
+            #expect(
+                tangled.filter { !$0.isSubscription }.map(\.transactionId).sorted() == ["tangled-9-coins-1", "tangled-9-coins-2", "tangled-9-life"])
             // One statement, prepared once per connection and never again.
             guard let reader = database.sqliteReader else { return try await database.close() }
             let reprepares = reader.reprepares()
@@ -163,14 +180,17 @@ struct LeanReaderTests {
         }
     }
 
-    @Test("PostgreSQL: 610 reads at once go in batches, and each customer gets its own CustomerInfo, as read alone",
-          arguments: TestDatabaseKind.available.filter { $0 == .postgres })
+    @Test(
+        "PostgreSQL: 610 reads at once go in batches, and each customer gets its own CustomerInfo, as read alone",
+        arguments: TestDatabaseKind.available.filter { $0 == .postgres })
     func batchedReadsKeepCustomersApart(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, _ in
             let database = try await Database.open(location, logger: FreshDatabase.logger)
             let store = CustomerDatabase(database: database)
             let app = AppConfiguration.makeDemo()
-            let other = { var app = AppConfiguration.makeDemo(); app.id = "other"; return app }()
+            let other = {
+                var app = AppConfiguration.makeDemo(); app.id = "other"; return app
+            }()
             try await Self.fill(database, users: 60)
             let now = Date(timeIntervalSince1970: 1_790_000_100)
             let users = (0..<60).map { $0 % 3 == 0 ? "$CSAnonymousID:\($0)" : "user '\($0)' é" } + ["nobody"]
@@ -205,22 +225,27 @@ struct LeanReaderTests {
         }
     }
 
-    @Test("a purchase committed by the writer is in the next lean read, and an app id with a quote is read safely",
-          arguments: TestDatabaseKind.available)
+    @Test(
+        "a purchase committed by the writer is in the next lean read, and an app id with a quote is read safely",
+        arguments: TestDatabaseKind.available)
     func seesCommittedWrites(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, _ in
             let database = try await Database.open(location, logger: FreshDatabase.logger)
             let store = CustomerDatabase(database: database)
-            let app = { var app = AppConfiguration.makeDemo(); app.id = "o'brien"; return app }()
+            let app = {
+                var app = AppConfiguration.makeDemo(); app.id = "o'brien"; return app
+            }()
             try await database.transaction { sql in
-                try await sql.run("""
+                try await sql.run(
+                    """
                     INSERT INTO customers (app_id, app_user_id, app_account_token, first_seen_ms, last_seen_ms) VALUES (\(bind: app.id), 'u', 't', 1, 2)
                     """)
             }
             let now = Date(timeIntervalSince1970: 1_790_000_000)
             #expect(try await store.existingCustomerInfo(app: app, user: "u", now: now)?.subscriber.entitlements.isEmpty == true)
             try await database.transaction { sql in
-                try await sql.run("""
+                try await sql.run(
+                    """
                     INSERT INTO promotional_grants (grant_id, app_id, app_user_id, entitlement, starts_ms, expires_ms, revoked_ms, created_ms) \
                     VALUES ('g', \(bind: app.id), 'u', 'pro', 1, NULL, NULL, 1)
                     """)
@@ -280,40 +305,51 @@ struct LeanReaderTests {
         }
     }
 
-    @Test("PostgreSQL: the generic plans of the lean read and of a purchase's facts, made on an empty database, read by key",
-          arguments: TestDatabaseKind.available.filter { $0 == .postgres })
+    @Test(
+        "PostgreSQL: the generic plans of the lean read and of a purchase's facts, made on an empty database, read by key",
+        arguments: TestDatabaseKind.available.filter { $0 == .postgres })
     func genericPlansReadByKey(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, _ in
             let database = try await Database.open(location, logger: FreshDatabase.logger)
-            let lean = try await Self.genericPlan(database, CustomerDatabase.LeanPostgresBatch.sql, types: "text[], text[]", arguments: "ARRAY['demo', 'demo'], ARRAY['someone', 'another']")
-            Self.expectKeyedScans(lean, [
-                "customers": "app_user_id", "purchase_owners": "app_user_id", "purchases": "original_transaction_id",
-                "subscription_states": "original_transaction_id", "promotional_grants": "app_user_id",
-            ])
+            let lean = try await Self.genericPlan(
+                database, CustomerDatabase.LeanPostgresBatch.sql, types: "text[], text[]",
+                arguments: "ARRAY['demo', 'demo'], ARRAY['someone', 'another']")
+            Self.expectKeyedScans(
+                lean,
+                [
+                    "customers": "app_user_id", "purchase_owners": "app_user_id", "purchases": "original_transaction_id",
+                    "subscription_states": "original_transaction_id", "promotional_grants": "app_user_id",
+                ])
             // And PostgreSQL uses that plan rather than planning every call anew (as it did when
             // the batch's positions came from `unnest`, whose rows it counts in a known array).
-            let kept = try await Self.keptPlanRuns(database, CustomerDatabase.LeanPostgresBatch.sql, types: "text[], text[]",
-                                                   arguments: "ARRAY['demo'], ARRAY['someone']", calls: 10)
+            let kept = try await Self.keptPlanRuns(
+                database, CustomerDatabase.LeanPostgresBatch.sql, types: "text[], text[]",
+                arguments: "ARRAY['demo'], ARRAY['someone']", calls: 10)
             #expect(kept >= 4, "the batched read was planned anew on \(10 - kept) of 10 calls")
             // Estimated for the largest batch, not the thousand rows PostgreSQL guesses for a
             // set-returning function: at 1M customers that guess priced the read past the cost
             // that turns on JIT compilation, 15 ms a call. And JIT is off on the server's
             // connections whatever a plan's estimate.
-            let batch = try await Self.genericPlan(database, CustomerDatabase.LeanPostgresBatch.sql, types: "text[], text[]",
-                                                   arguments: "ARRAY['demo'], ARRAY['someone']")
-            #expect(batch.contains { $0.contains("Limit") && $0.contains("rows=\(CustomerDatabase.largestReadBatch) ") },
-                    "the batch's positions are not estimated at the largest batch:\n\(batch.joined(separator: "\n"))")
+            let batch = try await Self.genericPlan(
+                database, CustomerDatabase.LeanPostgresBatch.sql, types: "text[], text[]",
+                arguments: "ARRAY['demo'], ARRAY['someone']")
+            #expect(
+                batch.contains { $0.contains("Limit") && $0.contains("rows=\(CustomerDatabase.largestReadBatch) ") },
+                "the batch's positions are not estimated at the largest batch:\n\(batch.joined(separator: "\n"))")
             let jit = try await Self.withPostgres(database) { connection in
                 try await connection.simpleQuery("SHOW jit").get().first?.decode(String.self)
             }
             #expect(jit == "off")
-            let facts = try await Self.genericPlan(database, CustomerDatabase.purchaseFactsSQL, types: "text, text, text, text, text, text",
-                                                   arguments: "'demo', 'someone', 'token', '2000', '1000', 'TestStore'")
+            let facts = try await Self.genericPlan(
+                database, CustomerDatabase.purchaseFactsSQL, types: "text, text, text, text, text, text",
+                arguments: "'demo', 'someone', 'token', '2000', '1000', 'TestStore'")
             Self.expectKeyedScans(facts, ["purchases": "transaction_id", "purchase_owners": "original_transaction_id"])
             // The customer by id and by token: each scan names the one or the other.
             for line in facts.indices where facts[line].contains(" on customers") {
                 let condition = facts[(line + 1)...].first { $0.contains("Index Cond") } ?? ""
-                #expect(condition.contains("app_user_id") || condition.contains("app_account_token"), "customers read by app only:\n\(facts.joined(separator: "\n"))")
+                #expect(
+                    condition.contains("app_user_id") || condition.contains("app_account_token"),
+                    "customers read by app only:\n\(facts.joined(separator: "\n"))")
             }
             try await database.close()
         }

@@ -1,14 +1,16 @@
 import Countersign
 import CountersignAppStore
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Logging
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -21,31 +23,55 @@ import FoundationNetworking
 @Suite("Customer lifecycles", .serialized)
 struct LifecycleTests {
     static let scenarios: [(name: String, story: String, expected: String)] = [
-        ("reinstall", "an anonymous user buys, reinstalls (new anonymous id, same store account) and restores",
-         "the new anonymous id has `pro` (default `transfer`): a token of an anonymous id pins nothing"),
-        ("logInThenRestore", "an anonymous user buys, logs in as alice, restores later",
-         "alice keeps `pro`; the purchase never moves back to the anonymous id"),
-        ("logInThenRenewal", "as above, then a renewal carrying the anonymous id's token arrives (SDK sync and App Store notification)",
-         "alice keeps `pro`"),
-        ("secondDevice", "alice buys on one device, signs in on a second device with the same store account and restores",
-         "`already_recorded`; alice has `pro` on both"),
-        ("familySharing", "bob, in alice's family, gets his own family-shared transaction and restores",
-         "both have `pro`; alice's purchase does not move"),
-        ("restoreByAnotherUser", "a purchase made anonymously is restored by dave on another device, under each transfer behaviour",
-         "`transfer`: dave gets it; `keepWithOriginal` and `transferIfNoActive` (still active): 409/4209, the first owner keeps it"),
-        ("restoreOfSignedInPurchase", "alice buys signed in; dave restores it on her device",
-         "409/4210 under every behaviour: alice keeps it"),
-        ("refundDuringGrace", "a subscription in its billing grace period is refunded",
-         "access ends at once on the server and in the SDK"),
+        (
+            "reinstall", "an anonymous user buys, reinstalls (new anonymous id, same store account) and restores",
+            "the new anonymous id has `pro` (default `transfer`): a token of an anonymous id pins nothing"
+        ),
+        (
+            "logInThenRestore", "an anonymous user buys, logs in as alice, restores later",
+            "alice keeps `pro`; the purchase never moves back to the anonymous id"
+        ),
+        (
+            "logInThenRenewal", "as above, then a renewal carrying the anonymous id's token arrives (SDK sync and App Store notification)",
+            "alice keeps `pro`"
+        ),
+        (
+            "secondDevice", "alice buys on one device, signs in on a second device with the same store account and restores",
+            "`already_recorded`; alice has `pro` on both"
+        ),
+        (
+            "familySharing", "bob, in alice's family, gets his own family-shared transaction and restores",
+            "both have `pro`; alice's purchase does not move"
+        ),
+        (
+            "restoreByAnotherUser", "a purchase made anonymously is restored by dave on another device, under each transfer behaviour",
+            "`transfer`: dave gets it; `keepWithOriginal` and `transferIfNoActive` (still active): 409/4209, the first owner keeps it"
+        ),
+        (
+            "restoreOfSignedInPurchase", "alice buys signed in; dave restores it on her device",
+            "409/4210 under every behaviour: alice keeps it"
+        ),
+        (
+            "refundDuringGrace", "a subscription in its billing grace period is refunded",
+            "access ends at once on the server and in the SDK"
+        ),
         ("refundReversed", "a refund is reversed (`REFUND_REVERSED`)", "access comes back"),
-        ("upgrade", "basic is upgraded to premium in the same subscription group",
-         "`premium` active, `basic` no longer granted from the upgrade on"),
-        ("unknownProduct", "a purchase of a product the app does not configure",
-         "recorded, listed by the admin API, grants nothing; the store transaction is finished"),
-        ("deletedCustomer", "a customer is deleted; another user restores their purchase",
-         "`$CSDeleted` is refused (400/4008); under `transfer` the new user gets the purchase"),
-        ("logInDuringFetch", "logIn while a CustomerInfo fetch is in flight",
-         "each answer is cached and delivered only for the user it was fetched for"),
+        (
+            "upgrade", "basic is upgraded to premium in the same subscription group",
+            "`premium` active, `basic` no longer granted from the upgrade on"
+        ),
+        (
+            "unknownProduct", "a purchase of a product the app does not configure",
+            "recorded, listed by the admin API, grants nothing; the store transaction is finished"
+        ),
+        (
+            "deletedCustomer", "a customer is deleted; another user restores their purchase",
+            "`$CSDeleted` is refused (400/4008); under `transfer` the new user gets the purchase"
+        ),
+        (
+            "logInDuringFetch", "logIn while a CustomerInfo fetch is in flight",
+            "each answer is cached and delivered only for the user it was fetched for"
+        ),
     ]
 
     static func table() -> String {
@@ -64,8 +90,9 @@ struct LifecycleTests {
         var rootKey: String { server.keys.managedRootPublicKey!.rawRepresentation.base64EncodedString() }
 
         func store(account: String) throws -> TestStore {
-            try TestStore(serverURL: url, apiKey: app.publicApiKeys[0], rootPublicKeys: [rootKey],
-                          directory: directory.appendingPathComponent("account-\(account)"))
+            try TestStore(
+                serverURL: url, apiKey: app.publicApiKeys[0], rootPublicKeys: [rootKey],
+                directory: directory.appendingPathComponent("account-\(account)"))
         }
 
         /// An app on a device: its own storage, signed in to `account` in the store.
@@ -79,9 +106,12 @@ struct LifecycleTests {
             return try Purchases(configuration: configuration)
         }
 
-        func mint(_ product: String, type: ProductType = .autoRenewable, token: UUID? = nil, chain: String? = nil,
-                  purchased: Date = Date(), expires: Date? = nil, edit: (inout TransactionPayload) -> Void = { _ in }) throws -> (jws: String, payload: TransactionPayload) {
-            var purchase = TestStoreCA.Purchase(productId: product, type: type, bundleId: app.bundleId, appAccountToken: token, purchaseDate: purchased)
+        func mint(
+            _ product: String, type: ProductType = .autoRenewable, token: UUID? = nil, chain: String? = nil,
+            purchased: Date = Date(), expires: Date? = nil, edit: (inout TransactionPayload) -> Void = { _ in }
+        ) throws -> (jws: String, payload: TransactionPayload) {
+            var purchase = TestStoreCA.Purchase(
+                productId: product, type: type, bundleId: app.bundleId, appAccountToken: token, purchaseDate: purchased)
             purchase.originalTransactionId = chain
             purchase.expiresDate = expires
             var (_, payload) = try ca.mintTransaction(purchase, signedDate: Date().addingTimeInterval(-1))
@@ -89,11 +119,14 @@ struct LifecycleTests {
             return (try ca.sign(payload), payload)
         }
 
-        func notify(_ type: NotificationType, subtype: NotificationSubtype? = nil, transaction: String?, renewal: RenewalInfoPayload? = nil) async throws {
+        func notify(_ type: NotificationType, subtype: NotificationSubtype? = nil, transaction: String?, renewal: RenewalInfoPayload? = nil)
+            async throws
+        {
             var data = NotificationPayload.NotificationData(bundleId: app.bundleId, environment: .testStore)
             data.signedTransactionInfo = transaction
             data.signedRenewalInfo = try renewal.map { try ca.sign($0) }
-            let jws = try ca.sign(NotificationPayload(notificationType: type, subtype: subtype, notificationUUID: UUID().uuidString, data: data, signedDate: Date()))
+            let jws = try ca.sign(
+                NotificationPayload(notificationType: type, subtype: subtype, notificationUUID: UUID().uuidString, data: data, signedDate: Date()))
             let reply = try await http("POST", "/v1/notifications/apple", body: try JSONSerialization.data(withJSONObject: ["signedPayload": jws]))
             #expect(reply.status == 200, "notification \(type.rawValue): \(String(decoding: reply.body, as: UTF8.self))")
         }
@@ -116,8 +149,10 @@ struct LifecycleTests {
         }
     }
 
-    static func run(_ kind: TestDatabaseKind, transferBehavior: AppConfiguration.TransferBehavior = .transfer,
-                    _ body: @Sendable @escaping (World) async throws -> Void) async throws {
+    static func run(
+        _ kind: TestDatabaseKind, transferBehavior: AppConfiguration.TransferBehavior = .transfer,
+        _ body: @Sendable @escaping (World) async throws -> Void
+    ) async throws {
         try await FreshDatabase.with(kind) { location, directory in
             var app = AppConfiguration.makeDemo()
             app.transferBehavior = transferBehavior
@@ -181,8 +216,9 @@ struct LifecycleTests {
             let anonymous = await phone.appUserID
             _ = try await phone.logIn("alice")
             // The renewal carries the token of the anonymous id that bought the subscription.
-            let renewal = try world.mint("pro_monthly", token: AppAccountToken.forAppUserID(anonymous), chain: bought.transaction.originalTransactionId,
-                                         purchased: Date().addingTimeInterval(-60), expires: Date().addingTimeInterval(40 * 86_400))
+            let renewal = try world.mint(
+                "pro_monthly", token: AppAccountToken.forAppUserID(anonymous), chain: bought.transaction.originalTransactionId,
+                purchased: Date().addingTimeInterval(-60), expires: Date().addingTimeInterval(40 * 86_400))
             try world.store(account: "apple-id-1").deliver(signedTransaction: renewal.jws)
             #expect(try await phone.syncPurchases().entitlements["pro"]?.isActive == true)
             try await world.notify(.didRenew, transaction: renewal.jws)
@@ -219,7 +255,9 @@ struct LifecycleTests {
         }
     }
 
-    @Test("restoreByAnotherUser", arguments: TestDatabaseKind.available, [AppConfiguration.TransferBehavior.transfer, .keepWithOriginal, .transferIfNoActive])
+    @Test(
+        "restoreByAnotherUser", arguments: TestDatabaseKind.available,
+        [AppConfiguration.TransferBehavior.transfer, .keepWithOriginal, .transferIfNoActive])
     func restoreByAnotherUser(_ kind: TestDatabaseKind, behavior: AppConfiguration.TransferBehavior) async throws {
         try await Self.run(kind, transferBehavior: behavior) { world in
             let first = try world.device("phone", account: "apple-id-1")
@@ -239,7 +277,9 @@ struct LifecycleTests {
         }
     }
 
-    @Test("restoreOfSignedInPurchase", arguments: TestDatabaseKind.available, [AppConfiguration.TransferBehavior.transfer, .keepWithOriginal, .transferIfNoActive])
+    @Test(
+        "restoreOfSignedInPurchase", arguments: TestDatabaseKind.available,
+        [AppConfiguration.TransferBehavior.transfer, .keepWithOriginal, .transferIfNoActive])
     func restoreOfSignedInPurchase(_ kind: TestDatabaseKind, behavior: AppConfiguration.TransferBehavior) async throws {
         try await Self.run(kind, transferBehavior: behavior) { world in
             let alice = try world.device("phone", account: "apple-id-1", user: "alice")
@@ -258,12 +298,14 @@ struct LifecycleTests {
         try await Self.run(kind) { world in
             let phone = try world.device("phone", account: "apple-id-1", user: "grace")
             // A month's subscription that ended an hour ago; renewal failed, Apple grants 6 days of grace.
-            let lapsed = try world.mint("pro_monthly", token: AppAccountToken.forAppUserID("grace"),
-                                        purchased: Date().addingTimeInterval(-31 * 86_400), expires: Date().addingTimeInterval(-3_600))
+            let lapsed = try world.mint(
+                "pro_monthly", token: AppAccountToken.forAppUserID("grace"),
+                purchased: Date().addingTimeInterval(-31 * 86_400), expires: Date().addingTimeInterval(-3_600))
             try world.store(account: "apple-id-1").deliver(signedTransaction: lapsed.jws)
             _ = try await phone.syncPurchases()
-            var renewal = RenewalInfoPayload(originalTransactionId: lapsed.payload.originalTransactionId!, productId: "pro_monthly",
-                                             environment: .testStore, signedDate: Date().addingTimeInterval(-1))
+            var renewal = RenewalInfoPayload(
+                originalTransactionId: lapsed.payload.originalTransactionId!, productId: "pro_monthly",
+                environment: .testStore, signedDate: Date().addingTimeInterval(-1))
             renewal.autoRenewStatus = 1
             renewal.isInBillingRetryPeriod = true
             renewal.gracePeriodExpiresDate = Date().addingTimeInterval(6 * 86_400)
@@ -306,12 +348,14 @@ struct LifecycleTests {
         try await Self.run(kind) { world in
             let phone = try world.device("phone", account: "apple-id-1", user: "uma")
             let token = AppAccountToken.forAppUserID("uma")
-            let basic = try world.mint("basic_yearly", token: token, purchased: Date().addingTimeInterval(-86_400), expires: Date().addingTimeInterval(364 * 86_400))
+            let basic = try world.mint(
+                "basic_yearly", token: token, purchased: Date().addingTimeInterval(-86_400), expires: Date().addingTimeInterval(364 * 86_400))
             try world.store(account: "apple-id-1").deliver(signedTransaction: basic.jws)
             #expect(try await phone.syncPurchases().entitlements["basic"]?.isActive == true)
             // The upgrade: a new transaction in the same chain, ending sooner than the old one would have.
-            let premium = try world.mint("premium_monthly", token: token, chain: basic.payload.originalTransactionId,
-                                         purchased: Date().addingTimeInterval(-60), expires: Date().addingTimeInterval(30 * 86_400))
+            let premium = try world.mint(
+                "premium_monthly", token: token, chain: basic.payload.originalTransactionId,
+                purchased: Date().addingTimeInterval(-60), expires: Date().addingTimeInterval(30 * 86_400))
             try world.store(account: "apple-id-1").deliver(signedTransaction: premium.jws)
             let after = try await phone.syncPurchases()
             #expect(after.entitlements["premium"]?.isActive == true)
@@ -398,7 +442,8 @@ struct LifecycleTests {
     @Test("docs/sdk.md's lifecycle table is the table these tests check")
     func document() throws {
         let section = GeneratedDocSection(name: "lifecycles", generatedBy: "LifecycleTests", expected: Self.table())
-        let current = try #require(try section.current(in: Self.projectRoot.appendingPathComponent("docs/sdk.md")), "docs/sdk.md lacks the lifecycle markers")
+        let current = try #require(
+            try section.current(in: Self.projectRoot.appendingPathComponent("docs/sdk.md")), "docs/sdk.md lacks the lifecycle markers")
         #expect(current == Self.table(), "docs/sdk.md's lifecycle table is out of date; regenerate with COUNTERSIGN_WRITE_DOCS=1")
     }
 }

@@ -62,34 +62,43 @@ struct LogHandlerTests {
 
     @Test("the time is strftime's %Y-%m-%dT%H:%M:%S%z of the second the line was written, in local time")
     func timestamp() throws {
-        var before = time_t(0), after = time_t(0)
+        var before = time_t(0)
+        var after = time_t(0)
         let lines = try Self.lines { logger in
             before = time(nil)
             logger.info("now")
             after = time(nil)
         }
         let stamp = try #require(lines.first?.split(separator: " ").first.map(String.init))
-        let candidates = Set([before, after].map { second -> String in
-            var second = second, local = tm()
-            localtime_r(&second, &local)
-            var buffer = [Int8](repeating: 0, count: 64)
-            let count = strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%S%z", &local)
-            return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        })
+        let candidates = Set(
+            [before, after].map { second -> String in
+                var second = second
+                var local = tm()
+                localtime_r(&second, &local)
+                var buffer = [Int8](repeating: 0, count: 64)
+                let count = strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%S%z", &local)
+                return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            })
         #expect(candidates.contains(stamp), "\(stamp) against \(candidates)")
     }
 
     @Test("an error's message and type join the metadata; a provider's keys sit between the logger's and the line's")
     func errorAndProvider() throws {
         let line = try Self.written { descriptor in
-            var handler = LineLogHandler(label: "", descriptor: descriptor, metadataProvider: Logger.MetadataProvider { ["shard": "2", "app": "provided"] })
+            var handler = LineLogHandler(
+                label: "", descriptor: descriptor, metadataProvider: Logger.MetadataProvider { ["shard": "2", "app": "provided"] })
             handler[metadataKey: "app"] = "logger"
             handler[metadataKey: "shard"] = "1"
-            handler.log(event: LogEvent(level: .error, message: "declined", error: TestFailure(), metadata: ["shard": "3"],
-                                        source: "Payments", file: #fileID, function: #function, line: #line))
+            handler.log(
+                event: LogEvent(
+                    level: .error, message: "declined", error: TestFailure(), metadata: ["shard": "3"],
+                    source: "Payments", file: #fileID, function: #function, line: #line))
         }
         let rest = line.split(separator: " ", maxSplits: 1).last.map(String.init)
-        #expect(rest == "error: app=provided error.message=the card was declined error.type=CountersignServerTests.LogHandlerTests.TestFailure shard=3 [Payments] declined\n")
+        #expect(
+            rest
+                == "error: app=provided error.message=the card was declined error.type=CountersignServerTests.LogHandlerTests.TestFailure shard=3 [Payments] declined\n"
+        )
     }
 
     @Test("a long line arrives whole, in one piece")

@@ -1,13 +1,14 @@
 import CountersignAppStore
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// App Store Server Notifications V2, minted by the test store, change CustomerInfo as the
 /// rules say; duplicates and late arrivals change nothing.
@@ -25,7 +26,9 @@ extension ReceiptTests {
     }
 
     /// A renewal transaction of `original`'s chain.
-    static func renewal(_ harness: Harness, of original: TransactionPayload, expiresInDays: Double) throws -> (jws: String, payload: TransactionPayload) {
+    static func renewal(_ harness: Harness, of original: TransactionPayload, expiresInDays: Double) throws -> (
+        jws: String, payload: TransactionPayload
+    ) {
         var purchase = TestStoreCA.Purchase(productId: "pro_monthly", type: .autoRenewable, bundleId: harness.app.bundleId)
         purchase.originalTransactionId = original.originalTransactionId
         purchase.purchaseDate = Date().addingTimeInterval((expiresInDays - 30) * day)
@@ -49,16 +52,20 @@ extension ReceiptTests {
         var data = NotificationPayload.NotificationData(bundleId: harness.app.bundleId, environment: .testStore)
         data.signedTransactionInfo = transaction
         data.signedRenewalInfo = try renewal.map { try harness.ca.sign($0) }
-        let jws = try harness.ca.sign(NotificationPayload(notificationType: type, subtype: subtype, notificationUUID: uuid, data: data, signedDate: Date()))
+        let jws = try harness.ca.sign(
+            NotificationPayload(notificationType: type, subtype: subtype, notificationUUID: uuid, data: data, signedDate: Date()))
         let body = try JSONSerialization.data(withJSONObject: ["signedPayload": jws])
         return try await harness.client.execute(
             uri: "/v1/notifications/apple", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(data: body)
         ) { Int($0.status.code) }
     }
 
-    static func renewalInfo(_ original: TransactionPayload, signedAgo: TimeInterval = 0, autoRenew: Int = 1, graceDays: Double? = nil, billingRetry: Bool = false) -> RenewalInfoPayload {
-        var info = RenewalInfoPayload(originalTransactionId: original.originalTransactionId!, productId: "pro_monthly",
-                                      environment: .testStore, signedDate: Date().addingTimeInterval(-signedAgo))
+    static func renewalInfo(
+        _ original: TransactionPayload, signedAgo: TimeInterval = 0, autoRenew: Int = 1, graceDays: Double? = nil, billingRetry: Bool = false
+    ) -> RenewalInfoPayload {
+        var info = RenewalInfoPayload(
+            originalTransactionId: original.originalTransactionId!, productId: "pro_monthly",
+            environment: .testStore, signedDate: Date().addingTimeInterval(-signedAgo))
         info.autoRenewStatus = autoRenew
         info.gracePeriodExpiresDate = graceDays.map { Date().addingTimeInterval($0 * day) }
         info.isInBillingRetryPeriod = billingRetry
@@ -111,7 +118,9 @@ extension ReceiptTests {
         }
     }
 
-    @Test("the same notification twice changes nothing the second time; an older one after a newer one does not roll back", arguments: TestDatabaseKind.available)
+    @Test(
+        "the same notification twice changes nothing the second time; an older one after a newer one does not roll back",
+        arguments: TestDatabaseKind.available)
     func idempotentAndOrdered(_ kind: TestDatabaseKind) async throws {
         try await Self.withHarness(kind) { harness in
             let original = try await Self.subscribe(harness, ageDays: 31, expiresInDays: -1)
@@ -135,9 +144,11 @@ extension ReceiptTests {
         try await Self.withHarness(kind) { harness in
             let attacker = try TestStoreCA.create(name: "attacker")
             let data = NotificationPayload.NotificationData(bundleId: harness.app.bundleId, environment: .testStore)
-            let forged = try attacker.sign(NotificationPayload(notificationType: .refund, notificationUUID: UUID().uuidString, data: data, signedDate: Date()))
+            let forged = try attacker.sign(
+                NotificationPayload(notificationType: .refund, notificationUUID: UUID().uuidString, data: data, signedDate: Date()))
             let other = NotificationPayload.NotificationData(bundleId: "com.other.app", environment: .testStore)
-            let foreign = try harness.ca.sign(NotificationPayload(notificationType: .test, notificationUUID: UUID().uuidString, data: other, signedDate: Date()))
+            let foreign = try harness.ca.sign(
+                NotificationPayload(notificationType: .test, notificationUUID: UUID().uuidString, data: other, signedDate: Date()))
             for (body, code) in [
                 (try JSONSerialization.data(withJSONObject: ["signedPayload": forged]), APIErrorCode.invalidStoreSignature),
                 (try JSONSerialization.data(withJSONObject: ["signedPayload": foreign]), .wrongApp),
@@ -146,7 +157,8 @@ extension ReceiptTests {
                 (Data(#"{"signedPayload":1}"#.utf8), .invalidField),
                 (Data(#"{"signedPayload":"a","signed\u0050ayload":"b"}"#.utf8), .duplicateJSONKey),
             ] {
-                let status = try await harness.client.execute(uri: "/v1/notifications/apple", method: .post, body: ByteBuffer(data: body)) { response in
+                let status = try await harness.client.execute(uri: "/v1/notifications/apple", method: .post, body: ByteBuffer(data: body)) {
+                    response in
                     #expect((try? JSONDecoder().decode(APIError.self, from: Data(response.body.readableBytesView)))?.code == code.rawValue)
                     return Int(response.status.code)
                 }

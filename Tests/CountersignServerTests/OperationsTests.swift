@@ -1,19 +1,21 @@
 import CountersignAppStore
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Foundation
+import HTTPTypes
+import Logging
+import NIOCore
+import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 #if canImport(Glibc)
 import Glibc
 #endif
-import HTTPTypes
-import Logging
-import NIOCore
-import Testing
 
 /// Metrics, request ids, verification-failure telemetry and restarts.
 @Suite("Operations")
@@ -49,15 +51,18 @@ struct OperationsTests {
         for entry in sequence(first: first, next: { $0.pointee.ifa_next }) {
             guard let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET) else { continue }
             var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-            guard getnameinfo(address, socklen_t(MemoryLayout<sockaddr_in>.size), &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
+            guard getnameinfo(address, socklen_t(MemoryLayout<sockaddr_in>.size), &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else {
+                continue
+            }
             let text = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             if !text.hasPrefix("127.") { return text }
         }
         return nil
     }()
 
-    @Test("finding 11: without a metrics token /metrics answers this machine only; with one, the token from anywhere",
-          .enabled(if: outwardAddress != nil, "this machine has no address beyond loopback"))
+    @Test(
+        "finding 11: without a metrics token /metrics answers this machine only; with one, the token from anywhere",
+        .enabled(if: outwardAddress != nil, "this machine has no address beyond loopback"))
     func metricsBeyondLoopback() async throws {
         let outward = try #require(Self.outwardAddress)
         for token in [nil, "metrics-token-1"] as [String?] {
@@ -123,13 +128,16 @@ struct OperationsTests {
     @Test("reported verification failures are counted by reason in the admin API and in /metrics", arguments: TestDatabaseKind.available)
     func telemetry(_ kind: TestDatabaseKind) async throws {
         try await ReceiptTests.withHarness(kind) { harness in
-            let report: [String: Any] = ["failures": [
-                ["reason": "payloadMismatch", "path": "/v1/subscribers/u1", "mode": "informational", "sdk_version": "0.1.0", "count": 2],
-                ["reason": "missingSignature", "path": "/v1/subscribers/u1", "mode": "enforced"],
-                ["reason": "payloadMismatch", "path": "/v1/receipts", "mode": "informational"],
-            ]]
-            let posted = try await harness.send(.post, "/v1/diagnostics/verification_failures", key: harness.key,
-                                                body: try JSONSerialization.data(withJSONObject: report))
+            let report: [String: Any] = [
+                "failures": [
+                    ["reason": "payloadMismatch", "path": "/v1/subscribers/u1", "mode": "informational", "sdk_version": "0.1.0", "count": 2],
+                    ["reason": "missingSignature", "path": "/v1/subscribers/u1", "mode": "enforced"],
+                    ["reason": "payloadMismatch", "path": "/v1/receipts", "mode": "informational"],
+                ]
+            ]
+            let posted = try await harness.send(
+                .post, "/v1/diagnostics/verification_failures", key: harness.key,
+                body: try JSONSerialization.data(withJSONObject: report))
             #expect(posted.status == 202)
             let counts = try await harness.send(.get, "/v1/admin/diagnostics/verification_failures?days=7", key: harness.secretKey)
             let rows = (counts.json["counts"] as? [[String: Any]] ?? []).map {
@@ -148,8 +156,9 @@ struct OperationsTests {
                 ["failures": Array(repeating: ["reason": "x", "path": "/", "mode": "enforced"], count: 101)],
             ]
             for body in bad {
-                let reply = try await harness.send(.post, "/v1/diagnostics/verification_failures", key: harness.key,
-                                                   body: try JSONSerialization.data(withJSONObject: body))
+                let reply = try await harness.send(
+                    .post, "/v1/diagnostics/verification_failures", key: harness.key,
+                    body: try JSONSerialization.data(withJSONObject: body))
                 #expect(reply.status == 400)
                 #expect(reply.code == APIErrorCode.invalidField.rawValue)
             }

@@ -1,10 +1,11 @@
 import CountersignAppStore
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Foundation
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// RevenueCat's `period_type` and `ownership_type` of each subscription, from the recorded
 /// transaction's offer and ownership, over real HTTP on both databases.
@@ -37,10 +38,12 @@ struct PeriodAndOwnershipTests {
         }
     }
 
-    @Test("the period type follows Apple's offer fields", arguments: [
-        (nil as Int?, nil as String?, "normal"), (1, "FREE_TRIAL", "trial"), (1, "PAY_AS_YOU_GO", "intro"), (1, "PAY_UP_FRONT", "intro"),
-        (3, "FREE_TRIAL", "trial"), (3, "PAY_UP_FRONT", "normal"), (2, "PAY_AS_YOU_GO", "normal"),
-    ])
+    @Test(
+        "the period type follows Apple's offer fields",
+        arguments: [
+            (nil as Int?, nil as String?, "normal"), (1, "FREE_TRIAL", "trial"), (1, "PAY_AS_YOU_GO", "intro"), (1, "PAY_UP_FRONT", "intro"),
+            (3, "FREE_TRIAL", "trial"), (3, "PAY_UP_FRONT", "normal"), (2, "PAY_AS_YOU_GO", "normal"),
+        ])
     func periodTypes(_ offerType: Int?, _ discount: String?, _ expected: String) {
         var payload = TransactionPayload(
             transactionId: "1", originalTransactionId: "1", bundleId: "b", productId: "p", purchaseDate: Date(),

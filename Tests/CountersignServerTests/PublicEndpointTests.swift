@@ -1,17 +1,20 @@
 import CountersignAppStore
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Foundation
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// The catalogue, logIn and test-store endpoints, over real HTTP, on both databases.
 @Suite("Offerings, product mapping, identify and the test store endpoint")
 struct PublicEndpointTests {
     typealias Harness = ReceiptTests.Harness
 
-    @Test("offerings and the product→entitlement mapping are signed, cacheable, and answered 304 for a matching ETag", arguments: TestDatabaseKind.available)
+    @Test(
+        "offerings and the product→entitlement mapping are signed, cacheable, and answered 304 for a matching ETag",
+        arguments: TestDatabaseKind.available)
     func catalogue(_ kind: TestDatabaseKind) async throws {
         try await ReceiptTests.withHarness(kind) { harness in
             let offerings = try await harness.signed(.get, "/v1/subscribers/u1/offerings")
@@ -35,7 +38,9 @@ struct PublicEndpointTests {
         }
     }
 
-    @Test("CustomerInfo: the body is the plain encoding; a matching ETag gets a signed 304 after the request date moved", arguments: TestDatabaseKind.available)
+    @Test(
+        "CustomerInfo: the body is the plain encoding; a matching ETag gets a signed 304 after the request date moved",
+        arguments: TestDatabaseKind.available)
     func customerInfoETag(_ kind: TestDatabaseKind) async throws {
         let clock = ManualClock(Date())
         try await ReceiptTests.withHarness(kind, clock: clock) { harness in
@@ -47,7 +52,7 @@ struct PublicEndpointTests {
             #expect(first.reply.body == (try WireJSON.encode(info)))
             let etag = try #require(first.reply.headers[SignatureHeader.etag])
 
-            clock.now += 2 // the next answer has another request_date
+            clock.now += 2  // the next answer has another request_date
             let cached = try await harness.signed(.get, "/v1/subscribers/u1", etag: etag)
             #expect(cached.reply.status == 304)
             #expect(cached.outcome == .verified)

@@ -1,11 +1,12 @@
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignAppStore
 import CountersignCore
 import CountersignTesting
 import Foundation
 import Logging
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// Recording a purchase: the ownership rules on their own (``CustomerDatabase/plan``), the
 /// PostgreSQL path without a transaction, and many posts of one purchase at once.
@@ -26,14 +27,17 @@ struct PurchaseRecordingTests {
     static func transaction(token: UUID? = nil, signedAgo: TimeInterval = 0) throws -> VerifiedTransaction {
         var payload = TransactionPayload(
             transactionId: "2000", originalTransactionId: "1000", bundleId: "com.example.demo", productId: "pro_monthly",
-            purchaseDate: now.addingTimeInterval(-86_400), type: .autoRenewable, environment: .testStore, signedDate: now.addingTimeInterval(-signedAgo)
+            purchaseDate: now.addingTimeInterval(-86_400), type: .autoRenewable, environment: .testStore,
+            signedDate: now.addingTimeInterval(-signedAgo)
         )
         payload.appAccountToken = token?.uuidString
         return try VerifiedTransaction(jws: "jws", payload: payload, app: app())
     }
 
-    static func plan(_ facts: Facts, _ transaction: VerifiedTransaction, behavior: AppConfiguration.TransferBehavior = .transfer,
-                     poster: String = "alice", ownerActive: Bool = false, asked: Collected<String>? = nil) async throws -> Plan {
+    static func plan(
+        _ facts: Facts, _ transaction: VerifiedTransaction, behavior: AppConfiguration.TransferBehavior = .transfer,
+        poster: String = "alice", ownerActive: Bool = false, asked: Collected<String>? = nil
+    ) async throws -> Plan {
         try await CustomerDatabase.plan(facts, transaction, app: app(behavior), poster: poster, now: now) { owner in
             asked?.add(owner)
             return ownerActive
@@ -87,7 +91,9 @@ struct PurchaseRecordingTests {
         #expect(plan.owner == .update("bob"))
         #expect(plan.status == .boundToAnotherUser)
         held.chainOwner = .user("bob")
-        #expect(try await Self.plan(held, Self.transaction(token: token)) == Plan(status: .boundToAnotherUser, customer: .insert, purchase: .insert, owner: .none))
+        #expect(
+            try await Self.plan(held, Self.transaction(token: token))
+                == Plan(status: .boundToAnotherUser, customer: .insert, purchase: .insert, owner: .none))
     }
 
     @Test("a token naming an anonymous id, or the poster's own token, pins nothing")
@@ -102,7 +108,8 @@ struct PurchaseRecordingTests {
     @Test("a chain held by another user: moved, refused or moved only when it gives them nothing, by the app's setting")
     func transferBehaviours() async throws {
         let facts = Facts(posterSeen: Self.seenNow, tokenUser: nil, storedSignedDate: Self.now.epochMilliseconds, chainOwner: .user("bob"))
-        #expect(try await Self.plan(facts, Self.transaction()) == Plan(status: .transferred, customer: .none, purchase: .none, owner: .update("alice")))
+        #expect(
+            try await Self.plan(facts, Self.transaction()) == Plan(status: .transferred, customer: .none, purchase: .none, owner: .update("alice")))
         await #expect(throws: APIError.self) { try await Self.plan(facts, Self.transaction(), behavior: .keepWithOriginal) }
         let asked = Collected<String>()
         await #expect(throws: APIError.self) {
@@ -143,14 +150,15 @@ struct PurchaseRecordingTests {
         defer { connection.close() }
         try connection.query("CREATE TABLE t (a, b, c, d)", []) { _ in }
         let sql = SQLiteExecutor(connection: connection)
-        for _ in 0..<2 { // prepared once, then kept: the same answer both times
+        for _ in 0..<2 {  // prepared once, then kept: the same answer both times
             try await sql.run(SQLStatement("INSERT INTO t VALUES ($2, $1, $2, '$x')", [.text("first"), .integer(7)]))
         }
         try await sql.run(SQLStatement("UPDATE t SET c = $2 WHERE rowid = 2 AND b = $1", [.text("first"), .integer(nil)]))
         var rows: [String] = []
         try await sql.query(SQLStatement("SELECT a, b, c, d FROM t WHERE b = $1 ORDER BY rowid", [.text("first")])) { row in
-            rows.append([try row.integer(0, "a").map(String.init), try row.text(1, "b"), try row.integer(2, "c").map(String.init), try row.text(3, "d")]
-                .map { $0 ?? "NULL" }.joined(separator: " "))
+            rows.append(
+                [try row.integer(0, "a").map(String.init), try row.text(1, "b"), try row.integer(2, "c").map(String.init), try row.text(3, "d")]
+                    .map { $0 ?? "NULL" }.joined(separator: " "))
         }
         #expect(rows == ["7 first 7 $x", "7 first NULL $x"])
         #expect(connection.reprepares().count == 4)
@@ -168,24 +176,31 @@ struct PurchaseRecordingTests {
 
     static func purchase(_ server: CountersignServer, appAccountToken: UUID? = nil) throws -> VerifiedTransaction {
         let app = server.deployment.apps[0]
-        let (jws, payload) = try server.testStore!.mintTransaction(.init(productId: "lifetime", type: .nonConsumable, bundleId: app.bundleId,
-                                                                          appAccountToken: appAccountToken))
+        let (jws, payload) = try server.testStore!.mintTransaction(
+            .init(
+                productId: "lifetime", type: .nonConsumable, bundleId: app.bundleId,
+                appAccountToken: appAccountToken))
         return try VerifiedTransaction(jws: jws, payload: payload, app: app)
     }
 
     static func counts(_ server: CountersignServer, _ transaction: VerifiedTransaction) async throws -> (purchases: Int, owners: [String]) {
         try await server.store.database.withConnection { sql in
-            let purchases = try await sql.first("SELECT COUNT(*) AS n FROM purchases WHERE transaction_id = \(bind: transaction.transactionId)") {
-                try $0.int("n")
-            } ?? -1
-            let owners = try await sql.all("""
+            let purchases =
+                try await sql.first("SELECT COUNT(*) AS n FROM purchases WHERE transaction_id = \(bind: transaction.transactionId)") {
+                    try $0.int("n")
+                } ?? -1
+            let owners = try await sql.all(
+                """
                 SELECT app_user_id FROM purchase_owners WHERE original_transaction_id = \(bind: transaction.originalTransactionId)
-                """) { try $0.string("app_user_id") }
+                """
+            ) { try $0.string("app_user_id") }
             return (purchases, owners)
         }
     }
 
-    @Test("twenty customers post one new purchase at once: one gets it, the others hear the app's rule, one owner row", arguments: TestDatabaseKind.available)
+    @Test(
+        "twenty customers post one new purchase at once: one gets it, the others hear the app's rule, one owner row",
+        arguments: TestDatabaseKind.available)
     func sameNewPurchaseAtOnce(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, directory in
             let server = try await OperationsTests.server(location, directory)
@@ -215,11 +230,14 @@ struct PurchaseRecordingTests {
                 switch behavior {
                 case .keepWithOriginal:
                     #expect(stored.owners == new, "the first owner keeps it")
-                    let refused = outcomes.values.filter { if case .failure(let error) = $0 { error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue } else { false } }
+                    let refused = outcomes.values.filter {
+                        if case .failure(let error) = $0 { error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue } else { false }
+                    }
                     #expect(refused.count == 19)
                 default:
                     let owner = try #require(stored.owners.first)
-                    #expect([PurchaseStatus.new, .transferred].contains(try #require(outcomes[owner]).get()), "the owner is one who was told they got it")
+                    #expect(
+                        [PurchaseStatus.new, .transferred].contains(try #require(outcomes[owner]).get()), "the owner is one who was told they got it")
                     #expect(outcomes.values.allSatisfy { (try? $0.get()) != nil }, "every poster of a movable purchase gets an answer")
                 }
             }
@@ -278,12 +296,16 @@ struct PurchaseRecordingTests {
             let app = server.deployment.apps[0]
             let transaction = try Self.purchase(server)
             try await server.store.database.withConnection { sql in
-                try await sql.run(CustomerDatabase.insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: "holder", now: Date()))
+                try await sql.run(
+                    CustomerDatabase.insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: "holder", now: Date()))
             }
             // What the rules would write had the owner row not been there (it arrived meanwhile).
             let plan = Plan(status: .new, customer: .insert, purchase: .insert, owner: .insert("poster"))
-            let events = [WebhookEvent(.initialPurchase, subject: transaction.transactionId, app: app, user: "poster",
-                                       transaction: EventTransaction(transaction), now: Date())]
+            let events = [
+                WebhookEvent(
+                    .initialPurchase, subject: transaction.transactionId, app: app, user: "poster",
+                    transaction: EventTransaction(transaction), now: Date())
+            ]
             await #expect(throws: (any Error).self) {
                 // PostgreSQL: one statement outside a transaction; SQLite: inside the caller's transaction.
                 if kind == .sqlite {

@@ -1,8 +1,9 @@
-@testable import CountersignServer
-@testable import CountersignStorage
 import Foundation
 import NIOConcurrencyHelpers
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// ``ReadBatcher`` on its own: who goes alone, who waits, what each read gets back.
 @Suite("Read batching")
@@ -131,7 +132,9 @@ struct ReadBatcherTests {
             try await held.waitForBatches(1)
             for request in [7, -8, 9] {
                 group.addTask {
-                    do { return (request, .success(try await together.read(request))) } catch let error as Refused { return (request, .failure(error)) }
+                    do { return (request, .success(try await together.read(request))) } catch let error as Refused {
+                        return (request, .failure(error))
+                    }
                 }
             }
             try await Self.waitForWaiting(together, 3)

@@ -1,8 +1,6 @@
 import Countersign
 import CountersignAppStore
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Foundation
 import HTTPTypes
@@ -11,6 +9,9 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// The defects found by trying the product as an attacker and as a paying customer would, one
 /// test per item (the lifecycles of item 3 are ``LifecycleTests``; the forged refusal of item 5
@@ -66,20 +67,25 @@ struct RealWorldCorrectnessTests {
         let router = Router(context: ServerRequestContext.self)
         router.group().add(middleware: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true)))
             .group(context: SignedRequestContext.self).get("/v1/subscribers/:id") { request, context in
-            let asked = request.uri.path.split(separator: "/").last.flatMap { String($0).removingPercentEncoding } ?? ""
-            let other = answered.first { AppUserID.same($0.0, asked) }?.1 ?? "victim"
-            let info = SubscriberResponse(appUserId: other, firstSeen: Date(), lastSeen: Date(), entitlements: CustomerEntitlements(), requestDate: Date())
-            return try context.respond(to: request, with: SignedAnswer.customerInfo(info))
-        }
+                let asked = request.uri.path.split(separator: "/").last.flatMap { String($0).removingPercentEncoding } ?? ""
+                let other = answered.first { AppUserID.same($0.0, asked) }?.1 ?? "victim"
+                let info = SubscriberResponse(
+                    appUserId: other, firstSeen: Date(), lastSeen: Date(), entitlements: CustomerEntitlements(), requestDate: Date())
+                return try context.respond(to: request, with: SignedAnswer.customerInfo(info))
+            }
         try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: logger).test(.live) { client in
-            for ((index, (user, _)), mode) in answered.enumerated().flatMap({ pair in [EntitlementVerificationMode.informational, .enforced].map { (pair, $0) } }) {
+            for ((index, (user, _)), mode) in answered.enumerated().flatMap({ pair in
+                [EntitlementVerificationMode.informational, .enforced].map { (pair, $0) }
+            }) {
                 let place = "\(index)-\(mode)"
-                let store = try TestStore(serverURL: URL(string: "http://127.0.0.1:\(client.port!)")!, apiKey: "cs_pub_test",
-                                          rootPublicKeys: [keys.managedRootPublicKey!.rawRepresentation.base64EncodedString()],
-                                          directory: directory.appendingPathComponent("store-\(place)"))
-                var configuration = Configuration(apiKey: "cs_pub_test", appUserID: user, serverURL: URL(string: "http://127.0.0.1:\(client.port!)")!,
-                                                  rootPublicKeys: [keys.managedRootPublicKey!.rawRepresentation.base64EncodedString()],
-                                                  store: store, storageDirectory: directory.appendingPathComponent("sdk-\(place)"))
+                let store = try TestStore(
+                    serverURL: URL(string: "http://127.0.0.1:\(client.port!)")!, apiKey: "cs_pub_test",
+                    rootPublicKeys: [keys.managedRootPublicKey!.rawRepresentation.base64EncodedString()],
+                    directory: directory.appendingPathComponent("store-\(place)"))
+                var configuration = Configuration(
+                    apiKey: "cs_pub_test", appUserID: user, serverURL: URL(string: "http://127.0.0.1:\(client.port!)")!,
+                    rootPublicKeys: [keys.managedRootPublicKey!.rawRepresentation.base64EncodedString()],
+                    store: store, storageDirectory: directory.appendingPathComponent("sdk-\(place)"))
                 configuration.entitlementVerificationMode = mode
                 configuration.reportsVerificationFailures = false
                 let purchases = try Purchases(configuration: configuration)
@@ -105,7 +111,10 @@ struct RealWorldCorrectnessTests {
 
     @Test("reservedIds: internal-looking ids are refused everywhere; the SDK's anonymous ids are not")
     func reservedIds() {
-        for id in ["$CSDeleted", "$csDeleted", "$RCAnonymousID:0123456789ABCDEF0123456789abcdef", "$RCAnonymousID:abc", "$CSAnonymousID:", "$CSAnonymousID:a b", "$rc"] {
+        for id in [
+            "$CSDeleted", "$csDeleted", "$RCAnonymousID:0123456789ABCDEF0123456789abcdef", "$RCAnonymousID:abc", "$CSAnonymousID:",
+            "$CSAnonymousID:a b", "$rc",
+        ] {
             #expect(ReservedAppUserID.isReserved(id), "\(id)")
         }
         for id in ["$CSAnonymousID:\(UUID().uuidString.lowercased())", "$CSAnonymousID:x", "alice", "$", "$C", "CS$", "＄CS"] {
@@ -119,7 +128,9 @@ struct RealWorldCorrectnessTests {
 
     // MARK: 4. Production works
 
-    @Test("productionWorks: Production transactions and renewal infos carry no appAppleId and verify; notifications are checked; Production without appAppleId is refused as a configuration", arguments: [true, false])
+    @Test(
+        "productionWorks: Production transactions and renewal infos carry no appAppleId and verify; notifications are checked; Production without appAppleId is refused as a configuration",
+        arguments: [true, false])
     func productionWorks(withAppAppleId: Bool) async throws {
         let ca = try TestStoreCA.create(name: "apple-like")
         var configuration = SignedDataVerifier.Configuration(
@@ -137,11 +148,13 @@ struct RealWorldCorrectnessTests {
         purchase.environment = .production
         let (jws, payload) = try ca.mintTransaction(purchase)
         #expect(try await verifier.verify(jws, as: TransactionPayload.self).transactionId == payload.transactionId)
-        let renewal = try ca.sign(RenewalInfoPayload(originalTransactionId: payload.transactionId!, productId: "pro_monthly", environment: .production, signedDate: Date()))
+        let renewal = try ca.sign(
+            RenewalInfoPayload(originalTransactionId: payload.transactionId!, productId: "pro_monthly", environment: .production, signedDate: Date()))
         #expect(try await verifier.verify(renewal, as: RenewalInfoPayload.self).originalTransactionId == payload.transactionId)
         for (appAppleId, accepted) in [(Int64(1_234_567_890), true), (Int64(42), false)] {
             let data = NotificationPayload.NotificationData(bundleId: "com.example.demo", environment: .production, appAppleId: appAppleId)
-            let notification = try ca.sign(NotificationPayload(notificationType: .test, notificationUUID: UUID().uuidString, data: data, signedDate: Date()))
+            let notification = try ca.sign(
+                NotificationPayload(notificationType: .test, notificationUUID: UUID().uuidString, data: data, signedDate: Date()))
             do {
                 _ = try await verifier.verify(notification, as: NotificationPayload.self)
                 #expect(accepted, "another app's notification was accepted")
@@ -170,8 +183,10 @@ struct RealWorldCorrectnessTests {
         try await ReceiptTests.withHarness(.sqlite, transferBehavior: .keepWithOriginal) { harness in
             let (jws, _) = try harness.mint("lifetime", type: .nonConsumable)
             #expect(try await harness.post(user: "u1", jws: jws).status == 200)
-            for (json, code) in [(["app_user_id": "u2", "fetch_token": jws], APIErrorCode.purchaseOwnedByAnotherUser),
-                                 (["app_user_id": "u2", "fetch_token": "a.b.c"], .invalidStoreSignature)] {
+            for (json, code) in [
+                (["app_user_id": "u2", "fetch_token": jws], APIErrorCode.purchaseOwnedByAnotherUser),
+                (["app_user_id": "u2", "fetch_token": "a.b.c"], .invalidStoreSignature),
+            ] {
                 let answer = try await harness.signed(.post, "/v1/receipts", json: json, paramKeys: ParamKeys.receipt)
                 #expect(answer.reply.code == code.rawValue)
                 #expect(answer.outcome == .verified, "\(code)")
@@ -257,11 +272,15 @@ struct RealWorldCorrectnessTests {
 
     @Test("lenientDecoding: a CustomerInfo with only what identifies it decodes; optional fields may be missing, unknown ones are ignored")
     func lenientDecoding() throws {
-        let body = Data(#"{"request_date_ms":1700000000000,"subscriber":{"original_app_user_id":"u1","future_field":{"x":1},"entitlements":{"pro":{"product_identifier":"lifetime"}},"subscriptions":{"pro_monthly":{"expires_date":"2099-01-01T00:00:00Z"}}}}"#.utf8)
+        let body = Data(
+            #"{"request_date_ms":1700000000000,"subscriber":{"original_app_user_id":"u1","future_field":{"x":1},"entitlements":{"pro":{"product_identifier":"lifetime"}},"subscriptions":{"pro_monthly":{"expires_date":"2099-01-01T00:00:00Z"}}}}"#
+                .utf8)
         let info = try CustomerInfo(answer: body, verification: .verified, failure: nil, now: Date())
         #expect(info.originalAppUserId == "u1")
         #expect(info.entitlements["pro"]?.isActive == true)
         #expect(info.activeSubscriptions == ["pro_monthly"])
-        #expect(throws: DecodingError.self) { try CustomerInfo(answer: Data(#"{"request_date_ms":1,"subscriber":{}}"#.utf8), verification: .verified, failure: nil, now: Date()) }
+        #expect(throws: DecodingError.self) {
+            try CustomerInfo(answer: Data(#"{"request_date_ms":1,"subscriber":{}}"#.utf8), verification: .verified, failure: nil, now: Date())
+        }
     }
 }

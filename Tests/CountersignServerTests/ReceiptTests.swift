@@ -1,7 +1,5 @@
 import CountersignAppStore
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Foundation
 import HTTPTypes
@@ -10,6 +8,9 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// Purchases end to end over real HTTP: post a test-store transaction, get a signed CustomerInfo.
 @Suite("Receipts and subscribers")
@@ -21,7 +22,9 @@ struct ReceiptTests {
         let ca: TestStoreCA
         var key: String { app.publicApiKeys[0] }
 
-        func mint(_ productId: String, type: ProductType = .autoRenewable, token: UUID? = nil, bundleId: String? = nil) throws -> (jws: String, payload: TransactionPayload) {
+        func mint(_ productId: String, type: ProductType = .autoRenewable, token: UUID? = nil, bundleId: String? = nil) throws -> (
+            jws: String, payload: TransactionPayload
+        ) {
             try ca.mintTransaction(.init(productId: productId, type: type, bundleId: bundleId ?? app.bundleId, appAccountToken: token))
         }
 
@@ -36,9 +39,11 @@ struct ReceiptTests {
             return try await client.execute(uri: "/v1/receipts", method: .post, headers: headers, body: ByteBuffer(data: body)) { response in
                 let data = Data(response.body.readableBytesView)
                 if response.status == .ok {
-                    let outcome = verify(response, data: data, request: SignedRequestParts(
-                        authValue: key ?? self.key, nonce: nonce, path: "/v1/receipts", postParamsHash: hash
-                    ))
+                    let outcome = verify(
+                        response, data: data,
+                        request: SignedRequestParts(
+                            authValue: key ?? self.key, nonce: nonce, path: "/v1/receipts", postParamsHash: hash
+                        ))
                     #expect(outcome == .verified)
                 }
                 return (Int(response.status.code), (try? JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:])
@@ -98,7 +103,9 @@ struct ReceiptTests {
     /// Whether the CustomerInfo lists `id` as active at its own request date (RevenueCat's rule:
     /// entitlements stay listed after they end, with their end date).
     static func isActive(_ json: [String: Any], _ id: String) -> Bool {
-        guard let entitlement = entitlement(json, id), let requestDate = json["request_date_ms"] as? Int64 ?? (json["request_date_ms"] as? Int).map(Int64.init) else { return false }
+        guard let entitlement = entitlement(json, id),
+            let requestDate = json["request_date_ms"] as? Int64 ?? (json["request_date_ms"] as? Int).map(Int64.init)
+        else { return false }
         guard let expires = entitlement["expires_date"] as? String else { return true }
         return WireDate.parse(expires).map { Int64($0.timeIntervalSince1970 * 1000) > requestDate } ?? false
     }
@@ -210,8 +217,10 @@ struct ReceiptTests {
                 #expect(result.json["code"] as? Int == code.rawValue, "\(code)")
             }
             // Refused store data names Apple's status and our reason.
-            for (jws, status, reason) in [(otherBundle, "INVALID_APP_IDENTIFIER", "bundle-id"), (foreignJWS, "VERIFICATION_FAILURE", "untrusted-chain"),
-                                          ("a.b.c", "VERIFICATION_FAILURE", "malformed-jws")] {
+            for (jws, status, reason) in [
+                (otherBundle, "INVALID_APP_IDENTIFIER", "bundle-id"), (foreignJWS, "VERIFICATION_FAILURE", "untrusted-chain"),
+                ("a.b.c", "VERIFICATION_FAILURE", "malformed-jws"),
+            ] {
                 let result = try await harness.post(user: "u1", jws: jws, key: nil)
                 #expect(result.json["store_status"] as? String == status)
                 #expect(result.json["store_reason"] as? String == reason)
@@ -226,8 +235,10 @@ struct ReceiptTests {
         let body = try JSONSerialization.data(withJSONObject: ["app_user_id": user, "fetch_token": jws])
         let (status, data) = try await LiveHTTP.send(
             port: try #require(harness.client.port), method: "POST", path: "/v1/receipts",
-            headers: ["Authorization": "Bearer \(harness.key)", "Content-Type": "application/json",
-                      "X-Nonce": SignedRequestParts.makeNonce().base64EncodedString()],
+            headers: [
+                "Authorization": "Bearer \(harness.key)", "Content-Type": "application/json",
+                "X-Nonce": SignedRequestParts.makeNonce().base64EncodedString(),
+            ],
             body: body
         )
         let object = (try? JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]

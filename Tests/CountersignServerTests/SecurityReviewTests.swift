@@ -1,13 +1,14 @@
 import CountersignAppStore
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Crypto
 import Foundation
 import HTTPTypes
 import Testing
 import X509
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// The security review's findings that concern storage and the public routes, each from the
 /// attacker's side, over real HTTP on both databases (finding 1's tests are with the App Store
@@ -89,8 +90,9 @@ struct SecurityReviewTests {
         }
     }
 
-    @Test("finding 2: an Xcode-signed copy of another app's transaction, revoked and dated years ahead, revokes nothing",
-          arguments: TestDatabaseKind.available)
+    @Test(
+        "finding 2: an Xcode-signed copy of another app's transaction, revoked and dated years ahead, revokes nothing",
+        arguments: TestDatabaseKind.available)
     func xcodeCopyRevokesNothing(_ kind: TestDatabaseKind) async throws {
         let xcode = try XcodeSigner()
         var developer = Self.app("developer", bundle: "com.example.developer", environments: ["Xcode"])
@@ -106,15 +108,17 @@ struct SecurityReviewTests {
             forged.revocationDate = Date()
             forged.revocationReason = 0
             forged.signedDate = Date().addingTimeInterval(10 * 365 * 86_400)
-            let ahead = try await attacker.send(.post, "/v1/receipts", key: attacker.key,
-                                                body: try JSONSerialization.data(withJSONObject: ["app_user_id": "mallory", "fetch_token": try xcode.sign(forged)]))
+            let ahead = try await attacker.send(
+                .post, "/v1/receipts", key: attacker.key,
+                body: try JSONSerialization.data(withJSONObject: ["app_user_id": "mallory", "fetch_token": try xcode.sign(forged)]))
             #expect(ahead.status == 422 && ahead.code == APIErrorCode.signedDateAhead.rawValue)
             #expect((ahead.json["message"] as? String)?.contains("future") == true)
 
             // Dated now it is the developer app's own Xcode transaction, in its own rows.
             forged.signedDate = Date()
-            let now = try await attacker.send(.post, "/v1/receipts", key: attacker.key,
-                                              body: try JSONSerialization.data(withJSONObject: ["app_user_id": "mallory", "fetch_token": try xcode.sign(forged)]))
+            let now = try await attacker.send(
+                .post, "/v1/receipts", key: attacker.key,
+                body: try JSONSerialization.data(withJSONObject: ["app_user_id": "mallory", "fetch_token": try xcode.sign(forged)]))
             #expect(now.status == 200)
             #expect(try await attacker.server.store.purchaseCount(app: attacker.app.id, transactionId: bought.payload.transactionId!) == 1)
             #expect(ReceiptTests.isActive(try await shop.customerInfo("alice"), "pro"))
@@ -146,7 +150,8 @@ struct SecurityReviewTests {
         return limits
     }
 
-    @Test("finding 4: the public routes are limited per address and per app, with a signed 429 and Retry-After", arguments: TestDatabaseKind.available)
+    @Test(
+        "finding 4: the public routes are limited per address and per app, with a signed 429 and Retry-After", arguments: TestDatabaseKind.available)
     func publicRoutesRateLimited(_ kind: TestDatabaseKind) async throws {
         let perClient = Self.limits { $0.publicPerClient = .init(perSecond: 0.01, burst: 3) }
         try await ReceiptTests.withHarness(kind, configure: { _, configuration in configuration.rateLimits = perClient }) { harness in
@@ -169,13 +174,18 @@ struct SecurityReviewTests {
         }
     }
 
-    @Test("finding 4: a purchase posted back and forth as two ids follows each post but makes one TRANSFER a window", arguments: TestDatabaseKind.available)
+    @Test(
+        "finding 4: a purchase posted back and forth as two ids follows each post but makes one TRANSFER a window",
+        arguments: TestDatabaseKind.available)
     func pingPongDamped(_ kind: TestDatabaseKind) async throws {
         let clock = ManualClock(Date())
-        try await ReceiptTests.withHarness(kind, clock: clock, configure: { app, _ in
-            // Nothing listens there: each event's delivery stays pending, so deliveries can be counted.
-            app.webhooks = [.init(url: "http://127.0.0.1:9/hooks")]
-        }) { harness in
+        try await ReceiptTests.withHarness(
+            kind, clock: clock,
+            configure: { app, _ in
+                // Nothing listens there: each event's delivery stays pending, so deliveries can be counted.
+                app.webhooks = [.init(url: "http://127.0.0.1:9/hooks")]
+            }
+        ) { harness in
             var payload = try harness.mint("lifetime", type: .nonConsumable).payload
             payload.signedDate = clock.now
             let jws = try harness.ca.sign(payload)
@@ -224,14 +234,18 @@ struct SecurityReviewTests {
 
     @Test("finding 4: delivered deliveries and their events are deleted past the retention; pending ones stay", arguments: TestDatabaseKind.available)
     func retention(_ kind: TestDatabaseKind) async throws {
-        try await ReceiptTests.withHarness(kind, configure: { app, _ in
-            // Nothing listens there: the delivery stays pending.
-            app.webhooks = [.init(url: "http://127.0.0.1:9/hooks")]
-        }) { harness in
+        try await ReceiptTests.withHarness(
+            kind,
+            configure: { app, _ in
+                // Nothing listens there: the delivery stays pending.
+                app.webhooks = [.init(url: "http://127.0.0.1:9/hooks")]
+            }
+        ) { harness in
             #expect(try await harness.post(user: "kept", jws: try harness.mint("pro_monthly").jws).status == 200)
             #expect(try await harness.post(user: "gone", jws: try harness.mint("pro_monthly").jws).status == 200)
             try await harness.server.database.withConnection { sql in
-                try await sql.run("""
+                try await sql.run(
+                    """
                     UPDATE webhook_deliveries SET status = 'delivered', delivered_at_ms = 1 \
                     WHERE event_id IN (SELECT event_id FROM events WHERE app_user_id = 'gone')
                     """)
@@ -254,9 +268,12 @@ struct SecurityReviewTests {
     func telemetryPerAddress(_ kind: TestDatabaseKind) async throws {
         let limits = Self.limits { $0.telemetryPerClient = .init(perSecond: 0.01, burst: 2) }
         try await ReceiptTests.withHarness(kind, configure: { _, configuration in configuration.rateLimits = limits }) { harness in
-            let report = try JSONSerialization.data(withJSONObject: ["failures": [["reason": "payloadMismatch", "mode": "enforced", "path": "/v1/subscribers/x"]]])
+            let report = try JSONSerialization.data(withJSONObject: [
+                "failures": [["reason": "payloadMismatch", "mode": "enforced", "path": "/v1/subscribers/x"]]
+            ])
             func send() async throws -> Reply {
-                try await harness.send(.post, "/v1/diagnostics/verification_failures", key: harness.key, body: report, headers: [.contentType: "application/json"])
+                try await harness.send(
+                    .post, "/v1/diagnostics/verification_failures", key: harness.key, body: report, headers: [.contentType: "application/json"])
             }
             #expect(try await send().status == 202)
             #expect(try await send().status == 202)
@@ -270,14 +287,17 @@ struct SecurityReviewTests {
 
     // MARK: Found by the API contract check
 
-    @Test("an attribute value holding U+0000 is refused by name and stores nothing (PostgreSQL's text cannot hold it)", arguments: TestDatabaseKind.available)
+    @Test(
+        "an attribute value holding U+0000 is refused by name and stores nothing (PostgreSQL's text cannot hold it)",
+        arguments: TestDatabaseKind.available)
     func nulInAttributeValue(_ kind: TestDatabaseKind) async throws {
         try await ReceiptTests.withHarness(kind) { harness in
             try await harness.logIn("nul")
             let before = try await harness.snapshot()
             let body = Data(#"{"attributes":{"$email":{"value":"a\u0000b","updated_at_ms":5},"plain":{"value":"ok","updated_at_ms":5}}}"#.utf8)
-            let reply = try await harness.send(.post, "/v1/subscribers/nul/attributes", key: harness.key, body: body,
-                                               headers: [SignatureHeader.nonce: SignedRequestParts.makeNonce().base64EncodedString()])
+            let reply = try await harness.send(
+                .post, "/v1/subscribers/nul/attributes", key: harness.key, body: body,
+                headers: [SignatureHeader.nonce: SignedRequestParts.makeNonce().base64EncodedString()])
             #expect(reply.status == 400 && reply.code == APIErrorCode.invalidSubscriberAttributes.rawValue)
             #expect((reply.json["message"] as? String)?.contains("$email") == true)
             #expect(try await harness.snapshot() == before)

@@ -1,6 +1,4 @@
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Foundation
 import HTTPTypes
@@ -9,6 +7,9 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// The signed routes' middleware from the attacker's side: a claim of the request the server
 /// did not check is never covered by a signature, whichever check fails first.

@@ -1,10 +1,11 @@
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Foundation
 import Logging
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 @Suite("Signing key ring")
 struct SigningKeyRingTests {

@@ -1,12 +1,13 @@
 import CountersignAppStore
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Crypto
 import Foundation
 import HummingbirdTesting
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// Reconciliation and legacy receipts against the App Store Server API stand-in, over real HTTP
 /// on both sides: the server asks the stand-in, verifies what it signs and records it.
@@ -28,8 +29,10 @@ struct StoreServerAPITests {
         try setup.harness.ca.mintAppReceipt(bundleId: setup.harness.app.bundleId, transactionIds: [transactionId], creationDate: Date())
     }
 
-    static func withSetup(_ kind: TestDatabaseKind, legacyReceipts: Bool = true, rateLimits: RateLimitSettings? = nil,
-                          _ body: @Sendable @escaping (Setup) async throws -> Void) async throws {
+    static func withSetup(
+        _ kind: TestDatabaseKind, legacyReceipts: Bool = true, rateLimits: RateLimitSettings? = nil,
+        _ body: @Sendable @escaping (Setup) async throws -> Void
+    ) async throws {
         try await FreshDatabase.with(kind) { location, directory in
             let ca = try TestStoreCA.loadOrCreate(for: DataDirectory(directory))
             let apiKey = P256.Signing.PrivateKey()
@@ -54,16 +57,19 @@ struct StoreServerAPITests {
     }
 
     static func post(_ setup: Setup, user: String, receipt: String) async throws -> Reply {
-        try await setup.harness.send(.post, "/v1/receipts", key: setup.harness.key,
-                                     body: try JSONSerialization.data(withJSONObject: ["app_user_id": user, "fetch_token": receipt]))
+        try await setup.harness.send(
+            .post, "/v1/receipts", key: setup.harness.key,
+            body: try JSONSerialization.data(withJSONObject: ["app_user_id": user, "fetch_token": receipt]))
     }
 
-    @Test("a legacy receipt is resolved through the API; a renewal and a refund no notification brought are found by a refresh",
-          arguments: TestDatabaseKind.available)
+    @Test(
+        "a legacy receipt is resolved through the API; a renewal and a refund no notification brought are found by a refresh",
+        arguments: TestDatabaseKind.available)
     func legacyReceiptAndRefresh(_ kind: TestDatabaseKind) async throws {
         try await Self.withSetup(kind) { setup in
             let bundle = setup.harness.app.bundleId
-            var first = TestStoreCA.Purchase(productId: "pro_monthly", type: .autoRenewable, bundleId: bundle, purchaseDate: Date().addingTimeInterval(-20 * 86_400))
+            var first = TestStoreCA.Purchase(
+                productId: "pro_monthly", type: .autoRenewable, bundleId: bundle, purchaseDate: Date().addingTimeInterval(-20 * 86_400))
             first.expiresDate = Date().addingTimeInterval(10 * 86_400)
             let original = try await setup.standIn.add(first)
             let chain = try #require(original.transactionId)
@@ -75,7 +81,8 @@ struct StoreServerAPITests {
             #expect(try await setup.events("alice") == ["INITIAL_PURCHASE"])
 
             // The subscription renews at Apple; no notification arrives. A refresh finds it.
-            var renewal = TestStoreCA.Purchase(productId: "pro_monthly", type: .autoRenewable, bundleId: bundle, purchaseDate: Date().addingTimeInterval(-3_600))
+            var renewal = TestStoreCA.Purchase(
+                productId: "pro_monthly", type: .autoRenewable, bundleId: bundle, purchaseDate: Date().addingTimeInterval(-3_600))
             renewal.originalTransactionId = chain
             renewal.expiresDate = Date().addingTimeInterval(40 * 86_400)
             let renewed = try await setup.standIn.add(renewal)
@@ -107,20 +114,23 @@ struct StoreServerAPITests {
     func scheduledReconciliation(_ kind: TestDatabaseKind) async throws {
         try await Self.withSetup(kind) { setup in
             let bundle = setup.harness.app.bundleId
-            var lapsed = TestStoreCA.Purchase(productId: "pro_monthly", type: .autoRenewable, bundleId: bundle, purchaseDate: Date().addingTimeInterval(-31 * 86_400))
+            var lapsed = TestStoreCA.Purchase(
+                productId: "pro_monthly", type: .autoRenewable, bundleId: bundle, purchaseDate: Date().addingTimeInterval(-31 * 86_400))
             lapsed.expiresDate = Date().addingTimeInterval(-86_400)
             let original = try await setup.standIn.add(lapsed)
             let chain = try #require(original.transactionId)
             #expect(try await Self.post(setup, user: "carol", receipt: try Self.legacyReceipt(setup, chain)).status == 200)
             #expect(!ReceiptTests.isActive(try await setup.harness.customerInfo("carol"), "pro"))
 
-            var renewal = TestStoreCA.Purchase(productId: "pro_monthly", type: .autoRenewable, bundleId: bundle, purchaseDate: Date().addingTimeInterval(-86_400))
+            var renewal = TestStoreCA.Purchase(
+                productId: "pro_monthly", type: .autoRenewable, bundleId: bundle, purchaseDate: Date().addingTimeInterval(-86_400))
             renewal.originalTransactionId = chain
             renewal.expiresDate = Date().addingTimeInterval(29 * 86_400)
             try await setup.standIn.add(renewal)
             let server = setup.harness.server
-            let service = ReconciliationService(store: server.store, storeAPI: server.storeAPI, deployment: server.deployment,
-                                                interval: .seconds(3_600), now: { Date() }, logger: server.logger)
+            let service = ReconciliationService(
+                store: server.store, storeAPI: server.storeAPI, deployment: server.deployment,
+                interval: .seconds(3_600), now: { Date() }, logger: server.logger)
             #expect(await service.reconcile(setup.harness.app) == 1)
             #expect(ReceiptTests.isActive(try await setup.harness.customerInfo("carol"), "pro"))
             #expect(try await setup.events("carol") == ["INITIAL_PURCHASE", "RENEWAL"])
@@ -135,8 +145,9 @@ struct StoreServerAPITests {
     func notConfigured(_ kind: TestDatabaseKind) async throws {
         try await ReceiptTests.withHarness(kind, configure: { app, _ in app.legacyReceipts = true }) { harness in
             let receipt = try harness.ca.mintAppReceipt(bundleId: harness.app.bundleId, transactionIds: ["2000000909538865"], creationDate: Date())
-            let reply = try await harness.send(.post, "/v1/receipts", key: harness.key,
-                                               body: try JSONSerialization.data(withJSONObject: ["app_user_id": "dana", "fetch_token": receipt]))
+            let reply = try await harness.send(
+                .post, "/v1/receipts", key: harness.key,
+                body: try JSONSerialization.data(withJSONObject: ["app_user_id": "dana", "fetch_token": receipt]))
             #expect(reply.status == 422 && reply.code == APIErrorCode.storeAPINotConfigured.rawValue)
             #expect((reply.json["message"] as? String)?.contains("legacy receipt") == true)
             #expect(try await harness.post(user: "dana", jws: try harness.mint("pro_monthly").jws).status == 200)
@@ -150,8 +161,9 @@ struct StoreServerAPITests {
     /// Alice owns a one-time purchase (its id is in her CustomerInfo); Mallory has the app's
     /// public key and writes a receipt naming it.
     static func alicesPurchase(_ setup: Setup) async throws -> String {
-        let bought = TestStoreCA.Purchase(productId: "lifetime", type: .nonConsumable, bundleId: setup.harness.app.bundleId,
-                                          purchaseDate: Date().addingTimeInterval(-86_400))
+        let bought = TestStoreCA.Purchase(
+            productId: "lifetime", type: .nonConsumable, bundleId: setup.harness.app.bundleId,
+            purchaseDate: Date().addingTimeInterval(-86_400))
         let chain = try #require(try await setup.standIn.add(bought).transactionId)
         #expect(try await Self.post(setup, user: "alice", receipt: try Self.legacyReceipt(setup, chain)).status == 200)
         #expect(ReceiptTests.isActive(try await setup.harness.customerInfo("alice"), "pro"))
@@ -180,7 +192,9 @@ struct StoreServerAPITests {
         }
     }
 
-    @Test("finding 1: a genuine receipt never moves a chain another user owns, under the default transfer behaviour", arguments: TestDatabaseKind.available)
+    @Test(
+        "finding 1: a genuine receipt never moves a chain another user owns, under the default transfer behaviour",
+        arguments: TestDatabaseKind.available)
     func receiptNeverTransfers(_ kind: TestDatabaseKind) async throws {
         try await Self.withSetup(kind) { setup in
             let chain = try await Self.alicesPurchase(setup)

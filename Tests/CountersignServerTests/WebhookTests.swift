@@ -1,7 +1,5 @@
 import CountersignAppStore
 import CountersignCore
-@testable import CountersignServer
-@testable import CountersignStorage
 import CountersignTesting
 import Crypto
 import Foundation
@@ -9,6 +7,9 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
 
 /// Webhooks over real HTTP: a receiver started by the test, the server posting to it, each
 /// delivery checked with the verifier, by hand with Ed25519, and with `countersign verify-webhook`.
@@ -43,8 +44,9 @@ struct WebhookTests {
         }
 
         func testStore(_ action: String, _ body: [String: String]) async throws -> [String: Any] {
-            let reply = try await harness.send(.post, "/v1/admin/test_store/\(action)", key: secretKey,
-                                               body: try JSONSerialization.data(withJSONObject: body))
+            let reply = try await harness.send(
+                .post, "/v1/admin/test_store/\(action)", key: secretKey,
+                body: try JSONSerialization.data(withJSONObject: body))
             #expect(reply.status == 200, "\(action): \(String(decoding: reply.body, as: UTF8.self))")
             return ((reply.json["transactions"] as? [[String: Any]])?.first) ?? [:]
         }
@@ -52,16 +54,19 @@ struct WebhookTests {
 
     /// A server whose app posts to a receiver at `/hooks/countersign?source=test` with an
     /// authorization header and an immediate retry schedule.
-    static func withSetup(_ kind: TestDatabaseKind, answers: [Int] = [], schedule: [Double] = [0, 0], attemptTimeout: TimeInterval = 2,
-                          url: (@Sendable (Int) -> String)? = nil, otherWebhooks: [AppConfiguration.Webhook] = [],
-                          _ body: @Sendable @escaping (Setup) async throws -> Void) async throws {
+    static func withSetup(
+        _ kind: TestDatabaseKind, answers: [Int] = [], schedule: [Double] = [0, 0], attemptTimeout: TimeInterval = 2,
+        url: (@Sendable (Int) -> String)? = nil, otherWebhooks: [AppConfiguration.Webhook] = [],
+        _ body: @Sendable @escaping (Setup) async throws -> Void
+    ) async throws {
         let receiver = WebhookReceiver(answers: answers)
         try await receiver.makeApplication().test(.live) { receiverClient in
             let port = try #require(receiverClient.port)
             let address = url?(port) ?? "http://127.0.0.1:\(port)/hooks/countersign?source=test"
             try await FreshDatabase.with(kind) { location, directory in
                 var app = AppConfiguration.makeDemo()
-                app.webhooks = otherWebhooks + [AppConfiguration.Webhook(url: address, authorization: "Bearer hook-secret", retryScheduleSeconds: schedule)]
+                app.webhooks =
+                    otherWebhooks + [AppConfiguration.Webhook(url: address, authorization: "Bearer hook-secret", retryScheduleSeconds: schedule)]
                 try DeploymentConfiguration(apps: [app]).save(toDataDirectory: directory)
                 let clock = ManualClock(Date())
                 var configuration = ServerConfiguration(dataDirectory: directory)
@@ -87,13 +92,21 @@ struct WebhookTests {
         let verifier = SignatureVerifier(rootKeys: [setup.root])
         let url = setup.url
         let parts = try #require(WebhookSignature.requestParts(appId: setup.harness.app.id, url: url))
-        #expect(verifier.verify(request: parts,
-                                response: ReceivedResponse(statusCode: 200, signature: signature, requestTime: time, etag: nil, body: delivery.body)) == .verified)
+        #expect(
+            verifier.verify(
+                request: parts,
+                response: ReceivedResponse(statusCode: 200, signature: signature, requestTime: time, etag: nil, body: delivery.body)) == .verified)
         // Replayed to another endpoint of the app, another app's receiver on the same URL, or
         // another host: the signature names the receiver, and fails.
-        for (app, elsewhere) in [(setup.harness.app.id, url.replacingOccurrences(of: "/hooks/countersign", with: "/hooks/countersign2")), ("other", url), (setup.harness.app.id, url.replacingOccurrences(of: "127.0.0.1", with: "localhost"))] {
-            #expect(verifier.verify(request: try #require(WebhookSignature.requestParts(appId: app, url: elsewhere)),
-                                    response: ReceivedResponse(statusCode: 200, signature: signature, requestTime: time, etag: nil, body: delivery.body)) == .failed(.payloadMismatch))
+        for (app, elsewhere) in [
+            (setup.harness.app.id, url.replacingOccurrences(of: "/hooks/countersign", with: "/hooks/countersign2")), ("other", url),
+            (setup.harness.app.id, url.replacingOccurrences(of: "127.0.0.1", with: "localhost")),
+        ] {
+            #expect(
+                verifier.verify(
+                    request: try #require(WebhookSignature.requestParts(appId: app, url: elsewhere)),
+                    response: ReceivedResponse(statusCode: 200, signature: signature, requestTime: time, etag: nil, body: delivery.body))
+                    == .failed(.payloadMismatch))
         }
         // By hand: the blob is the intermediate's key (bytes 0..<32), its expiry (32..<36), the
         // root's signature over expiry ‖ key (36..<100), a 16-byte salt and the signature.
@@ -106,8 +119,10 @@ struct WebhookTests {
         #expect(intermediate.isValidSignature(Data(blob[116..<180]), for: message))
         let capture = try makeTemporaryDirectory("webhook").appendingPathComponent("delivery.http")
         try delivery.raw.write(to: capture)
-        let cli = try await CLIRunner.runInBackground(["verify-webhook", "--root-key", setup.root.rawRepresentation.base64EncodedString(),
-                                                       "--request", capture.path, "--app-id", setup.harness.app.id, "--url", url])
+        let cli = try await CLIRunner.runInBackground([
+            "verify-webhook", "--root-key", setup.root.rawRepresentation.base64EncodedString(),
+            "--request", capture.path, "--app-id", setup.harness.app.id, "--url", url,
+        ])
         #expect(cli.status == 0 && cli.stdout.contains("verified"), "\(cli.lines)")
     }
 
@@ -138,11 +153,11 @@ struct WebhookTests {
                 try await Task.sleep(for: .milliseconds(20))
             }
             setup.clock.now = setup.clock.now.addingTimeInterval(40 * 86_400)
-            try harness.server.keys.rotateIfNeeded() // as the rotation service would, 40 days on
+            try harness.server.keys.rotateIfNeeded()  // as the rotation service would, 40 days on
 
             let expected = ["INITIAL_PURCHASE", "RENEWAL", "CANCELLATION", "TRANSFER", "NON_RENEWING_PURCHASE", "INITIAL_PURCHASE", "EXPIRATION"]
             let received = try await setup.received { $0.count >= expected.count }
-            try await Task.sleep(for: .milliseconds(200)) // nothing more may come
+            try await Task.sleep(for: .milliseconds(200))  // nothing more may come
             let all = await setup.receiver.received
             #expect(all.count == expected.count)
             #expect(Set(all.compactMap { $0.event["id"] as? String }).count == all.count, "an event was delivered twice")
@@ -209,7 +224,7 @@ struct WebhookTests {
                 if let first = (listed.json["deliveries"] as? [[String: Any]])?.first { delivery = first; break }
                 try await Task.sleep(for: .milliseconds(20))
             }
-            #expect(delivery["attempts"] as? Int == 3) // the first attempt and the schedule's two retries
+            #expect(delivery["attempts"] as? Int == 3)  // the first attempt and the schedule's two retries
             #expect((delivery["last_error"] as? String)?.isEmpty == false)
             let id = try #require(delivery["event_id"] as? String)
             let queued = try await setup.admin(.post, "/v1/admin/webhooks/deliveries/\(id)/redeliver")
@@ -242,7 +257,7 @@ struct WebhookTests {
             try await Self.expectVerified(try #require(received.first), setup: setup)
             #expect(try await setup.admin(.get, "/v1/admin/webhooks/deliveries?status=lost").status == 400)
             #expect(try await setup.admin(.get, "/v1/admin/webhooks/deliveries?limit=0").status == 400)
-            #expect(try await setup.harness.send(.post, "/v1/admin/webhooks/test", key: setup.harness.key).status == 403) // a public key
+            #expect(try await setup.harness.send(.post, "/v1/admin/webhooks/test", key: setup.harness.key).status == 403)  // a public key
         }
     }
 
@@ -272,12 +287,14 @@ struct WebhookTests {
         }
     }
 
-    @Test("with no valid signing key nothing is sent and no attempt is spent; once a key is there the event goes out", arguments: TestDatabaseKind.available)
+    @Test(
+        "with no valid signing key nothing is sent and no attempt is spent; once a key is there the event goes out",
+        arguments: TestDatabaseKind.available)
     func noKeyYet(_ kind: TestDatabaseKind) async throws {
         try await Self.withSetup(kind) { setup in
-            setup.clock.now = setup.clock.now.addingTimeInterval(40 * 86_400) // the intermediate has expired
+            setup.clock.now = setup.clock.now.addingTimeInterval(40 * 86_400)  // the intermediate has expired
             #expect(try await setup.admin(.post, "/v1/admin/webhooks/test").status == 202)
-            try await Task.sleep(for: .milliseconds(300)) // passes that cannot sign
+            try await Task.sleep(for: .milliseconds(300))  // passes that cannot sign
             #expect(await setup.receiver.received.isEmpty)
             let pending = try await setup.admin(.get, "/v1/admin/webhooks/deliveries?status=pending")
             #expect((pending.json["deliveries"] as? [[String: Any]])?.first?["attempts"] as? Int == 0)
@@ -292,11 +309,13 @@ struct WebhookTests {
     func leanBody() throws {
         var app = AppConfiguration.makeDemo()
         app.id = "app \"quoted\" \\ / \u{1}é"
-        let transaction = EventTransaction(transactionId: "2000000123", originalTransactionId: "2000000100", productId: "pro_monthly",
-                                           environment: "Production", periodType: "trial", purchasedAtMs: 1_799_000_000_000, expiresAtMs: nil)
+        let transaction = EventTransaction(
+            transactionId: "2000000123", originalTransactionId: "2000000100", productId: "pro_monthly",
+            environment: "Production", periodType: "trial", purchasedAtMs: 1_799_000_000_000, expiresAtMs: nil)
         for type in WebhookEventType.allCases {
             for user in ["alice", "a\nb\"c/d\u{7f}ü", nil] as [String?] {
-                var event = WebhookEvent(type, subject: "s", app: app, user: user, transaction: transaction, now: Date(timeIntervalSince1970: 1_799_000_000.5))
+                var event = WebhookEvent(
+                    type, subject: "s", app: app, user: user, transaction: transaction, now: Date(timeIntervalSince1970: 1_799_000_000.5))
                 event.cancelReason = "UNSUBSCRIBE"
                 event.expirationReason = nil
                 event.newProductId = "pro_yearly"
@@ -317,11 +336,15 @@ struct WebhookTests {
         let signer = ResponseSigner(key: key)
         let body = Data(#"{"api_version":"1.0","event":{"id":"E","type":"TEST"}}"#.utf8)
         let time = String(Date().epochMilliseconds)
-        let signature = try signer.signature(request: SignedRequestParts(path: "/hooks"), response: SignedResponseParts(requestTime: time, body: body))
+        let signature = try signer.signature(
+            request: SignedRequestParts(path: "/hooks"), response: SignedResponseParts(requestTime: time, body: body))
         let verifier = SignatureVerifier(rootKeys: [root.publicKey])
-        func check(path: String = "/hooks", time checked: String = time, body checkedBody: Data = body, signature checkedSignature: String = signature) -> VerificationOutcome {
-            verifier.verify(request: SignedRequestParts(path: path),
-                            response: ReceivedResponse(statusCode: 200, signature: checkedSignature, requestTime: checked, etag: nil, body: checkedBody))
+        func check(
+            path: String = "/hooks", time checked: String = time, body checkedBody: Data = body, signature checkedSignature: String = signature
+        ) -> VerificationOutcome {
+            verifier.verify(
+                request: SignedRequestParts(path: path),
+                response: ReceivedResponse(statusCode: 200, signature: checkedSignature, requestTime: checked, etag: nil, body: checkedBody))
         }
         #expect(check() == .verified)
         #expect(check(path: "/hooks2") == .failed(.payloadMismatch))
@@ -355,18 +378,23 @@ struct WebhookTests {
                 .replacingOccurrences(of: #""webhooks":[]"#, with: #""webhooks":[\#(webhook)]"#)
             return try DeploymentConfiguration.decode(Data(encoded.utf8), source: "test")
         }
-        #expect(try decode(#"{"url":"https://backend.example/hooks"}"#).apps[0].webhooks?.first?.retrySchedule == AppConfiguration.Webhook.defaultRetrySchedule)
-        for bad in [#"{"url":"ftp://backend.example/hooks"}"#, #"{"url":"/hooks"}"#, #"{"url":"https://user:pw@backend.example/"}"#,
-                    #"{"url":"https://backend.example/#x"}"#, #"{"url":"https://backend.example/","authorization":"a\nb"}"#,
-                    #"{"url":"https://backend.example/","retryScheduleSeconds":[-1]}"#,
-                    #"{"url":"https://backend.example/"},{"url":"https://backend.example/"}"#] {
+        #expect(
+            try decode(#"{"url":"https://backend.example/hooks"}"#).apps[0].webhooks?.first?.retrySchedule
+                == AppConfiguration.Webhook.defaultRetrySchedule)
+        for bad in [
+            #"{"url":"ftp://backend.example/hooks"}"#, #"{"url":"/hooks"}"#, #"{"url":"https://user:pw@backend.example/"}"#,
+            #"{"url":"https://backend.example/#x"}"#, #"{"url":"https://backend.example/","authorization":"a\nb"}"#,
+            #"{"url":"https://backend.example/","retryScheduleSeconds":[-1]}"#,
+            #"{"url":"https://backend.example/"},{"url":"https://backend.example/"}"#,
+        ] {
             #expect(throws: ConfigurationError.self, "\(bad)") { _ = try decode(bad) }
         }
         let parts = WebhookSignature.requestParts(appId: "demo", url: "https://Backend.Example:443/a%20b/c?x=1")
         #expect(parts?.path == "/a%20b/c")
         #expect(parts?.headersHash == FieldsHash.headerValue([("app_id", "demo"), ("endpoint", "backend.example/a%20b/c")]))
         #expect(WebhookSignature.requestParts(appId: "demo", url: "https://backend.example")?.path == "/")
-        #expect(WebhookSignature.requestParts(appId: "demo", url: "http://backend.example:8080/h")?.headersHash
-            == FieldsHash.headerValue([("app_id", "demo"), ("endpoint", "backend.example:8080/h")]))
+        #expect(
+            WebhookSignature.requestParts(appId: "demo", url: "http://backend.example:8080/h")?.headersHash
+                == FieldsHash.headerValue([("app_id", "demo"), ("endpoint", "backend.example:8080/h")]))
     }
 }

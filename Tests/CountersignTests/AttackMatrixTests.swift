@@ -1,9 +1,10 @@
-@testable import Countersign
 import CountersignCore
 import CountersignProxy
 import CountersignTesting
 import Foundation
 import Testing
+
+@testable import Countersign
 
 /// Every attack of the tampering proxy × every verification mode, over real HTTP: the SDK asks
 /// for the CustomerInfo of a user who has not paid, through the proxy. ATTACKS.md (and the table
@@ -78,7 +79,8 @@ struct AttackMatrixTests {
         case .dropRequestTime: "removes `X-Request-Time`"
         case .forgeRefusal: "answers an unsigned `422 {\"code\":4201}` (a forged refusal; a purchase refused this way is never finished)"
         case .unavailable: "answers 503 to the next 2 requests, then forwards (the SDK tries again and gets the signed answer)"
-        case .futureTime: "re-signs the untouched answer with a stolen, still valid intermediate of the real root and a request time in 2286 (the device's verified-time floor stays where it was)"
+        case .futureTime:
+            "re-signs the untouched answer with a stolen, still valid intermediate of the real root and a request time in 2286 (the device's verified-time floor stays where it was)"
         }
     }
 
@@ -90,7 +92,8 @@ struct AttackMatrixTests {
             "|---|---|" + modes.map { _ in "---|" }.joined(),
         ]
         for attack in Attack.allCases {
-            lines.append("| `\(attack.rawValue)` | \(explanation(attack)) | " + modes.map { expected(attack, $0).description }.joined(separator: " | ") + " |")
+            lines.append(
+                "| `\(attack.rawValue)` | \(explanation(attack)) | " + modes.map { expected(attack, $0).description }.joined(separator: " | ") + " |")
         }
         return lines.joined(separator: "\n")
     }
@@ -121,8 +124,11 @@ struct AttackMatrixTests {
         let attacks = Self.projectRoot.appendingPathComponent("ATTACKS.md")
         if GeneratedDocSection.writing { try Data(Self.markdown().utf8).write(to: attacks) }
         let section = GeneratedDocSection(name: "attack-matrix", generatedBy: "AttackMatrixTests", expected: Self.table())
-        let current = try #require(try section.current(in: Self.projectRoot.appendingPathComponent("docs/sdk.md")), "docs/sdk.md lacks the attack-matrix markers")
-        #expect(try String(contentsOf: attacks, encoding: .utf8) == Self.markdown(), "ATTACKS.md is out of date; regenerate with COUNTERSIGN_WRITE_DOCS=1")
+        let current = try #require(
+            try section.current(in: Self.projectRoot.appendingPathComponent("docs/sdk.md")), "docs/sdk.md lacks the attack-matrix markers")
+        #expect(
+            try String(contentsOf: attacks, encoding: .utf8) == Self.markdown(), "ATTACKS.md is out of date; regenerate with COUNTERSIGN_WRITE_DOCS=1"
+        )
         #expect(current == Self.table(), "docs/sdk.md's table is out of date; regenerate with COUNTERSIGN_WRITE_DOCS=1")
     }
 

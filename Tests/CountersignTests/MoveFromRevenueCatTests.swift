@@ -1,10 +1,11 @@
-@testable import Countersign
 import CountersignAppStore
 import CountersignCore
 import CountersignProxy
 import CountersignTesting
 import Foundation
 import Testing
+
+@testable import Countersign
 
 /// A RevenueCat app moved to Countersign, as its customers meet it: a server that hiccups, a
 /// purchase while it is down, the launch, and the users and subscribers RevenueCat left on the
@@ -28,7 +29,7 @@ struct MoveFromRevenueCatTests {
                 #expect(info.entitlements.verification == .verified && info.entitlements["pro"]?.isActive == true, "\(status)")
             }
             let seen = harness.proxy.seenRequests.filter { $0.path == "/v1/subscribers/retrying" }.map(\.upstreamStatus)
-            #expect(seen == [503, 503, 200, 429, 429, 304]) // the second answer unchanged: a signed 304
+            #expect(seen == [503, 503, 200, 429, 429, 304])  // the second answer unchanged: a signed 304
             // Three refusals in a row outlast two retries: the verified cache stands in.
             harness.proxy.failNext(3)
             #expect(try await purchases.customerInfo(fetchPolicy: .fetchCurrent).entitlements.verification == .verified)
@@ -40,7 +41,9 @@ struct MoveFromRevenueCatTests {
         }
     }
 
-    @Test("a purchase while the server is down answers the entitlement verified on the device, stays unfinished, and is recorded once the server is back")
+    @Test(
+        "a purchase while the server is down answers the entitlement verified on the device, stays unfinished, and is recorded once the server is back"
+    )
     func purchaseWhileDown() async throws {
         try await SDKHarness.run { harness in
             let purchases = try harness.purchases(mode: .enforced, user: "charged", storage: "charged")
@@ -97,7 +100,9 @@ struct MoveFromRevenueCatTests {
         }
     }
 
-    @Test("moving: RevenueCat's stored $RCAnonymousID stays the user, and a subscriber who bought before the move is entitled on the first launch without Restore")
+    @Test(
+        "moving: RevenueCat's stored $RCAnonymousID stays the user, and a subscriber who bought before the move is entitled on the first launch without Restore"
+    )
     func movedSubscriber() async throws {
         try await SDKHarness.run { harness in
             let suite = "countersign-test-\(UUID().uuidString)"
@@ -109,7 +114,8 @@ struct MoveFromRevenueCatTests {
             // The subscription RevenueCat's app bought and finished: in the store account, never seen by this server.
             let storage = harness.directory.appendingPathComponent("sdk-moved")
             let store = try TestStore(serverURL: harness.serverURL, apiKey: harness.apiKey, rootPublicKeys: [harness.rootKey], directory: storage)
-            let (jws, payload) = try harness.server.testStore!.mintTransaction(.init(productId: "pro_monthly", type: .autoRenewable, bundleId: harness.app.bundleId))
+            let (jws, payload) = try harness.server.testStore!.mintTransaction(
+                .init(productId: "pro_monthly", type: .autoRenewable, bundleId: harness.app.bundleId))
             try store.deliver(signedTransaction: jws)
             for transaction in try await store.unfinishedTransactions() { try await store.finish(transaction) }
             #expect(try await harness.server.store.purchaseCount(app: harness.app.id, transactionId: payload.transactionId!) == 0)
@@ -145,7 +151,10 @@ struct MoveFromRevenueCatTests {
     func revenueCatAnonymousIds() {
         #expect(ReservedAppUserID.isAnonymous("$RCAnonymousID:1af512a3b9c848899fe427f39dd69f2b"))
         #expect(!ReservedAppUserID.isReserved("$RCAnonymousID:1af512a3b9c848899fe427f39dd69f2b"))
-        for reserved in ["$RCAnonymousID:abc", "$RCAnonymousID:1AF512A3B9C848899FE427F39DD69F2B", "$RCAnonymousID:1af512a3b9c848899fe427f39dd69f2b0", "$RCsomething"] {
+        for reserved in [
+            "$RCAnonymousID:abc", "$RCAnonymousID:1AF512A3B9C848899FE427F39DD69F2B", "$RCAnonymousID:1af512a3b9c848899fe427f39dd69f2b0",
+            "$RCsomething",
+        ] {
             #expect(ReservedAppUserID.isReserved(reserved), "\(reserved)")
         }
         #expect(RevenueCatIdentity.storedAppUserID(in: []) == nil)

@@ -1,11 +1,13 @@
-@testable import Countersign
 import CountersignCore
 import CountersignTesting
 import Foundation
+import Testing
+
+@testable import Countersign
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Testing
 
 /// A store that does not know some products (as App Store does not know a product that is not
 /// approved yet), around the test store.
@@ -30,8 +32,9 @@ struct ProductsAttributesTests {
     func products() async throws {
         try await SDKHarness.run { harness in
             var configuration = try harness.configuration(mode: .enforced, user: "shopper", storage: "shopper")
-            let base = try TestStore(serverURL: harness.serverURL, apiKey: harness.apiKey, rootPublicKeys: [harness.rootKey],
-                                     directory: configuration.storageDirectory)
+            let base = try TestStore(
+                serverURL: harness.serverURL, apiKey: harness.apiKey, rootPublicKeys: [harness.rootKey],
+                directory: configuration.storageDirectory)
             configuration.store = PartialStore(base: base, hidden: ["lifetime"])
             let purchases = try Purchases(configuration: configuration)
             let offering = try #require(try await purchases.offerings().current)
@@ -71,8 +74,9 @@ struct ProductsAttributesTests {
         }
     }
 
-    @Test("intro offer eligibility comes from the customer's history in the subscription group, in a signed answer",
-          arguments: TestDatabaseKind.available)
+    @Test(
+        "intro offer eligibility comes from the customer's history in the subscription group, in a signed answer",
+        arguments: TestDatabaseKind.available)
     func eligibility(_ database: TestDatabaseKind) async throws {
         try await SDKHarness.run(database: database) { harness in
             let purchases = try harness.purchases(mode: .enforced, user: "newcomer", storage: "newcomer")
@@ -94,8 +98,9 @@ struct ProductsAttributesTests {
         }
     }
 
-    @Test("subscriber attributes are sent, stored, shown by the admin API; reserved and malformed keys are refused",
-          arguments: TestDatabaseKind.available)
+    @Test(
+        "subscriber attributes are sent, stored, shown by the admin API; reserved and malformed keys are refused",
+        arguments: TestDatabaseKind.available)
     func attributes(_ database: TestDatabaseKind) async throws {
         try await SDKHarness.run(database: database) { harness in
             let purchases = try harness.purchases(mode: .enforced, user: "attributed", storage: "attributed")
@@ -129,7 +134,8 @@ struct ProductsAttributesTests {
             let refusal = try JSONDecoder().decode(APIError.self, from: data)
             #expect(refusal.code == APIErrorCode.invalidSubscriberAttributes.rawValue)
             #expect(refusal.message.contains("$rc_secret"))
-            #expect(PurchasesError.server(statusCode: 400, code: refusal.code, message: refusal.message).errorCode == .invalidSubscriberAttributesError)
+            #expect(
+                PurchasesError.server(statusCode: 400, code: refusal.code, message: refusal.message).errorCode == .invalidSubscriberAttributesError)
 
             // A missing value is refused, not read as a deletion (null deletes).
             request.httpBody = Data(#"{"attributes":{"$email":{"updated_at_ms":1}}}"#.utf8)

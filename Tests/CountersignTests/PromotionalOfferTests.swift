@@ -1,9 +1,10 @@
-@testable import Countersign
 import CountersignCore
 import CountersignTesting
 import Crypto
 import Foundation
 import Testing
+
+@testable import Countersign
 
 /// Promotional offers signed by the server with the app's In-App Purchase key, checked with the
 /// key's public half against the claims and fields Apple documents for both formats.
@@ -13,8 +14,9 @@ struct PromotionalOfferTests {
 
     static func withKey(_ deployment: inout DeploymentConfiguration, _ directory: URL) throws {
         try key.pemRepresentation.write(to: directory.appendingPathComponent("SubscriptionKey_TEST123.p8"), atomically: true, encoding: .utf8)
-        deployment.apps[0].inAppPurchaseKey = .init(keyId: "TEST123", issuerId: "57246542-96fe-1a63-e053-0824d011072a",
-                                                    privateKeyFile: "SubscriptionKey_TEST123.p8")
+        deployment.apps[0].inAppPurchaseKey = .init(
+            keyId: "TEST123", issuerId: "57246542-96fe-1a63-e053-0824d011072a",
+            privateKeyFile: "SubscriptionKey_TEST123.p8")
         deployment.apps[0].products[0].promotionalOffers = ["winback_half_price"]
     }
 
@@ -38,9 +40,11 @@ struct PromotionalOfferTests {
             #expect(offer.appAccountToken == AppAccountToken.forAppUserID("lapsed-user"))
             #expect(offer.signedData.identifier == "winback_half_price")
             #expect(offer.signedData.keyIdentifier == "TEST123")
-            let message = ["com.example.demo", "TEST123", "pro_monthly", "winback_half_price",
-                           offer.appAccountToken.uuidString.lowercased(), offer.signedData.nonce.uuidString.lowercased(),
-                           String(offer.signedData.timestamp)].joined(separator: "\u{2063}")
+            let message = [
+                "com.example.demo", "TEST123", "pro_monthly", "winback_half_price",
+                offer.appAccountToken.uuidString.lowercased(), offer.signedData.nonce.uuidString.lowercased(),
+                String(offer.signedData.timestamp),
+            ].joined(separator: "\u{2063}")
             let der = try #require(Data(base64Encoded: offer.signedData.signature))
             #expect(publicKey.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: der), for: Data(message.utf8)))
             #expect(abs(Double(offer.signedData.timestamp) / 1000 - before.timeIntervalSince1970) < 60, "timestamp in milliseconds, now")
@@ -62,13 +66,17 @@ struct PromotionalOfferTests {
             #expect(UUID(uuidString: claims["nonce"] as? String ?? "") != nil)
             #expect(claims["exp"] == nil)
             #expect(abs((claims["iat"] as? Double ?? 0) - before.timeIntervalSince1970) < 60, "iat in seconds, now")
-            let rawSignature = try #require(Data(base64Encoded: {
-                var text = parts[2].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-                while text.count % 4 != 0 { text += "=" }
-                return text
-            }()))
-            #expect(publicKey.isValidSignature(try P256.Signing.ECDSASignature(rawRepresentation: rawSignature),
-                                               for: Data("\(parts[0]).\(parts[1])".utf8)))
+            let rawSignature = try #require(
+                Data(
+                    base64Encoded: {
+                        var text = parts[2].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+                        while text.count % 4 != 0 { text += "=" }
+                        return text
+                    }()))
+            #expect(
+                publicKey.isValidSignature(
+                    try P256.Signing.ECDSASignature(rawRepresentation: rawSignature),
+                    for: Data("\(parts[0]).\(parts[1])".utf8)))
 
             // An offer the product does not have, and a tampered answer, are refused.
             await #expect { _ = try await purchases.promotionalOffer(offerIdentifier: "free_forever", product: product) } throws: { error in

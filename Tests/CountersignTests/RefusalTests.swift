@@ -1,16 +1,21 @@
-@testable import Countersign
 import CountersignCore
 import CountersignProxy
 import Foundation
 import Testing
 
+@testable import Countersign
+
 /// Enforced mode never acts on an unsigned answer (real-world correctness, item 5).
 @Suite("Forged refusals")
 struct RefusalTests {
-    @Test("enforcedNeverActsOnUnsigned: a forged 422 {code: 4201} leaves the purchase unfinished; the next sync records it", arguments: [EntitlementVerificationMode.enforced, .informational])
+    @Test(
+        "enforcedNeverActsOnUnsigned: a forged 422 {code: 4201} leaves the purchase unfinished; the next sync records it",
+        arguments: [EntitlementVerificationMode.enforced, .informational])
     func enforcedNeverActsOnUnsigned(mode: EntitlementVerificationMode) async throws {
         try await SDKHarness.run { harness in
-            let purchases = try harness.purchases(mode: mode, user: "buyer-\(mode)", storage: "refusal-\(mode)") { $0.reportsVerificationFailures = false }
+            let purchases = try harness.purchases(mode: mode, user: "buyer-\(mode)", storage: "refusal-\(mode)") {
+                $0.reportsVerificationFailures = false
+            }
             harness.proxy.attack = .forgeRefusal
             await #expect(throws: PurchasesError.self) { try await purchases.purchase(productID: "lifetime") }
             let unfinished = try await purchases.configuration.store.unfinishedTransactions()
@@ -23,7 +28,9 @@ struct RefusalTests {
         }
     }
 
-    @Test("finding 7: a signed refusal caused by the server's clock (data dated ahead of it) leaves the paid transaction unfinished; posted again later, it is recorded")
+    @Test(
+        "finding 7: a signed refusal caused by the server's clock (data dated ahead of it) leaves the paid transaction unfinished; posted again later, it is recorded"
+    )
     func serverClockBehind() async throws {
         try await SDKHarness.run { harness in
             let purchases = try harness.purchases(mode: .enforced, user: "early-buyer", storage: "clock-behind")
@@ -69,10 +76,10 @@ struct RefusalTests {
         var configuration = SignatureVerifier.Configuration(rootKeys: [root.publicKey])
         let setBack = Date().addingTimeInterval(-4 * 86_400)
         configuration.now = { setBack }
-        #expect(SignatureVerifier(configuration: configuration).verify(request: request, response: response) == .verified,
-                "without a floor, a clock set back accepts the replay")
+        #expect(
+            SignatureVerifier(configuration: configuration).verify(request: request, response: response) == .verified,
+            "without a floor, a clock set back accepts the replay")
         configuration.verifiedTimeFloor = { Date() }
         #expect(SignatureVerifier(configuration: configuration).verify(request: request, response: response) == .failed(.intermediateExpired))
     }
 }
-

@@ -1,7 +1,8 @@
-@testable import Countersign
 import CountersignTesting
 import Foundation
 import Testing
+
+@testable import Countersign
 
 /// RevenueCat's own JSON fixtures (Tests/Fixtures/revenuecat, MIT), decoded by the SDK and held to
 /// the values RevenueCat's tests assert of them; each test names RevenueCat's.
@@ -11,9 +12,14 @@ struct RevenueCatFixtureTests {
 
     /// A store that knows every product the fixture names.
     static func offerings() throws -> Offerings {
-        let ids = ["com.revenuecat.monthly_4.99.1_week_intro", "com.revenuecat.yearly_10.99.2_week_intro",
-                   "com.revenuecat.other_product", "com.revenuecat.other_product_2"]
-        let products = Dictionary(uniqueKeysWithValues: ids.map { ($0, StoreProduct(productIdentifier: $0, localizedTitle: $0, price: 1, currencyCode: "USD", productType: .nonConsumable)) })
+        let ids = [
+            "com.revenuecat.monthly_4.99.1_week_intro", "com.revenuecat.yearly_10.99.2_week_intro",
+            "com.revenuecat.other_product", "com.revenuecat.other_product_2",
+        ]
+        let products = Dictionary(
+            uniqueKeysWithValues: ids.map {
+                ($0, StoreProduct(productIdentifier: $0, localizedTitle: $0, price: 1, currencyCode: "USD", productType: .nonConsumable))
+            })
         return try Offerings(answer: body, verification: .verified, products: products)
     }
 
@@ -30,8 +36,9 @@ struct RevenueCatFixtureTests {
         #expect(offering.serverDescription == "standard set of packages")
         #expect(offering.metadata.isEmpty)
         #expect(offering.availablePackages.map(\.identifier) == ["$rc_monthly", "$rc_annual"])
-        #expect(offering.availablePackages.map(\.storeProduct.productIdentifier)
-            == ["com.revenuecat.monthly_4.99.1_week_intro", "com.revenuecat.yearly_10.99.2_week_intro"])
+        #expect(
+            offering.availablePackages.map(\.storeProduct.productIdentifier)
+                == ["com.revenuecat.monthly_4.99.1_week_intro", "com.revenuecat.yearly_10.99.2_week_intro"])
         #expect(offering.monthly?.packageType == .monthly && offering.annual?.packageType == .annual)
     }
 

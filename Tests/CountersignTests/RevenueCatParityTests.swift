@@ -1,8 +1,9 @@
-@testable import Countersign
 import CountersignCore
 import CountersignTesting
 import Foundation
 import Testing
+
+@testable import Countersign
 
 /// `Purchases.logLevel` and `Purchases.logHandler`, as RevenueCat's: over real HTTP the handler
 /// sees the configuration, each request with its status and verification result, purchases and
@@ -26,7 +27,10 @@ struct LoggingTests {
             #expect(all.contains { $0.0 == .info && $0.1 == "recording transaction \(transaction.transactionId) of lifetime" })
             #expect(all.contains { $0.0 == .debug && $0.1 == "POST /v1/receipts → 200, verification: verified" })
             #expect(all.contains { $0.0 == .debug && $0.1 == "GET /v1/subscribers/logged → 200, verification: failed (payloadMismatch)" })
-            #expect(all.contains { $0.0 == .warn && $0.1 == "signature verification failed for /v1/subscribers/logged (200): payloadMismatch [informational]" })
+            #expect(
+                all.contains {
+                    $0.0 == .warn && $0.1 == "signature verification failed for /v1/subscribers/logged (200): payloadMismatch [informational]"
+                })
             for (_, message) in all {
                 #expect(!message.contains(harness.apiKey), "an API key was logged: \(message)")
                 #expect(!message.contains(transaction.jws), "a signed transaction was logged: \(message)")
@@ -108,7 +112,7 @@ struct ErrorCodeTests {
         } catch ErrorCode.noCachedCustomerInfo {
             return .noCachedCustomerInfo
         } catch {
-            return .unknownError // not matched by any catch ErrorCode.x above
+            return .unknownError  // not matched by any catch ErrorCode.x above
         }
     }
 
@@ -124,17 +128,19 @@ struct ErrorCodeTests {
         }
     }
 
-    @Test("the server's refusals map onto RevenueCat's codes", arguments: [
-        (APIErrorCode.purchaseOwnedByAnotherUser, ErrorCode.receiptAlreadyInUseError),
-        (.purchaseBoundToAnotherUser, .receiptAlreadyInUseError),
-        (.invalidStoreSignature, .invalidReceiptError),
-        (.wrongEnvironment, .invalidReceiptError),
-        (.unknownProduct, .productNotAvailableForPurchaseError),
-        (.invalidAPIKey, .invalidCredentialsError),
-        (.wrongKeyKind, .invalidCredentialsError),
-        (.reservedAppUserId, .invalidAppUserIdError),
-        (.rateLimited, .unknownBackendError),
-    ])
+    @Test(
+        "the server's refusals map onto RevenueCat's codes",
+        arguments: [
+            (APIErrorCode.purchaseOwnedByAnotherUser, ErrorCode.receiptAlreadyInUseError),
+            (.purchaseBoundToAnotherUser, .receiptAlreadyInUseError),
+            (.invalidStoreSignature, .invalidReceiptError),
+            (.wrongEnvironment, .invalidReceiptError),
+            (.unknownProduct, .productNotAvailableForPurchaseError),
+            (.invalidAPIKey, .invalidCredentialsError),
+            (.wrongKeyKind, .invalidCredentialsError),
+            (.reservedAppUserId, .invalidAppUserIdError),
+            (.rateLimited, .unknownBackendError),
+        ])
     func serverCodes(_ server: APIErrorCode, _ expected: ErrorCode) {
         let error = PurchasesError.server(statusCode: server.httpStatus, code: server.rawValue, message: "")
         #expect(error.errorCode == expected)
@@ -181,19 +187,20 @@ struct RestoreTests {
 struct FullCustomerInfoTests {
     @Test("RevenueCat's subscriber fields read as RevenueCat's SDK reads them")
     func revenueCatFields() throws {
-        let body = Data(#"""
-        {"request_date":"2026-01-01T00:00:00Z","request_date_ms":1767225600000,"subscriber":{"original_app_user_id":"u1",
-         "first_seen":"2025-01-01T00:00:00Z","original_purchase_date":"2025-02-01T00:00:00Z","management_url":"https://apps.apple.com/account/subscriptions",
-         "entitlements":{"pro":{"product_identifier":"pro_monthly","purchase_date":"2025-12-15T00:00:00Z","expires_date":"2026-01-15T00:00:00Z"},
-                         "gift":{"product_identifier":"promotional:7","purchase_date":"2025-12-01T00:00:00Z","expires_date":null}},
-         "subscriptions":{"pro_monthly":{"purchase_date":"2025-12-15T00:00:00Z","original_purchase_date":"2025-03-15T00:00:00Z",
-           "expires_date":"2026-01-15T00:00:00Z","period_type":"trial","store":"app_store","is_sandbox":true,"ownership_type":"FAMILY_SHARED",
-           "unsubscribe_detected_at":"2025-12-20T00:00:00Z","billing_issues_detected_at":null},
-           "old_yearly":{"purchase_date":"2024-01-01T00:00:00Z","original_purchase_date":"2024-01-01T00:00:00Z","expires_date":"2025-01-01T00:00:00Z",
-           "period_type":"normal","store":"app_store","is_sandbox":false}},
-         "non_subscriptions":{"coins":[{"id":"t2","purchase_date":"2025-06-01T00:00:00Z","store":"app_store","is_sandbox":false},
-                                      {"id":"t1","purchase_date":"2025-05-01T00:00:00Z","store":"app_store","is_sandbox":false}]}}}
-        """#.utf8)
+        let body = Data(
+            #"""
+            {"request_date":"2026-01-01T00:00:00Z","request_date_ms":1767225600000,"subscriber":{"original_app_user_id":"u1",
+             "first_seen":"2025-01-01T00:00:00Z","original_purchase_date":"2025-02-01T00:00:00Z","management_url":"https://apps.apple.com/account/subscriptions",
+             "entitlements":{"pro":{"product_identifier":"pro_monthly","purchase_date":"2025-12-15T00:00:00Z","expires_date":"2026-01-15T00:00:00Z"},
+                             "gift":{"product_identifier":"promotional:7","purchase_date":"2025-12-01T00:00:00Z","expires_date":null}},
+             "subscriptions":{"pro_monthly":{"purchase_date":"2025-12-15T00:00:00Z","original_purchase_date":"2025-03-15T00:00:00Z",
+               "expires_date":"2026-01-15T00:00:00Z","period_type":"trial","store":"app_store","is_sandbox":true,"ownership_type":"FAMILY_SHARED",
+               "unsubscribe_detected_at":"2025-12-20T00:00:00Z","billing_issues_detected_at":null},
+               "old_yearly":{"purchase_date":"2024-01-01T00:00:00Z","original_purchase_date":"2024-01-01T00:00:00Z","expires_date":"2025-01-01T00:00:00Z",
+               "period_type":"normal","store":"app_store","is_sandbox":false}},
+             "non_subscriptions":{"coins":[{"id":"t2","purchase_date":"2025-06-01T00:00:00Z","store":"app_store","is_sandbox":false},
+                                          {"id":"t1","purchase_date":"2025-05-01T00:00:00Z","store":"app_store","is_sandbox":false}]}}}
+            """#.utf8)
         let info = try CustomerInfo(answer: body, verification: .verified, failure: nil, now: Date(timeIntervalSince1970: 1_767_225_600))
         let pro = try #require(info.entitlements["pro"])
         #expect(pro.periodType == .trial)
@@ -301,10 +308,13 @@ struct OfferingsTests {
         }
     }
 
-    @Test("package types from identifiers, ours and RevenueCat's", arguments: [
-        ("$cs_monthly", PackageType.monthly), ("$rc_annual", .annual), ("$cs_six_month", .sixMonth), ("$rc_three_month", .threeMonth),
-        ("$cs_two_month", .twoMonth), ("$rc_weekly", .weekly), ("$cs_lifetime", .lifetime), ("pro_bundle", .custom), ("$cs_fortnight", .custom), ("", .unknown),
-    ])
+    @Test(
+        "package types from identifiers, ours and RevenueCat's",
+        arguments: [
+            ("$cs_monthly", PackageType.monthly), ("$rc_annual", .annual), ("$cs_six_month", .sixMonth), ("$rc_three_month", .threeMonth),
+            ("$cs_two_month", .twoMonth), ("$rc_weekly", .weekly), ("$cs_lifetime", .lifetime), ("pro_bundle", .custom), ("$cs_fortnight", .custom),
+            ("", .unknown),
+        ])
     func packageTypes(_ identifier: String, _ expected: PackageType) {
         #expect(PackageType(identifier: identifier) == expected)
     }

@@ -1,9 +1,10 @@
-@testable import Countersign
 import CountersignCore
 import CountersignProxy
 import CountersignTesting
 import Foundation
 import Testing
+
+@testable import Countersign
 
 /// Offline entitlements, mode changes, purchases under enforced failures, updates and the cache
 /// rule, each against the live server through the proxy.
@@ -164,7 +165,7 @@ struct SDKBehaviourTests {
             let purchases = try harness.purchases(mode: .enforced, user: "etag-user", storage: "etag")
             _ = try await purchases.purchase(productID: "lifetime")
             let first = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
-            harness.serverClock.now += 2 // the server's request date moves on
+            harness.serverClock.now += 2  // the server's request date moves on
             let again = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
             let sent = harness.proxy.seenRequests.filter { $0.path == "/v1/subscribers/etag-user" }
             #expect(sent.last?.etag != nil)

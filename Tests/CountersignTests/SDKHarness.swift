@@ -1,5 +1,3 @@
-@testable import Countersign
-@testable import CountersignStorage
 import CountersignAppStore
 import CountersignCore
 import CountersignProxy
@@ -10,6 +8,9 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Testing
+
+@testable import Countersign
+@testable import CountersignStorage
 
 /// A live server (SQLite, port 0), the tampering proxy in front of it (port 0), and a way to
 /// configure SDK instances that talk to the server through the proxy over real HTTP.
@@ -31,8 +32,10 @@ struct SDKHarness: Sendable {
 
     /// Runs `body` with a fresh server on `database` (SQLite by default); `configure` edits the
     /// demo configuration (given the server's data directory) before the server starts.
-    static func run(database: TestDatabaseKind = .sqlite, configure: (@Sendable (inout DeploymentConfiguration, URL) throws -> Void)? = nil,
-                    _ body: @Sendable @escaping (SDKHarness) async throws -> Void) async throws {
+    static func run(
+        database: TestDatabaseKind = .sqlite, configure: (@Sendable (inout DeploymentConfiguration, URL) throws -> Void)? = nil,
+        _ body: @Sendable @escaping (SDKHarness) async throws -> Void
+    ) async throws {
         try await FreshDatabase.with(database) { location, directory in
             if let configure {
                 let serverDirectory = directory.appendingPathComponent("server")
@@ -88,7 +91,9 @@ struct SDKHarness: Sendable {
         return configuration
     }
 
-    func purchases(mode: EntitlementVerificationMode, user: String?, storage: String, edit: (inout Configuration) -> Void = { _ in }) throws -> Purchases {
+    func purchases(mode: EntitlementVerificationMode, user: String?, storage: String, edit: (inout Configuration) -> Void = { _ in }) throws
+        -> Purchases
+    {
         var configuration = try configuration(mode: mode, user: user, storage: storage)
         edit(&configuration)
         return try Purchases(configuration: configuration)

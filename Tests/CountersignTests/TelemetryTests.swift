@@ -1,13 +1,15 @@
-@testable import Countersign
 import CountersignCore
 import CountersignProxy
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Hummingbird
 import HummingbirdTesting
 import Testing
+
+@testable import Countersign
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// Verification-failure telemetry, end to end: SDK → server → admin API and /metrics.
 @Suite("Verification-failure telemetry")

@@ -1,8 +1,9 @@
-@testable import Countersign
 import CountersignCore
 import CountersignTesting
 import Foundation
 import Testing
+
+@testable import Countersign
 
 /// Item 1 of the SDK parity work: every transaction heard. A running app (the SDK with the test
 /// store, listening from `configure` on) hears renewals, refunds, Ask-to-Buy approvals, Family
@@ -27,10 +28,12 @@ struct TransactionUpdatesTests {
 
     /// A device: the SDK on a test store account that asks for its transactions every 50 ms.
     static func device(_ harness: SDKHarness, user: String, account: String, completedBy: PurchasesAreCompletedBy = .countersign)
-        throws -> (Purchases, TestStore, Recorder) {
+        throws -> (Purchases, TestStore, Recorder)
+    {
         var configuration = try harness.configuration(mode: .enforced, user: user, storage: account)
-        let store = try TestStore(serverURL: harness.serverURL, apiKey: harness.apiKey, rootPublicKeys: [harness.rootKey],
-                                  directory: configuration.storageDirectory, storeAccount: account, pollInterval: .milliseconds(50))
+        let store = try TestStore(
+            serverURL: harness.serverURL, apiKey: harness.apiKey, rootPublicKeys: [harness.rootKey],
+            directory: configuration.storageDirectory, storeAccount: account, pollInterval: .milliseconds(50))
         configuration.store = store
         configuration.purchasesAreCompletedBy = completedBy
         let purchases = try Purchases(configuration: configuration)
@@ -40,7 +43,8 @@ struct TransactionUpdatesTests {
     }
 
     static func cli(_ harness: SDKHarness, _ arguments: [String]) async throws -> String {
-        let result = try await CLIRunner.runInBackground(["store"] + arguments + ["--server", harness.serverURL.absoluteString, "--secret-key", harness.app.secretApiKeys[0]])
+        let result = try await CLIRunner.runInBackground(
+            ["store"] + arguments + ["--server", harness.serverURL.absoluteString, "--secret-key", harness.app.secretApiKeys[0]])
         #expect(result.status == 0, "countersign store \(arguments.joined(separator: " ")): \(result.stderr)")
         return result.stdout
     }
@@ -51,8 +55,9 @@ struct TransactionUpdatesTests {
         return object?["transactions"] as? [[String: Any]] ?? []
     }
 
-    @Test("a renewal made with the CLI reaches the delegate with the new expiry, a refund takes the entitlement away; the app fetches nothing",
-          arguments: TestDatabaseKind.available)
+    @Test(
+        "a renewal made with the CLI reaches the delegate with the new expiry, a refund takes the entitlement away; the app fetches nothing",
+        arguments: TestDatabaseKind.available)
     func renewalAndRefund(_ database: TestDatabaseKind) async throws {
         try await SDKHarness.run(database: database) { harness in
             let (purchases, store, recorder) = try Self.device(harness, user: "renewing-user", account: "renewing-phone")
@@ -60,7 +65,8 @@ struct TransactionUpdatesTests {
             let firstExpiry = try #require(bought.expirationDate)
             let fetchesBefore = harness.proxy.seenRequests.filter { $0.path == "/v1/subscribers/renewing-user" }.count
 
-            let renewal = try #require(try Self.transactions(try await Self.cli(harness, ["renew", "--original-transaction-id", bought.originalTransactionId])).first)
+            let renewal = try #require(
+                try Self.transactions(try await Self.cli(harness, ["renew", "--original-transaction-id", bought.originalTransactionId])).first)
             let renewalId = try #require(renewal["transaction_id"] as? String)
             let renewed = await recorder.first { ($0.entitlements["pro"]?.expirationDate ?? .distantPast) > firstExpiry }
             #expect(renewed?.entitlements["pro"]?.isActive == true, "the renewal reached the delegate")
@@ -87,8 +93,9 @@ struct TransactionUpdatesTests {
         }
     }
 
-    @Test("Ask to Buy approved, Family Sharing and a purchase on another device each reach the running app",
-          arguments: TestDatabaseKind.available)
+    @Test(
+        "Ask to Buy approved, Family Sharing and a purchase on another device each reach the running app",
+        arguments: TestDatabaseKind.available)
     func approvalFamilyAndOtherDevice(_ database: TestDatabaseKind) async throws {
         try await SDKHarness.run(database: database) { harness in
             // Ask to Buy: the purchase pends, nothing is granted; the approval arrives by itself.
@@ -99,13 +106,16 @@ struct TransactionUpdatesTests {
             let approved = try #require(try Self.transactions(try await Self.cli(harness, ["approve", "--store-account", "kid-tablet"])).first)
             let afterApproval = await childRecorder.first { $0.entitlements["pro"]?.isActive == true }
             #expect(afterApproval?.entitlements["pro"]?.ownershipType == .purchased, "the approved purchase reached the child's app")
-            let again = try await CLIRunner.runInBackground(["store", "approve", "--store-account", "kid-tablet", "--server", harness.serverURL.absoluteString,
-                                           "--secret-key", harness.app.secretApiKeys[0]])
+            let again = try await CLIRunner.runInBackground([
+                "store", "approve", "--store-account", "kid-tablet", "--server", harness.serverURL.absoluteString,
+                "--secret-key", harness.app.secretApiKeys[0],
+            ])
             #expect(again.status == 1 && again.stdout.contains("4404"), "nothing is left to approve: \(again.stdout)")
 
             // Family Sharing: the subscription is shared with a sibling's account.
             let (sibling, _, siblingRecorder) = try Self.device(harness, user: "sibling", account: "sibling-phone")
-            _ = try await Self.cli(harness, ["share", "--transaction-id", try #require(approved["transaction_id"] as? String), "--store-account", "sibling-phone"])
+            _ = try await Self.cli(
+                harness, ["share", "--transaction-id", try #require(approved["transaction_id"] as? String), "--store-account", "sibling-phone"])
             let shared = await siblingRecorder.first { $0.entitlements["pro"]?.isActive == true }
             #expect(shared?.entitlements["pro"]?.ownershipType == .familyShared)
             #expect(shared?.entitlements.verification == .verified)
@@ -124,10 +134,12 @@ struct TransactionUpdatesTests {
         try await SDKHarness.run { harness in
             // The device holds an unfinished transaction (bought while the app was not running).
             let directory = harness.directory.appendingPathComponent("sdk-launch")
-            let store = try TestStore(serverURL: harness.serverURL, apiKey: harness.apiKey, rootPublicKeys: [harness.rootKey],
-                                      directory: directory, storeAccount: "launch", pollInterval: .milliseconds(50))
-            let minted = try #require(try harness.server.testStore!.mintPurchase(
-                of: "lifetime", for: harness.app, appAccountToken: AppAccountToken.forAppUserID("launcher")))
+            let store = try TestStore(
+                serverURL: harness.serverURL, apiKey: harness.apiKey, rootPublicKeys: [harness.rootKey],
+                directory: directory, storeAccount: "launch", pollInterval: .milliseconds(50))
+            let minted = try #require(
+                try harness.server.testStore!.mintPurchase(
+                    of: "lifetime", for: harness.app, appAccountToken: AppAccountToken.forAppUserID("launcher")))
             try store.deliver(signedTransaction: minted.jws)
             let transaction = try #require(try await store.unfinishedTransactions().first)
 
@@ -145,8 +157,9 @@ struct TransactionUpdatesTests {
             #expect(info != nil)
             let posts = harness.proxy.seenRequests.filter { $0.path == "/v1/receipts" }.count
             #expect(posts == 1, "posted once, not \(posts) times")
-            #expect(try await store.unfinishedTransactions().map(\.transactionId) == [transaction.transactionId],
-                    "in myApp mode the SDK records but never finishes")
+            #expect(
+                try await store.unfinishedTransactions().map(\.transactionId) == [transaction.transactionId],
+                "in myApp mode the SDK records but never finishes")
 
             // recordPurchase records the app's own purchase at once.
             let coins = try await store.purchase("coins_100", appUserID: "launcher", appAccountToken: AppAccountToken.forAppUserID("launcher"))

@@ -3,8 +3,8 @@ import Foundation
 /// Open string enumerations: values Apple adds later decode as themselves instead of failing,
 /// so a new notification type never makes the server drop a purchase.
 public protocol OpenStringValue: RawRepresentable, Codable, Hashable, Sendable, CustomStringConvertible,
-    ExpressibleByStringLiteral where RawValue == String
-{
+    ExpressibleByStringLiteral
+where RawValue == String {
     init(rawValue: String)
 }
 

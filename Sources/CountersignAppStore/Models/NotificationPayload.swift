@@ -60,7 +60,9 @@ public struct NotificationPayload: AppStoreSignedPayload, Hashable {
     public var version: String?
     public var signedDate: Date?
 
-    public init(notificationType: NotificationType, subtype: NotificationSubtype? = nil, notificationUUID: String, data: NotificationData, signedDate: Date) {
+    public init(
+        notificationType: NotificationType, subtype: NotificationSubtype? = nil, notificationUUID: String, data: NotificationData, signedDate: Date
+    ) {
         self.notificationType = notificationType
         self.subtype = subtype
         self.notificationUUID = notificationUUID

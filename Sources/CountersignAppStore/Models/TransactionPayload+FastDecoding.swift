@@ -51,7 +51,7 @@ extension TransactionPayload {
             case "currency": payload.currency = try value.string(key)
             case "price": payload.price = try value.integer(key)
             case "appTransactionId": payload.appTransactionId = try value.string(key)
-            default: continue // fields this version does not model
+            default: continue  // fields this version does not model
             }
         }
         return payload

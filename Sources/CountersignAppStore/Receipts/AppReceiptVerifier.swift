@@ -137,11 +137,11 @@ public struct AppReceiptVerifier: Sendable {
         let contentInfo = try parse(bytes[...], "PKCS#7 receipt")
         let info = children(contentInfo)
         guard info.count == 2, try oid(info[0]) == signedDataType, let signedData = children(info[1]).first,
-              info[1].identifier == ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific)
+            info[1].identifier == ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific)
         else { throw Failure(.malformed, "PKCS#7 receipt is not CMS SignedData") }
         var fields = children(signedData)[...]
         guard fields.count >= 4 else { throw Failure(.malformed, "PKCS#7 receipt has no signed content") }
-        fields = fields.dropFirst(2) // version, digestAlgorithms
+        fields = fields.dropFirst(2)  // version, digestAlgorithms
         let encapsulated = children(fields.removeFirst())
         guard encapsulated.count == 2, try oid(encapsulated[0]) == dataType, let content = children(encapsulated[1]).first else {
             throw Failure(.malformed, "PKCS#7 receipt has no signed content")
@@ -158,7 +158,7 @@ public struct AppReceiptVerifier: Sendable {
                     certificates.append(certificate)
                 }
             case ASN1Identifier(tagWithNumber: 1, tagClass: .contextSpecific):
-                continue // CRLs: not used
+                continue  // CRLs: not used
             case .set:
                 signerInfos = children(field)
             default:
@@ -177,7 +177,7 @@ public struct AppReceiptVerifier: Sendable {
         signer = signer.dropFirst()
         let identifier = children(signer.removeFirst())
         guard identifier.count == 2, identifier[1].identifier == .integer, case .primitive(let serial) = identifier[1].content,
-              let issuer = try? DistinguishedName(derEncoded: Array(identifier[0].encodedBytes))
+            let issuer = try? DistinguishedName(derEncoded: Array(identifier[0].encodedBytes))
         else { throw Failure(.malformed, "PKCS#7 receipt's signer is not named by issuer and serial number") }
         let digestAlgorithm = try algorithm(signer.removeFirst())
         var signedAttributes: (der: [UInt8], messageDigest: [UInt8])?
@@ -188,8 +188,9 @@ public struct AppReceiptVerifier: Sendable {
         let signatureAlgorithm = try algorithm(signer.removeFirst())
         let signature = signer.removeFirst()
         guard signature.identifier == .octetString else { throw Failure(.malformed, "PKCS#7 receipt's signature is not an OCTET STRING") }
-        return Signer(issuer: issuer, serialNumber: Certificate.SerialNumber(bytes: serial), digestAlgorithm: digestAlgorithm,
-                      signedAttributes: signedAttributes, signatureAlgorithm: signatureAlgorithm, signature: octets(signature))
+        return Signer(
+            issuer: issuer, serialNumber: Certificate.SerialNumber(bytes: serial), digestAlgorithm: digestAlgorithm,
+            signedAttributes: signedAttributes, signatureAlgorithm: signatureAlgorithm, signature: octets(signature))
     }
 
     /// The DER the signature covers (the attributes re-tagged as a SET, RFC 5652 section 5.4) and
@@ -203,7 +204,9 @@ public struct AppReceiptVerifier: Sendable {
             }
             switch try oid(parts[0]) {
             case messageDigestAttribute:
-                guard digest == nil, value.identifier == .octetString else { throw Failure(.malformed, "PKCS#7 receipt's message digest is malformed") }
+                guard digest == nil, value.identifier == .octetString else {
+                    throw Failure(.malformed, "PKCS#7 receipt's message digest is malformed")
+                }
                 digest = octets(value)
             case contentTypeAttribute:
                 guard try oid(value) == dataType else { throw Failure(.malformed, "PKCS#7 receipt's signed content type is not data") }
@@ -276,7 +279,9 @@ public struct AppReceiptVerifier: Sendable {
             case 12:
                 guard created == nil else { throw Failure(.malformed, "receipt gives its creation date twice") }
                 let text = try string(value, "creation date")
-                guard let date = ISO8601DateFormatter().date(from: text) else { throw Failure(.malformed, "receipt creation date '\(text.prefix(40))' is not a date") }
+                guard let date = ISO8601DateFormatter().date(from: text) else {
+                    throw Failure(.malformed, "receipt creation date '\(text.prefix(40))' is not a date")
+                }
                 created = date
             case 17:
                 for (innerType, innerValue) in try attributes(in: value) where innerType == 1703 {
@@ -299,7 +304,7 @@ public struct AppReceiptVerifier: Sendable {
         for attribute in children(try parse(bytes[...], "receipt attribute set")) {
             let fields = children(attribute)
             guard fields.count == 3, fields[0].identifier == .integer, case .primitive(let type) = fields[0].content, type.count <= 4,
-                  fields[2].identifier == .octetString
+                fields[2].identifier == .octetString
             else { throw Failure(.malformed, "receipt attribute is not { type, version, value }") }
             pairs.append((type.reduce(0) { $0 << 8 | Int($1) }, octets(fields[2])))
         }
@@ -310,7 +315,7 @@ public struct AppReceiptVerifier: Sendable {
     private static func string(_ value: [UInt8], _ what: String) throws(Failure) -> String {
         let node = try parse(value[...], what)
         guard node.identifier == .utf8String || node.identifier == .ia5String,
-              let text = String(validating: octets(node), as: UTF8.self)
+            let text = String(validating: octets(node), as: UTF8.self)
         else { throw Failure(.malformed, "receipt \(what) is not a string") }
         return text
     }

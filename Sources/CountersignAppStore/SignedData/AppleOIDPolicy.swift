@@ -31,7 +31,7 @@ struct AppleOIDPolicy: VerifierPolicy {
             return .failsToMeetPolicy(reason: "\(name) has no authority key identifier (required in strict mode)")
         }
         guard chain[1].extensions[oid: .X509ExtensionID.subjectKeyIdentifier] != nil,
-              let usage = try? chain[1].extensions.keyUsage, usage.keyCertSign
+            let usage = try? chain[1].extensions.keyUsage, usage.keyCertSign
         else {
             return .failsToMeetPolicy(reason: "intermediate lacks a subject key identifier or a key usage with keyCertSign (required in strict mode)")
         }

@@ -28,7 +28,8 @@ struct CompactJWS: Sendable {
             } catch {
                 throw .malformedJSON(json, error, part: "header")
             }
-            if let kid = fields["kid"], case .string = kid {} else if fields["kid"] != nil {
+            if let kid = fields["kid"], case .string = kid {
+            } else if fields["kid"] != nil {
                 throw .failure(.unsupportedHeader, "kid must be a string")
             }
             if let crit = fields["crit"] {
@@ -67,7 +68,8 @@ struct CompactJWS: Sendable {
             var found: [Int] = []
             var offset = 0
             while offset < buffer.count, found.count < 3,
-                  let hit = memchr(buffer.baseAddress! + offset, Int32(UInt8(ascii: ".")), buffer.count - offset) {
+                let hit = memchr(buffer.baseAddress! + offset, Int32(UInt8(ascii: ".")), buffer.count - offset)
+            {
                 let index = buffer.baseAddress!.distance(to: hit.assumingMemoryBound(to: UInt8.self))
                 found.append(index)
                 offset = index + 1

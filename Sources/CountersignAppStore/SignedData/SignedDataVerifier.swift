@@ -1,7 +1,7 @@
+import CountersignCore
 import Crypto
 import Foundation
 @_spi(FixedExpiryValidationTime) import X509
-import CountersignCore
 
 /// A root certificate the verifier trusts, and the environments data under it may claim.
 ///
@@ -88,7 +88,8 @@ public final class SignedDataVerifier: Sendable {
     private let chains = BoundedCache<HeaderKey, VerifiedChain>(capacity: 64)
 
     /// What to say when Production is accepted without the app's Apple ID.
-    public static let missingAppAppleIdMessage = "appAppleId is required for an app that accepts Production data (Apple's library refuses "
+    public static let missingAppAppleIdMessage =
+        "appAppleId is required for an app that accepts Production data (Apple's library refuses "
         + "the same configuration): it is the app's Apple ID, a number shown in App Store Connect under "
         + "General > App Information"
 
@@ -100,7 +101,9 @@ public final class SignedDataVerifier: Sendable {
             throw ConfigurationError(description: "Xcode signed data may not be accepted by a configuration that accepts Production")
         }
         if configuration.allowsXcode && configuration.xcodeCertificates.isEmpty {
-            throw ConfigurationError(description: "Xcode signed data needs the app's StoreKit Testing certificate pinned (any self-signed certificate would pass otherwise)")
+            throw ConfigurationError(
+                description:
+                    "Xcode signed data needs the app's StoreKit Testing certificate pinned (any self-signed certificate would pass otherwise)")
         }
         guard !configuration.anchors.isEmpty || configuration.allowsXcode else {
             throw ConfigurationError(description: "a signed-data verifier needs at least one pinned root certificate")
@@ -109,7 +112,9 @@ public final class SignedDataVerifier: Sendable {
     }
 
     /// Verifies a JWS and returns its decoded payload.
-    nonisolated(nonsending) public func verify<Payload: AppStoreSignedPayload>(_ jws: String, as type: Payload.Type) async throws(SignedDataError) -> Payload {
+    nonisolated(nonsending) public func verify<Payload: AppStoreSignedPayload>(_ jws: String, as type: Payload.Type) async throws(SignedDataError)
+        -> Payload
+    {
         let token = try CompactJWS(jws)
         // A header seen before already passed every header check and its chain validated: skip
         // decoding its certificates.
@@ -197,7 +202,8 @@ public final class SignedDataVerifier: Sendable {
             throw .failure(.jwtClaims, "aud names an audience; App Store data is addressed to nobody")
         }
         for claim in ["sub", "jti"] {
-            if let value = fields[claim], case .string = value {} else if fields[claim] != nil {
+            if let value = fields[claim], case .string = value {
+            } else if fields[claim] != nil {
                 throw .failure(.jwtClaims, "\(claim) must be a string")
             }
         }
@@ -225,8 +231,8 @@ public final class SignedDataVerifier: Sendable {
             chains[HeaderKey(token.headerSegment)] = chain
         }
         guard signature.count == 64,
-              let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
-              chain.leafKey.isValidSignature(ecdsa, for: Data(token.signingInput))
+            let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
+            chain.leafKey.isValidSignature(ecdsa, for: Data(token.signingInput))
         else {
             throw .failure(.signature, "signature does not verify with the leaf key (ES256 needs a 64-byte R‖S signature)")
         }
@@ -242,7 +248,7 @@ public final class SignedDataVerifier: Sendable {
     /// One `x5c` entry: standard, padded base64 of a DER certificate.
     private static func certificate(_ entry: JSONValue, index: Int) throws(SignedDataError) -> Certificate {
         guard case .string(let encoded) = entry, let der = Data(base64Encoded: encoded),
-              let certificate = try? Certificate(derEncoded: [UInt8](der))
+            let certificate = try? Certificate(derEncoded: [UInt8](der))
         else {
             throw SignedDataError(.invalidCertificate, .certificateEncoding, "x5c[\(index)] is not a base64 DER certificate")
         }
@@ -261,7 +267,7 @@ public final class SignedDataVerifier: Sendable {
             throw .failure(.untrustedChain, Self.describeChainFailure(result, at: time))
         }
         guard chain.count == 3, chain[1] == intermediate, let root = chain.last,
-              let anchor = configuration.anchors.first(where: { $0.certificate == root })
+            let anchor = configuration.anchors.first(where: { $0.certificate == root })
         else {
             throw .failure(.untrustedChain, "chain does not run leaf → x5c[1] → pinned root")
         }
@@ -286,8 +292,8 @@ public final class SignedDataVerifier: Sendable {
             throw .failure(.xcodeCertificate, "Xcode certificate is not one of the pinned StoreKit Testing certificates")
         }
         guard let key = P256.Signing.PublicKey(certificate.publicKey), signature.count == 64,
-              let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
-              key.isValidSignature(ecdsa, for: Data(token.signingInput))
+            let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
+            key.isValidSignature(ecdsa, for: Data(token.signingInput))
         else {
             throw .failure(.signature, "Xcode signature does not verify with its certificate")
         }
@@ -304,9 +310,11 @@ public final class SignedDataVerifier: Sendable {
         // Production; one that accepts several checks it on data that claims Production.
         let appleIdApplies = environment == .production || configuration.environments == [.production]
         if type.carriesAppAppleId, configuration.environments.contains(.production), appleIdApplies,
-           payload.claimedAppAppleId != configuration.appAppleId {
-            throw SignedDataError(.invalidAppIdentifier, .appAppleId,
-                                  "appAppleId \(payload.claimedAppAppleId.map(String.init) ?? "none") is not \(configuration.appAppleId.map(String.init) ?? "none")")
+            payload.claimedAppAppleId != configuration.appAppleId
+        {
+            throw SignedDataError(
+                .invalidAppIdentifier, .appAppleId,
+                "appAppleId \(payload.claimedAppAppleId.map(String.init) ?? "none") is not \(configuration.appAppleId.map(String.init) ?? "none")")
         }
         guard let environment else {
             throw SignedDataError(.invalidEnvironment, .environment, "payload names no environment")
@@ -371,9 +379,10 @@ struct HeaderKey: Hashable, Sendable {
     }
 
     static func == (lhs: Self, rhs: Self) -> Bool {
-        lhs.bytes.count == rhs.bytes.count && lhs.bytes.withUnsafeBytes { left in
-            rhs.bytes.withUnsafeBytes { right in memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0 }
-        }
+        lhs.bytes.count == rhs.bytes.count
+            && lhs.bytes.withUnsafeBytes { left in
+                rhs.bytes.withUnsafeBytes { right in memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0 }
+            }
     }
 }
 
@@ -412,7 +421,8 @@ extension SignedDataVerifier {
         }
         let verified = try CompactJWS(jws).payload()
         let object = try? JSONSerialization.jsonObject(with: verified)
-        return object.flatMap { try? JSONSerialization.data(withJSONObject: $0, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]) } ?? verified
+        return object.flatMap { try? JSONSerialization.data(withJSONObject: $0, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]) }
+            ?? verified
     }
 }
 
@@ -421,7 +431,8 @@ extension SignedDataVerifier {
     /// which app's verifier to run. Nil when the JWS cannot be read.
     public static func claimedBundleId(ofNotification jws: String) -> String? {
         guard let token = try? CompactJWS(jws), let payload = try? token.payload(),
-              let fields = try? payloadFields(payload) else { return nil }
+            let fields = try? payloadFields(payload)
+        else { return nil }
         // The section Apple's library reads the bundle id from; the rest is judged by `verify`.
         for section in ["data", "summary", "externalPurchaseToken", "appData"] {
             guard let value = fields[section] else { continue }

@@ -1,5 +1,5 @@
-import Foundation
 import CountersignCore
+import Foundation
 
 extension TestStoreCA {
     /// What to put in a minted test-store transaction.
@@ -51,7 +51,8 @@ extension TestStoreCA {
         payload.storefront = "USA"
         payload.currency = "USD"
         if purchase.type == .autoRenewable || purchase.type == .nonRenewing {
-            payload.expiresDate = purchase.expiresDate
+            payload.expiresDate =
+                purchase.expiresDate
                 ?? Calendar(identifier: .gregorian).date(byAdding: .month, value: 1, to: purchase.purchaseDate)
             payload.webOrderLineItemId = Self.makeTransactionId()
             payload.transactionReason = purchase.originalTransactionId == nil ? .purchase : .renewal

@@ -47,25 +47,31 @@ public struct TestStoreCA: Sendable {
                 extensions: extensions, issuerPrivateKey: .init(issuerKey)
             )
         }
-        let root = try issue(rootKey, subject: rootName, issuer: rootName, issuerKey: rootKey, years: 20, extensions: .init {
-            Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 1))
-            Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-            SubjectKeyIdentifier(hash: rootKey.publicKey)
-        })
-        let intermediate = try issue(intermediateKey, subject: intermediateName, issuer: rootName, issuerKey: rootKey, years: 15, extensions: .init {
-            Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
-            Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-            SubjectKeyIdentifier(hash: intermediateKey.publicKey)
-            AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: rootKey.publicKey).keyIdentifier)
-            Certificate.Extension(oid: AppleOIDPolicy.intermediateMarker, critical: false, value: [0x05, 0x00])
-        })
-        let leaf = try issue(leafKey, subject: try distinguishedName("Countersign Test Store Signing"), issuer: intermediateName,
-                             issuerKey: intermediateKey, years: 10, extensions: .init {
-            Critical(BasicConstraints.notCertificateAuthority)
-            Critical(KeyUsage(digitalSignature: true))
-            AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: intermediateKey.publicKey).keyIdentifier)
-            Certificate.Extension(oid: AppleOIDPolicy.leafMarker, critical: false, value: [0x05, 0x00])
-        })
+        let root = try issue(
+            rootKey, subject: rootName, issuer: rootName, issuerKey: rootKey, years: 20,
+            extensions: .init {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 1))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                SubjectKeyIdentifier(hash: rootKey.publicKey)
+            })
+        let intermediate = try issue(
+            intermediateKey, subject: intermediateName, issuer: rootName, issuerKey: rootKey, years: 15,
+            extensions: .init {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                SubjectKeyIdentifier(hash: intermediateKey.publicKey)
+                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: rootKey.publicKey).keyIdentifier)
+                Certificate.Extension(oid: AppleOIDPolicy.intermediateMarker, critical: false, value: [0x05, 0x00])
+            })
+        let leaf = try issue(
+            leafKey, subject: try distinguishedName("Countersign Test Store Signing"), issuer: intermediateName,
+            issuerKey: intermediateKey, years: 10,
+            extensions: .init {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: intermediateKey.publicKey).keyIdentifier)
+                Certificate.Extension(oid: AppleOIDPolicy.leafMarker, critical: false, value: [0x05, 0x00])
+            })
         return TestStoreCA(root: root, intermediate: intermediate, leaf: leaf, rootKey: rootKey, intermediateKey: intermediateKey, leafKey: leafKey)
     }
 
@@ -109,10 +115,12 @@ extension TestStoreCA {
             }
             return serializer.serializedBytes
         }
-        let content = try attributes([(2, try der(ASN1UTF8String(bundleId))), (12, try der(try ASN1IA5String(creationDate.formatted(.iso8601))))]
-            + transactionIds.map { (17, try attributes([(1703, try der(ASN1UTF8String($0)))])) })
-        let signed = try CMS.sign(content, additionalIntermediateCertificates: [intermediate], certificate: leaf,
-                                  privateKey: .init(leafKey), detached: false)
+        let content = try attributes(
+            [(2, try der(ASN1UTF8String(bundleId))), (12, try der(try ASN1IA5String(creationDate.formatted(.iso8601))))]
+                + transactionIds.map { (17, try attributes([(1703, try der(ASN1UTF8String($0)))])) })
+        let signed = try CMS.sign(
+            content, additionalIntermediateCertificates: [intermediate], certificate: leaf,
+            privateKey: .init(leafKey), detached: false)
         return Data(signed).base64EncodedString()
     }
 }

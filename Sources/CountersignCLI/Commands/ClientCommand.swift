@@ -42,7 +42,8 @@ struct ClientCommand: AsyncParsableCommand {
                 throw CLIError("--mode must be disabled, informational or enforced")
             }
             guard !rootKeys.isEmpty else { throw CLIError("give at least one --root-key") }
-            let directory = (storage.map { URL(fileURLWithPath: $0) }
+            let directory =
+                (storage.map { URL(fileURLWithPath: $0) }
                 ?? FileManager.default.temporaryDirectory.appendingPathComponent("countersign-client-\(UUID().uuidString)"))
                 .appendingPathComponent(storageSuffix)
             let storeURL = storeServer.flatMap { URL(string: $0) } ?? serverURL
@@ -133,7 +134,9 @@ struct ClientCommand: AsyncParsableCommand {
                         for _ in 0..<share {
                             do {
                                 let info = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
-                                tally[info.entitlements.verification.rawValue + (info.verificationFailure.map { " (\($0.rawValue))" } ?? ""), default: 0] += 1
+                                tally[
+                                    info.entitlements.verification.rawValue + (info.verificationFailure.map { " (\($0.rawValue))" } ?? ""), default: 0
+                                ] += 1
                             } catch {
                                 tally["error: \(error)", default: 0] += 1
                             }

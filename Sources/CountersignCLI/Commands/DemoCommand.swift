@@ -94,9 +94,10 @@ struct DemoCommand: AsyncParsableCommand {
         let tampered = try await informational.customerInfo(fetchPolicy: .fetchCurrent)
         print(indented(ClientReport.text(tampered)))
         let caughtInformational = tampered.entitlements.verification == .failed
-        print(caughtInformational
-            ? "   ✓ caught: the tampered data is delivered but marked failed (\(tampered.verificationFailure?.rawValue ?? "?")); gate on isVerified to deny it"
-            : "   ✗ expected verification failed")
+        print(
+            caughtInformational
+                ? "   ✓ caught: the tampered data is delivered but marked failed (\(tampered.verificationFailure?.rawValue ?? "?")); gate on isVerified to deny it"
+                : "   ✗ expected verification failed")
         ok = ok && caughtInformational
         print("")
         print("   enforced mode:")

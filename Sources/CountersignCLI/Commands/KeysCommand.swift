@@ -96,7 +96,9 @@ struct KeysCommand: ParsableCommand {
             let now = Date()
             print("kind: intermediate\(hasPrivateKey ? "" : " (public half only)")")
             print("public key: \(certificate.publicKey.base64EncodedString())")
-            print("expires: \(formatDay(certificate.expirationDate)) (day \(certificate.expirationDays))\(certificate.isValid(at: now) ? "" : " EXPIRED")")
+            print(
+                "expires: \(formatDay(certificate.expirationDate)) (day \(certificate.expirationDays))\(certificate.isValid(at: now) ? "" : " EXPIRED")"
+            )
             if let rootKey {
                 let root = try CLIError.wrapping("--root-key") { try Curve25519.Signing.PublicKey(base64: rootKey, name: "root key") }
                 print("issued by root: \(certificate.isIssued(by: root) ? "yes" : "NO")")

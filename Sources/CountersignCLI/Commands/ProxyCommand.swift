@@ -36,7 +36,8 @@ struct ProxyCommand: AsyncParsableCommand {
     @Option(name: .customLong("unavailable-status"), help: "For unavailable: 503 or 429.")
     var unavailableStatus = 503
 
-    @Option(name: .customLong("stolen-intermediate"), help: "A valid intermediate key file of the real root (keys/intermediate-*.key), for future-time.")
+    @Option(
+        name: .customLong("stolen-intermediate"), help: "A valid intermediate key file of the real root (keys/intermediate-*.key), for future-time.")
     var stolenIntermediate: String?
 
     func run() async throws {
@@ -69,7 +70,8 @@ struct ProxyCommand: AsyncParsableCommand {
         let proxy = try CLIError.wrapping("proxy") { try TamperingProxy(configuration: configuration) }
         let host = String(parts[0])
         let application = proxy.makeApplication(host: host, port: port) { port in
-            FileHandle.standardOutput.write(Data("proxying http://\(host):\(port) → \(upstreamURL.absoluteString) with attack \(attack.rawValue)\n".utf8))
+            FileHandle.standardOutput.write(
+                Data("proxying http://\(host):\(port) → \(upstreamURL.absoluteString) with attack \(attack.rawValue)\n".utf8))
         }
         try await application.runService()
     }

@@ -1,7 +1,7 @@
-import CountersignStorage
 import ArgumentParser
 import CountersignCore
 import CountersignServer
+import CountersignStorage
 import Foundation
 import Hummingbird
 import Logging
@@ -49,10 +49,16 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("dashboard-session-seconds"), help: "How long a dashboard sign-in lasts (60 to 2592000; default 12 hours).")
     var dashboardSessionSeconds: Double = DashboardSettings().sessionLifetime
 
-    @Option(name: .customLong("rate-limits"), help: "on: 429 with Retry-After past the per-address and per-app limits of the public routes, legacy receipt lookups and telemetry (docs/operations.md); off: no limits (benchmarks, a proxy that hides client addresses).")
+    @Option(
+        name: .customLong("rate-limits"),
+        help:
+            "on: 429 with Retry-After past the per-address and per-app limits of the public routes, legacy receipt lookups and telemetry (docs/operations.md); off: no limits (benchmarks, a proxy that hides client addresses)."
+    )
     var rateLimits = "on"
 
-    @Option(name: .customLong("rate-limit-per-address"), help: "Public-route requests a second per client address (bursts of 10 times that; default 100).")
+    @Option(
+        name: .customLong("rate-limit-per-address"), help: "Public-route requests a second per client address (bursts of 10 times that; default 100)."
+    )
     var ratePerAddress: Double = RateLimitSettings.standard.publicPerClient.perSecond
 
     @Option(name: .customLong("rate-limit-per-app"), help: "Public-route requests a second per app (bursts of 4 times that; default 5000).")
@@ -62,7 +68,9 @@ struct ServeCommand: AsyncParsableCommand {
     var eventRetentionDays: Double = WebhookDeliveryService.Settings().retention / 86_400
 
     func validate() throws {
-        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+        }
         guard (0...86_400).contains(dashboardCacheSeconds) else { throw ValidationError("--dashboard-cache-seconds must be 0 to 86400") }
         guard (2...1_000).contains(databaseConnections) else { throw ValidationError("--database-connections must be 2 to 1000") }
         guard (60...2_592_000).contains(dashboardSessionSeconds) else { throw ValidationError("--dashboard-session-seconds must be 60 to 2592000") }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CountersignCore
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -90,6 +91,8 @@ extension StoreCommand {
         var product: String
         @Option(name: .customLong("app-user-id"), help: "The app user signed in on that other device (binds its app account token).")
         var appUserId: String?
-        func run() async throws { try await options.post("purchase", ["store_account": storeAccount, "product_id": product, "app_user_id": appUserId]) }
+        func run() async throws {
+            try await options.post("purchase", ["store_account": storeAccount, "product_id": product, "app_user_id": appUserId])
+        }
     }
 }

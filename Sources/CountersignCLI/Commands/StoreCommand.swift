@@ -40,9 +40,10 @@ struct StoreCommand: ParsableCommand {
 
         func run() throws {
             let directory = URL(fileURLWithPath: dataDir)
-            let configuration = try CLIError.wrapping("configuration") {
-                try DeploymentConfiguration.load(fromDataDirectory: directory)
-            } ?? DeploymentConfiguration(apps: [.makeDemo()])
+            let configuration =
+                try CLIError.wrapping("configuration") {
+                    try DeploymentConfiguration.load(fromDataDirectory: directory)
+                } ?? DeploymentConfiguration(apps: [.makeDemo()])
             guard let appConfiguration = app.map({ id in configuration.apps.first { $0.id == id } }) ?? configuration.apps.first else {
                 throw CLIError("no app '\(app ?? "")' in \(DataDirectory(directory).configurationFile.path)")
             }
@@ -58,10 +59,13 @@ struct StoreCommand: ParsableCommand {
             }
             let storeEnvironment = AppStoreEnvironment(rawValue: environment)
             if storeEnvironment != .testStore {
-                FileHandle.standardError.write(Data("warning: the test store only vouches for TestStore; a \(environment) transaction it signs will be refused\n".utf8))
+                FileHandle.standardError.write(
+                    Data("warning: the test store only vouches for TestStore; a \(environment) transaction it signs will be refused\n".utf8))
             }
             guard let (jws, _) = try ca.mintPurchase(of: product, for: appConfiguration, appAccountToken: token, environment: storeEnvironment) else {
-                throw CLIError("product '\(product)' is not configured for app '\(appConfiguration.id)' (known: \(appConfiguration.products.map(\.id).joined(separator: ", ")))")
+                throw CLIError(
+                    "product '\(product)' is not configured for app '\(appConfiguration.id)' (known: \(appConfiguration.products.map(\.id).joined(separator: ", ")))"
+                )
             }
             print(jws)
         }
@@ -95,7 +99,9 @@ struct StoreCommand: ParsableCommand {
         @Option(help: "An environment to accept; repeat for several (default: any the root vouches for; Production only with --app-apple-id).")
         var environment: [String] = []
 
-        @Option(help: "What the JWS holds: \(SignedDataVerifier.Kind.allCases.map(\.rawValue).joined(separator: ", ")) (default: guessed from its fields).")
+        @Option(
+            help:
+                "What the JWS holds: \(SignedDataVerifier.Kind.allCases.map(\.rawValue).joined(separator: ", ")) (default: guessed from its fields).")
         var kind: String?
 
         @Option(help: "The current time as Unix seconds (for the future-date check and undated payloads).")
@@ -104,7 +110,9 @@ struct StoreCommand: ParsableCommand {
         @Flag(help: "Accept StoreKit Testing in Xcode data (development only; needs --xcode-certificate).")
         var xcode = false
 
-        @Option(name: .customLong("xcode-certificate"), help: "The app's StoreKit Testing certificate (DER or PEM) that Xcode data must be signed by; repeatable.")
+        @Option(
+            name: .customLong("xcode-certificate"),
+            help: "The app's StoreKit Testing certificate (DER or PEM) that Xcode data must be signed by; repeatable.")
         var xcodeCertificate: [String] = []
 
         func run() async throws {
@@ -124,7 +132,8 @@ struct StoreCommand: ParsableCommand {
             }
             // Production needs the app's Apple ID (as in Apple's library); asked for without one, the
             // verifier refuses the configuration, and by default it is left out.
-            var environments = environment.isEmpty
+            var environments =
+                environment.isEmpty
                 ? allEnvironments.filter { $0 != .production || appAppleId != nil }
                 : Set(environment.map(AppStoreEnvironment.init(rawValue:)))
             if xcode { environments.insert(.xcode) }

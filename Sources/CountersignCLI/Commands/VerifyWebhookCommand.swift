@@ -37,7 +37,9 @@ struct VerifyWebhookCommand: ParsableCommand {
             try CLIError.wrapping("--root-key") { try Curve25519.Signing.PublicKey(base64: key, name: "root key") }
         }
         let captured = try CLIError.wrapping("malformed capture") { try CapturedWebhook(request: readInputFile(request, what: "request")) }
-        guard let parts = WebhookSignature.requestParts(appId: appId, url: url) else { throw CLIError("--url must be an absolute http(s) URL with a host") }
+        guard let parts = WebhookSignature.requestParts(appId: appId, url: url) else {
+            throw CLIError("--url must be an absolute http(s) URL with a host")
+        }
         var configuration = SignatureVerifier.Configuration(rootKeys: roots)
         if let at {
             let clock = Date(timeIntervalSince1970: TimeInterval(at))

@@ -25,14 +25,15 @@ public struct HTTPMessage: Sendable {
         var sawEmptyLine = false
         while index < bytes.count {
             guard let newline = bytes[index...].firstIndex(of: 0x0A) else {
-                throw HTTPMessageError(lines.isEmpty ? "truncated: the start line has no line end" : "truncated: the last header line has no line end")
+                throw HTTPMessageError(
+                    lines.isEmpty ? "truncated: the start line has no line end" : "truncated: the last header line has no line end")
             }
             var end = newline
             if end > index && bytes[end - 1] == 0x0D { end -= 1 }
             let line = bytes[index..<end]
             index = newline + 1
             if line.isEmpty {
-                if lines.isEmpty { continue } // tolerate blank lines before the start line
+                if lines.isEmpty { continue }  // tolerate blank lines before the start line
                 sawEmptyLine = true
                 break
             }
@@ -74,7 +75,8 @@ public struct HTTPMessage: Sendable {
         }
         guard let lengthText = find("Content-Length") else { return rest }
         guard !lengthText.isEmpty, lengthText.utf8.count <= 18, lengthText.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
-              let length = Int(lengthText) else {
+            let length = Int(lengthText)
+        else {
             throw HTTPMessageError("Content-Length '\(lengthText.prefix(20))' is not a number")
         }
         guard rest.count >= length else {
@@ -94,7 +96,8 @@ public struct HTTPMessage: Sendable {
             guard let newline = bytes[index...].firstIndex(of: 0x0A) else {
                 throw HTTPMessageError("truncated chunked body: missing chunk size line")
             }
-            let sizeField = String(decoding: bytes[index..<newline], as: UTF8.self)
+            let sizeField =
+                String(decoding: bytes[index..<newline], as: UTF8.self)
                 .split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""
             guard !sizeField.isEmpty, sizeField.utf8.count <= 15, sizeField.allSatisfy(\.isHexDigit), let size = Int(sizeField, radix: 16) else {
                 throw HTTPMessageError("malformed chunk size '\(sizeField.prefix(20))'")

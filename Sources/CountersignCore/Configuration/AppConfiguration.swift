@@ -61,7 +61,7 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
         func validate(app: String) throws(ConfigurationError) {
             let name = "app '\(app)' webhook '\(url)'"
             guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-                  scheme == "https" || scheme == "http", let host = components.host, !host.isEmpty
+                scheme == "https" || scheme == "http", let host = components.host, !host.isEmpty
             else { throw ConfigurationError("\(name): url must be an absolute http:// or https:// URL") }
             guard components.fragment == nil, components.user == nil, components.password == nil else {
                 throw ConfigurationError("\(name): url must not carry a fragment or credentials (use authorization)")
@@ -206,10 +206,12 @@ extension AppConfiguration {
                 Product(id: "coins_100", type: .consumable, entitlements: []).described("100 Coins", "A pouch of coins", price: "0.99"),
             ],
             offerings: [
-                Offering(id: "default", isCurrent: true, packages: [
-                    .init(id: "$cs_monthly", productId: "pro_monthly"),
-                    .init(id: "$cs_lifetime", productId: "lifetime"),
-                ], metadata: ["headline": "Unlock every Pro feature"]),
+                Offering(
+                    id: "default", isCurrent: true,
+                    packages: [
+                        .init(id: "$cs_monthly", productId: "pro_monthly"),
+                        .init(id: "$cs_lifetime", productId: "lifetime"),
+                    ], metadata: ["headline": "Unlock every Pro feature"])
             ]
         )
     }
@@ -217,8 +219,10 @@ extension AppConfiguration {
 
 extension AppConfiguration.Product {
     /// The product with its store metadata set (priced in US dollars).
-    public func described(_ name: String, _ description: String, price: String, period: String? = nil, group: String? = nil,
-                          intro: AppConfiguration.IntroductoryOffer? = nil) -> Self {
+    public func described(
+        _ name: String, _ description: String, price: String, period: String? = nil, group: String? = nil,
+        intro: AppConfiguration.IntroductoryOffer? = nil
+    ) -> Self {
         var product = self
         product.displayName = name
         product.description = description
@@ -348,9 +352,12 @@ public enum AppAccountToken {
         hasher.update(data: namespace)
         hasher.update(data: Data(appUserID.utf8))
         var bytes = Array(hasher.finalize().prefix(16))
-        bytes[6] = (bytes[6] & 0x0F) | 0x50 // version 5
-        bytes[8] = (bytes[8] & 0x3F) | 0x80 // RFC variant
-        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        bytes[6] = (bytes[6] & 0x0F) | 0x50  // version 5
+        bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC variant
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
     }
 }

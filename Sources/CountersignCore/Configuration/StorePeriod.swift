@@ -19,8 +19,8 @@ public struct StorePeriod: Sendable, Hashable, Codable, CustomStringConvertible 
     public init?(iso8601 text: String) {
         let bytes = Array(text.utf8)
         guard bytes.count >= 3, bytes.count <= 4, bytes.first == UInt8(ascii: "P"),
-              let value = Int(String(decoding: bytes[1..<(bytes.count - 1)], as: UTF8.self)), value >= 1,
-              bytes[1] != UInt8(ascii: "+"), bytes[1] != UInt8(ascii: "-")
+            let value = Int(String(decoding: bytes[1..<(bytes.count - 1)], as: UTF8.self)), value >= 1,
+            bytes[1] != UInt8(ascii: "+"), bytes[1] != UInt8(ascii: "-")
         else { return nil }
         switch bytes.last {
         case UInt8(ascii: "D"): unit = .day
@@ -33,12 +33,13 @@ public struct StorePeriod: Sendable, Hashable, Codable, CustomStringConvertible 
     }
 
     public var iso8601: String {
-        let letter = switch unit {
-        case .day: "D"
-        case .week: "W"
-        case .month: "M"
-        case .year: "Y"
-        }
+        let letter =
+            switch unit {
+            case .day: "D"
+            case .week: "W"
+            case .month: "M"
+            case .year: "Y"
+            }
         return "P\(value)\(letter)"
     }
 
@@ -48,12 +49,13 @@ public struct StorePeriod: Sendable, Hashable, Codable, CustomStringConvertible 
     public func end(from start: Date, times: Int = 1) -> Date {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC")!
-        let (component, amount): (Calendar.Component, Int) = switch unit {
-        case .day: (.day, value)
-        case .week: (.day, 7 * value)
-        case .month: (.month, value)
-        case .year: (.year, value)
-        }
+        let (component, amount): (Calendar.Component, Int) =
+            switch unit {
+            case .day: (.day, value)
+            case .week: (.day, 7 * value)
+            case .month: (.month, value)
+            case .year: (.year, value)
+            }
         return calendar.date(byAdding: component, value: amount * times, to: start) ?? start
     }
 }
@@ -64,7 +66,9 @@ extension DeploymentConfiguration {
     func validateStoreMetadata() throws(ConfigurationError) {
         func isPrice(_ text: String) -> Bool {
             let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-            guard (1...2).contains(parts.count), !parts[0].isEmpty, parts.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }) else { return false }
+            guard (1...2).contains(parts.count), !parts[0].isEmpty, parts.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }) else {
+                return false
+            }
             return parts.count == 1 || (1...4).contains(parts[1].count)
         }
         for app in apps {
@@ -75,16 +79,26 @@ extension DeploymentConfiguration {
                     throw ConfigurationError("\(name): currency '\(currency)' is not an ISO 4217 code like USD")
                 }
                 if let period = product.subscriptionPeriod {
-                    guard StorePeriod(iso8601: period) != nil else { throw ConfigurationError("\(name): subscriptionPeriod '\(period)' is not one of P1W, P1M, P1Y…") }
+                    guard StorePeriod(iso8601: period) != nil else {
+                        throw ConfigurationError("\(name): subscriptionPeriod '\(period)' is not one of P1W, P1M, P1Y…")
+                    }
                     guard product.type == .autoRenewable || product.type == .nonRenewing else {
                         throw ConfigurationError("\(name): only subscriptions have a subscriptionPeriod")
                     }
                 }
                 if let offer = product.introductoryOffer {
-                    guard product.type == .autoRenewable else { throw ConfigurationError("\(name): only auto-renewable subscriptions have an introductoryOffer") }
-                    guard StorePeriod(iso8601: offer.period) != nil else { throw ConfigurationError("\(name): introductoryOffer.period '\(offer.period)' is not one of P3D, P1W, P1M…") }
-                    if let count = offer.periodCount, !(1...12).contains(count) { throw ConfigurationError("\(name): introductoryOffer.periodCount must be 1 to 12") }
-                    if let price = offer.price, !isPrice(price) { throw ConfigurationError("\(name): introductoryOffer.price '\(price)' is not a decimal like 0.99") }
+                    guard product.type == .autoRenewable else {
+                        throw ConfigurationError("\(name): only auto-renewable subscriptions have an introductoryOffer")
+                    }
+                    guard StorePeriod(iso8601: offer.period) != nil else {
+                        throw ConfigurationError("\(name): introductoryOffer.period '\(offer.period)' is not one of P3D, P1W, P1M…")
+                    }
+                    if let count = offer.periodCount, !(1...12).contains(count) {
+                        throw ConfigurationError("\(name): introductoryOffer.periodCount must be 1 to 12")
+                    }
+                    if let price = offer.price, !isPrice(price) {
+                        throw ConfigurationError("\(name): introductoryOffer.price '\(price)' is not a decimal like 0.99")
+                    }
                 }
             }
         }

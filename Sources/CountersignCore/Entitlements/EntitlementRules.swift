@@ -38,7 +38,8 @@ public enum EntitlementRules {
             let chainId = latest.originalTransactionId
             let status = statusByChain[chainId]
             // A refund ends access at once, billing grace period or not.
-            let grace = latest.revocationDate != nil ? nil : status?.gracePeriodExpiresDate.flatMap { $0 > (latest.expiresDate ?? .distantPast) ? $0 : nil }
+            let grace =
+                latest.revocationDate != nil ? nil : status?.gracePeriodExpiresDate.flatMap { $0 > (latest.expiresDate ?? .distantPast) ? $0 : nil }
             var end = latest.expiresDate.map { max($0, grace ?? $0) }
             if let revoked = latest.revocationDate { end = min(end ?? revoked, revoked) }
             let active = !latest.isUpgraded && (end.map { now < $0 } ?? false) && now >= latest.purchaseDate
@@ -63,33 +64,37 @@ public enum EntitlementRules {
                 result.subscriptions[latest.productId] = subscription
             }
             for entitlement in entitlementsByProduct[latest.productId] ?? [] {
-                candidates[entitlement, default: []].append(EntitlementGrant(
-                    productId: latest.productId, purchaseDate: latest.purchaseDate, expiresDate: end,
-                    gracePeriodExpiresDate: grace, isActive: active, willRenew: subscription.willRenew, source: .store(latest.environment)
-                ))
+                candidates[entitlement, default: []].append(
+                    EntitlementGrant(
+                        productId: latest.productId, purchaseDate: latest.purchaseDate, expiresDate: end,
+                        gracePeriodExpiresDate: grace, isActive: active, willRenew: subscription.willRenew, source: .store(latest.environment)
+                    ))
             }
         }
 
         // One-time purchases.
         for purchase in purchases where !purchase.isSubscription {
             let revoked = purchase.revocationDate.map { $0 <= now } ?? false
-            result.nonSubscriptions[purchase.productId, default: []].append(NonSubscriptionPurchase(
-                transactionId: purchase.transactionId, purchaseDate: purchase.purchaseDate,
-                revocationDate: purchase.revocationDate, environment: purchase.environment
-            ))
+            result.nonSubscriptions[purchase.productId, default: []].append(
+                NonSubscriptionPurchase(
+                    transactionId: purchase.transactionId, purchaseDate: purchase.purchaseDate,
+                    revocationDate: purchase.revocationDate, environment: purchase.environment
+                ))
             guard purchase.kind == .nonConsumable || !(entitlementsByProduct[purchase.productId] ?? []).isEmpty else { continue }
             for entitlement in entitlementsByProduct[purchase.productId] ?? [] {
-                candidates[entitlement, default: []].append(EntitlementGrant(
-                    productId: purchase.productId, purchaseDate: purchase.purchaseDate, expiresDate: purchase.revocationDate,
-                    gracePeriodExpiresDate: nil, isActive: !revoked && now >= purchase.purchaseDate, willRenew: false,
-                    source: .store(purchase.environment)
-                ))
+                candidates[entitlement, default: []].append(
+                    EntitlementGrant(
+                        productId: purchase.productId, purchaseDate: purchase.purchaseDate, expiresDate: purchase.revocationDate,
+                        gracePeriodExpiresDate: nil, isActive: !revoked && now >= purchase.purchaseDate, willRenew: false,
+                        source: .store(purchase.environment)
+                    ))
             }
         }
         for productId in result.nonSubscriptions.keys {
             // By purchase date, then transaction id: the same order whatever order storage read them in.
             result.nonSubscriptions[productId]?.sort {
-                $0.purchaseDate != $1.purchaseDate ? $0.purchaseDate < $1.purchaseDate : $0.transactionId.utf8.lexicographicallyPrecedes($1.transactionId.utf8)
+                $0.purchaseDate != $1.purchaseDate
+                    ? $0.purchaseDate < $1.purchaseDate : $0.transactionId.utf8.lexicographicallyPrecedes($1.transactionId.utf8)
             }
         }
 
@@ -97,10 +102,11 @@ public enum EntitlementRules {
         for grant in grants {
             let end = [grant.expiresDate, grant.revokedDate].compactMap { $0 }.min()
             let active = now >= grant.startsDate && (end.map { now < $0 } ?? true)
-            candidates[grant.entitlement, default: []].append(EntitlementGrant(
-                productId: "promotional:\(grant.grantId)", purchaseDate: grant.startsDate, expiresDate: end,
-                gracePeriodExpiresDate: nil, isActive: active, willRenew: false, source: .promotional
-            ))
+            candidates[grant.entitlement, default: []].append(
+                EntitlementGrant(
+                    productId: "promotional:\(grant.grantId)", purchaseDate: grant.startsDate, expiresDate: end,
+                    gracePeriodExpiresDate: nil, isActive: active, willRenew: false, source: .promotional
+                ))
         }
 
         for (entitlement, grants) in candidates {
@@ -123,7 +129,8 @@ public enum EntitlementRules {
             var latest: Int?
             var firstPurchase = Date.distantFuture
             for index in members {
-                firstPurchase = min(firstPurchase, purchases[index].purchaseDate, purchases[index].originalPurchaseDate ?? purchases[index].purchaseDate)
+                firstPurchase = min(
+                    firstPurchase, purchases[index].purchaseDate, purchases[index].originalPurchaseDate ?? purchases[index].purchaseDate)
                 if hasCurrent && purchases[index].isUpgraded { continue }
                 if let best = latest, !PurchaseRecord.chainOrder(purchases[best], purchases[index]) { continue }
                 latest = index

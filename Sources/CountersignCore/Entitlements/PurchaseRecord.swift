@@ -47,7 +47,8 @@ public struct PurchaseRecord: Sendable, Hashable {
     /// `lhs` comes before `rhs`. Storage sorts by the same keys in SQL (`ORDER BY … DESC`).
     public static func chainOrder(_ lhs: PurchaseRecord, _ rhs: PurchaseRecord) -> Bool {
         if lhs.purchaseDate != rhs.purchaseDate { return lhs.purchaseDate < rhs.purchaseDate }
-        let left = lhs.expiresDate ?? lhs.purchaseDate, right = rhs.expiresDate ?? rhs.purchaseDate
+        let left = lhs.expiresDate ?? lhs.purchaseDate
+        let right = rhs.expiresDate ?? rhs.purchaseDate
         if left != right { return left < right }
         return lhs.transactionId.utf8.lexicographicallyPrecedes(rhs.transactionId.utf8)
     }

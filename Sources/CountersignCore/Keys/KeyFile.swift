@@ -36,12 +36,13 @@ public enum KeyFile {
     /// Encodes an intermediate key file, with its private key.
     public static func encode(_ intermediate: IntermediateSigningKey) -> Data {
         let certificate = intermediate.certificate
-        return encodeJSON(IntermediateJSON(
-            publicKey: certificate.publicKey,
-            expirationDays: certificate.expirationDays,
-            rootSignature: certificate.rootSignature,
-            privateKey: intermediate.privateKey.rawRepresentation
-        ))
+        return encodeJSON(
+            IntermediateJSON(
+                publicKey: certificate.publicKey,
+                expirationDays: certificate.expirationDays,
+                rootSignature: certificate.rootSignature,
+                privateKey: intermediate.privateKey.rawRepresentation
+            ))
     }
 
     private static func encodeJSON(_ value: some Encodable) -> Data {
@@ -61,7 +62,8 @@ public enum KeyFile {
         let decoder = JSONDecoder()
         if object["rootSignature"] != nil || object["expirationDays"] != nil {
             guard let json = try? decoder.decode(IntermediateJSON.self, from: data) else {
-                throw KeyFormatError("intermediate key file needs base64 publicKey and rootSignature and an integer expirationDays (0...\(UInt32.max))")
+                throw KeyFormatError(
+                    "intermediate key file needs base64 publicKey and rootSignature and an integer expirationDays (0...\(UInt32.max))")
             }
             let certificate = try IntermediateCertificate(
                 publicKey: json.publicKey, expirationDays: json.expirationDays, rootSignature: json.rootSignature

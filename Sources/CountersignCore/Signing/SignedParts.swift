@@ -68,7 +68,8 @@ public enum SignedMessage {
         var headersHash = request.headersHash
         var requestTime = response.requestTime
         var etag = response.etag
-        let count = salt.count + authValue.utf8.count + (request.nonce?.count ?? 0) + path.utf8.count
+        let count =
+            salt.count + authValue.utf8.count + (request.nonce?.count ?? 0) + path.utf8.count
             + (postParamsHash?.utf8.count ?? 0) + (headersHash?.utf8.count ?? 0)
             + requestTime.utf8.count + (etag?.utf8.count ?? 0) + response.body.count
         // Copied part by part into one buffer: the signer builds this for every answer.

@@ -156,7 +156,7 @@ public final class SignatureVerifier: Sendable {
         if let key = trustedIntermediates[cacheKey] { return key }
         let certificate = blob.intermediate
         guard configuration.rootKeys.contains(where: certificate.isIssued(by:)),
-              let key = try? Curve25519.Signing.PublicKey(rawRepresentation: certificate.publicKey)
+            let key = try? Curve25519.Signing.PublicKey(rawRepresentation: certificate.publicKey)
         else { return nil }
         trustedIntermediates[cacheKey] = key
         return key
@@ -173,7 +173,7 @@ public final class SignatureVerifier: Sendable {
     public static func parseRequestTime(_ value: String) -> UInt64? {
         let digits = Array(value.utf8)
         guard (1...16).contains(digits.count), digits[0] != 0x30,
-              digits.allSatisfy({ (0x30...0x39).contains($0) })
+            digits.allSatisfy({ (0x30...0x39).contains($0) })
         else { return nil }
         return digits.reduce(0) { $0 * 10 + UInt64($1 - 0x30) }
     }

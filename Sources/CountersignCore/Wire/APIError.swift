@@ -111,9 +111,11 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     public var httpStatus: Int {
         switch self {
         case .malformedRequest, .malformedNonce, .postParamsHashMismatch, .headersHashMismatch, .malformedJSON, .invalidField, .invalidAppUserId,
-             .duplicateJSONKey, .reservedAppUserId, .invalidSubscriberAttributes: 400
+            .duplicateJSONKey, .reservedAppUserId, .invalidSubscriberAttributes:
+            400
         case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement, .promotionalOfferUnavailable,
-             .storeAPINotConfigured, .legacyReceiptsDisabled, .signedDateAhead: 422
+            .storeAPINotConfigured, .legacyReceiptsDisabled, .signedDateAhead:
+            422
         case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: 409
         case .bodyTooLarge: 413
         case .missingAPIKey, .invalidAPIKey: 401

@@ -20,9 +20,10 @@ public enum ReservedAppUserID {
         let bytes = appUserID.utf8
         if bytes.starts(with: anonymousPrefix.utf8) {
             let suffix = bytes.dropFirst(anonymousPrefix.utf8.count)
-            return (1...128).contains(suffix.count) && suffix.allSatisfy { byte in
-                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || byte == UInt8(ascii: "-")
-            }
+            return (1...128).contains(suffix.count)
+                && suffix.allSatisfy { byte in
+                    (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || byte == UInt8(ascii: "-")
+                }
         }
         if bytes.starts(with: revenueCatAnonymousPrefix.utf8) {
             let suffix = bytes.dropFirst(revenueCatAnonymousPrefix.utf8.count)

@@ -21,7 +21,8 @@ public enum SubscriberAttributeRules {
             return "attribute key '\(key.prefix(60))' must not hold spaces or control characters"
         }
         if key.hasPrefix("$") && !reservedKeys.contains(key) {
-            return "attribute key '\(key.prefix(60))' is reserved (keys starting with $ are the SDK's: \(reservedKeys.sorted().joined(separator: ", ")))"
+            return
+                "attribute key '\(key.prefix(60))' is reserved (keys starting with $ are the SDK's: \(reservedKeys.sorted().joined(separator: ", ")))"
         }
         if let value, value.unicodeScalars.count > maximumValueLength {
             return "the value of attribute '\(key.prefix(60))' is longer than \(maximumValueLength) characters"
@@ -53,7 +54,8 @@ public struct SubscriberAttributeValue: Codable, Sendable, Hashable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         guard container.contains(.value) else {
-            throw DecodingError.keyNotFound(CodingKeys.value, .init(codingPath: container.codingPath, debugDescription: "value is required (null deletes)"))
+            throw DecodingError.keyNotFound(
+                CodingKeys.value, .init(codingPath: container.codingPath, debugDescription: "value is required (null deletes)"))
         }
         value = try container.decode(String?.self, forKey: .value)
         updatedAtMs = try container.decode(Int64.self, forKey: .updatedAtMs)

@@ -212,8 +212,9 @@ extension SubscriberResponse {
             },
             nonSubscriptions: entitlements.nonSubscriptions.mapValues { purchases in
                 purchases.map {
-                    NonSubscription(id: $0.transactionId, purchaseDate: format($0.purchaseDate),
-                                    store: WireDate.store(of: $0.environment), isSandbox: $0.environment != "Production")
+                    NonSubscription(
+                        id: $0.transactionId, purchaseDate: format($0.purchaseDate),
+                        store: WireDate.store(of: $0.environment), isSandbox: $0.environment != "Production")
                 }
             },
             firstSeen: format(firstSeen),
@@ -267,7 +268,7 @@ public enum WireDate {
     /// The proleptic Gregorian (year, month, day) of a day count from 1970-01-01, by counting
     /// 400-year eras of 146,097 days from 0000-03-01 (March first puts the leap day last).
     static func civilDate(daysSince1970: Int64) -> (year: Int64, month: Int, day: Int) {
-        let shifted = daysSince1970 + 719_468 // days from 0000-03-01 to 1970-01-01
+        let shifted = daysSince1970 + 719_468  // days from 0000-03-01 to 1970-01-01
         let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
         let dayOfEra = shifted - era * 146_097
         let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365

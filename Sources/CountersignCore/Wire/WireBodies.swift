@@ -78,8 +78,10 @@ public struct TestStoreProducts: Codable, Sendable, Hashable {
         public var subscriptionGroup: String?
         public var introductoryOffer: AppConfiguration.IntroductoryOffer?
 
-        public init(identifier: String, type: String, displayName: String, description: String, price: String, currency: String,
-                    subscriptionPeriod: String?, subscriptionGroup: String?, introductoryOffer: AppConfiguration.IntroductoryOffer?) {
+        public init(
+            identifier: String, type: String, displayName: String, description: String, price: String, currency: String,
+            subscriptionPeriod: String?, subscriptionGroup: String?, introductoryOffer: AppConfiguration.IntroductoryOffer?
+        ) {
             self.identifier = identifier
             self.type = type
             self.displayName = displayName
@@ -210,8 +212,10 @@ public struct PromotionalOfferAnswer: Codable, Sendable, Hashable {
     public var signature: String
     public var jws: String
 
-    public init(productIdentifier: String, offerIdentifier: String, keyIdentifier: String, nonce: String, timestamp: Int64,
-                appAccountToken: String, signature: String, jws: String) {
+    public init(
+        productIdentifier: String, offerIdentifier: String, keyIdentifier: String, nonce: String, timestamp: Int64,
+        appAccountToken: String, signature: String, jws: String
+    ) {
         self.productIdentifier = productIdentifier
         self.offerIdentifier = offerIdentifier
         self.keyIdentifier = keyIdentifier

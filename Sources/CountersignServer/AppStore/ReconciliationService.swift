@@ -1,5 +1,5 @@
-import CountersignStorage
 import CountersignCore
+import CountersignStorage
 import Foundation
 import Logging
 import ServiceLifecycle

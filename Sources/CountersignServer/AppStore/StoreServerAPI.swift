@@ -1,7 +1,7 @@
-import CountersignStorage
 import CountersignAppStore
 import CountersignAppStoreServerAPI
 import CountersignCore
+import CountersignStorage
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -31,12 +31,15 @@ public final class StoreServerAPI: Sendable {
     /// Legacy receipts that reach the App Store Server API, per app (nil: no limit).
     private let lookups: RateLimiter?
 
-    init(deployment: DeploymentConfiguration, dataDirectory: URL, verifiers: [String: SignedDataVerifier], store: CustomerDatabase,
-         lookupRate: RateLimitSettings.Rate?, now: @escaping @Sendable () -> Date, logger: Logger) throws {
+    init(
+        deployment: DeploymentConfiguration, dataDirectory: URL, verifiers: [String: SignedDataVerifier], store: CustomerDatabase,
+        lookupRate: RateLimitSettings.Rate?, now: @escaping @Sendable () -> Date, logger: Logger
+    ) throws {
         lookups = lookupRate.map { RateLimiter($0, now: now) }
         var keys: [String: Key] = [:]
         for app in deployment.apps {
-            guard let configured = app.inAppPurchaseKey, let (pem, _) = try PromotionalOfferSigner.keyPEM(for: app, dataDirectory: dataDirectory) else { continue }
+            guard let configured = app.inAppPurchaseKey, let (pem, _) = try PromotionalOfferSigner.keyPEM(for: app, dataDirectory: dataDirectory)
+            else { continue }
             keys[app.id] = Key(pem: pem, keyId: configured.keyId, issuerId: configured.issuerId, bundleId: app.bundleId)
         }
         self.keys = keys
@@ -54,7 +57,10 @@ public final class StoreServerAPI: Sendable {
     /// The app's In-App Purchase key; a 422 (code 4211) saying what needed it when there is none.
     private func inAppPurchaseKey(of app: AppConfiguration, needed purpose: String) throws(APIError) -> Key {
         guard let key = keys[app.id] else {
-            throw APIError(.storeAPINotConfigured, "\(purpose), and app '\(app.id)' has no In-App Purchase key (inAppPurchaseKey in countersign.json) to ask the App Store Server API with")
+            throw APIError(
+                .storeAPINotConfigured,
+                "\(purpose), and app '\(app.id)' has no In-App Purchase key (inAppPurchaseKey in countersign.json) to ask the App Store Server API with"
+            )
         }
         return key
     }
@@ -62,12 +68,15 @@ public final class StoreServerAPI: Sendable {
     /// The client for `environment`'s host (or the configured stand-in).
     func client(for app: AppConfiguration, environment: String) async throws(APIError) -> AppStoreServerAPIClient {
         let key = try inAppPurchaseKey(of: app, needed: "the App Store must be asked")
-        let url = overrideURL ?? (environment == AppStoreEnvironment.production.rawValue
-            ? AppStoreServerAPIClient.Configuration.productionURL : AppStoreServerAPIClient.Configuration.sandboxURL)
+        let url =
+            overrideURL
+            ?? (environment == AppStoreEnvironment.production.rawValue
+                ? AppStoreServerAPIClient.Configuration.productionURL : AppStoreServerAPIClient.Configuration.sandboxURL)
         let name = app.id + "\u{0}" + url
         if let known = clients.withLockedValue({ $0[name] }) { return known }
-        var configuration = AppStoreServerAPIClient.Configuration(baseURL: url, privateKeyPEM: key.pem, keyId: key.keyId, issuerId: key.issuerId,
-                                                                  bundleId: key.bundleId)
+        var configuration = AppStoreServerAPIClient.Configuration(
+            baseURL: url, privateKeyPEM: key.pem, keyId: key.keyId, issuerId: key.issuerId,
+            bundleId: key.bundleId)
         configuration.now = now
         let made: AppStoreServerAPIClient
         do {
@@ -116,8 +125,10 @@ public final class StoreServerAPI: Sendable {
         var applied = 0
         var asked = Set<String>()
         // The test store's purchases are not Apple's to answer for (unless a stand-in plays Apple).
-        for (chain, environment) in chains where !asked.contains(chain)
-            && (environment != AppStoreEnvironment.testStore.rawValue || overrideURL != nil) {
+        for (chain, environment) in chains
+        where !asked.contains(chain)
+            && (environment != AppStoreEnvironment.testStore.rawValue || overrideURL != nil)
+        {
             let answer: StatusResponse
             do {
                 answer = try await client(for: app, environment: environment).subscriptionStatuses(transactionId: chain)
@@ -130,7 +141,8 @@ public final class StoreServerAPI: Sendable {
                     if let id = last.originalTransactionId { asked.insert(id) }
                     var transaction: VerifiedTransaction?
                     if let jws = last.signedTransactionInfo {
-                        transaction = try VerifiedTransaction(jws: jws, payload: try await verified(jws, as: TransactionPayload.self, app: app), app: app)
+                        transaction = try VerifiedTransaction(
+                            jws: jws, payload: try await verified(jws, as: TransactionPayload.self, app: app), app: app)
                     }
                     var renewal: RenewalInfoPayload?
                     if let jws = last.signedRenewalInfo {
@@ -153,9 +165,13 @@ public final class StoreServerAPI: Sendable {
     /// app does not accept legacy receipts or has no In-App Purchase key, 400 for a receipt that
     /// cannot be read, 422 for one the App Store did not sign for this app, 429 past the app's
     /// rate of App Store Server API lookups.
-    func transactions(inLegacyReceipt text: String, app: AppConfiguration) async throws -> (receiptTransaction: String, transactions: [VerifiedTransaction]) {
+    func transactions(inLegacyReceipt text: String, app: AppConfiguration) async throws -> (
+        receiptTransaction: String, transactions: [VerifiedTransaction]
+    ) {
         guard app.legacyReceipts == true else {
-            throw APIError(.legacyReceiptsDisabled, "fetch_token is a legacy receipt, and app '\(app.id)' does not accept them (legacyReceipts in countersign.json)")
+            throw APIError(
+                .legacyReceiptsDisabled,
+                "fetch_token is a legacy receipt, and app '\(app.id)' does not accept them (legacyReceipts in countersign.json)")
         }
         _ = try inAppPurchaseKey(of: app, needed: "fetch_token is a legacy receipt")
         guard let verifier = verifiers[app.id] else { throw APIError(.internalError, "no store verifier for app '\(app.id)'") }
@@ -166,8 +182,10 @@ public final class StoreServerAPI: Sendable {
             receipt = try await receiptVerifier.verify(base64: text)
         } catch {
             switch error.kind {
-            case .malformed: throw APIError(.invalidField, "fetch_token is neither a signed transaction nor a readable legacy receipt: \(error.description)")
-            case .untrusted: throw APIError(.invalidStoreSignature, "fetch_token is a legacy receipt the App Store did not sign: \(error.description)")
+            case .malformed:
+                throw APIError(.invalidField, "fetch_token is neither a signed transaction nor a readable legacy receipt: \(error.description)")
+            case .untrusted:
+                throw APIError(.invalidStoreSignature, "fetch_token is a legacy receipt the App Store did not sign: \(error.description)")
             case .wrongApp: throw APIError(.wrongApp, "fetch_token is a legacy receipt of another app: \(error.description)")
             }
         }
@@ -183,11 +201,12 @@ public final class StoreServerAPI: Sendable {
                 let signed = try await client(for: app, environment: environment).allTransactions(transactionId: id)
                 var transactions: [VerifiedTransaction] = []
                 for jws in signed {
-                    transactions.append(try VerifiedTransaction(jws: jws, payload: try await verified(jws, as: TransactionPayload.self, app: app), app: app))
+                    transactions.append(
+                        try VerifiedTransaction(jws: jws, payload: try await verified(jws, as: TransactionPayload.self, app: app), app: app))
                 }
                 return (id, transactions)
             } catch let error as AppStoreServerAPIError where error.kind == .notFound {
-                continue // Production says not found: try Sandbox
+                continue  // Production says not found: try Sandbox
             } catch let error as AppStoreServerAPIError {
                 throw Self.failure(error)
             }

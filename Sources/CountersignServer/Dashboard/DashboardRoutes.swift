@@ -1,5 +1,5 @@
-import CountersignStorage
 import CountersignCore
+import CountersignStorage
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -26,8 +26,10 @@ struct DashboardRoutes: Sendable {
     let overview = OverviewCache()
     let now: @Sendable () -> Date
 
-    init(deployment: DeploymentConfiguration, store: CustomerDatabase, keys: SigningKeyRing, templates: DashboardTemplates?,
-         settings: DashboardSettings, now: @escaping @Sendable () -> Date) {
+    init(
+        deployment: DeploymentConfiguration, store: CustomerDatabase, keys: SigningKeyRing, templates: DashboardTemplates?,
+        settings: DashboardSettings, now: @escaping @Sendable () -> Date
+    ) {
         self.deployment = deployment
         self.store = store
         self.keys = keys
@@ -71,8 +73,9 @@ struct DashboardRoutes: Sendable {
             try await overviewPage(signedIn)
         }
         page(router, .get, "/dashboard/customers") { signedIn, _, request in
-            try await customersPage(signedIn, query: request.uri.queryParameters.get("q") ?? "",
-                                    deleted: request.uri.queryParameters.get("deleted") == "1")
+            try await customersPage(
+                signedIn, query: request.uri.queryParameters.get("q") ?? "",
+                deleted: request.uri.queryParameters.get("deleted") == "1")
         }
         let customer = "/dashboard/customers/:app_user_id"
         page(router, .get, RouterPath(customer)) { signedIn, _, request in
@@ -138,18 +141,22 @@ struct DashboardRoutes: Sendable {
     private func deletePage(_ signedIn: SignedIn, _: FormBody?, _ request: Request) async throws -> Response {
         let user = try Self.user(request)
         try await requireCustomer(user, of: signedIn)
-        return try render("delete", signedIn, title: "Delete \(user)", section: "customers", [
-            "user": user, "userPath": Self.customerPath(user),
-        ])
+        return try render(
+            "delete", signedIn, title: "Delete \(user)", section: "customers",
+            [
+                "user": user, "userPath": Self.customerPath(user),
+            ])
     }
 
     private func delete(_ signedIn: SignedIn, _ form: FormBody?, _ request: Request) async throws -> Response {
         let user = try Self.user(request)
         // The confirmation step: the app user id typed again.
         guard form?["confirm"] == user else {
-            return try render("delete", signedIn, title: "Delete \(user)", section: "customers", status: .unprocessableContent, [
-                "user": user, "userPath": Self.customerPath(user), "error": "Type the app user id exactly to delete this customer.",
-            ])
+            return try render(
+                "delete", signedIn, title: "Delete \(user)", section: "customers", status: .unprocessableContent,
+                [
+                    "user": user, "userPath": Self.customerPath(user), "error": "Type the app user id exactly to delete this customer.",
+                ])
         }
         guard try await store.deleteCustomer(app: signedIn.app, user: user, now: now()) else { throw AdminRoutes.unknownCustomer }
         overview.markStale(app: signedIn.app.id)
@@ -179,23 +186,26 @@ struct DashboardRoutes: Sendable {
         var request = request
         let form = try FormBody(try await request.collectBody(context: context))
         guard let expected = DashboardCookie.value(DashboardCookie.signIn, in: request), let sent = form["csrf_token"],
-              APIKeyAuthentication.constantTimeEqual(expected, sent)
+            APIKeyAuthentication.constantTimeEqual(expected, sent)
         else {
             throw APIError(.csrfRejected, "the sign-in form was stale or not from this dashboard; load it again")
         }
         let client = context.clientAddress
         guard limiter.hasToken(client) else {
             context.logger.warning("dashboard sign-in refused: too many wrong keys", metadata: ["client": "\(client)"])
-            return try await signInPage(request, error: "Too many wrong keys from this address. Wait a few minutes and try again.", status: .tooManyRequests)
+            return try await signInPage(
+                request, error: "Too many wrong keys from this address. Wait a few minutes and try again.", status: .tooManyRequests)
         }
         let key = (form["secret_key"] ?? "").trimmingCharacters(in: .whitespaces)
         guard let app = deployment.apps.first(where: { APIKeyAuthentication.holds($0.secretApiKeys, key) }) else {
             _ = limiter.allow(client)
             context.logger.notice("dashboard sign-in with a wrong key", metadata: ["client": "\(client)"])
             let publicKey = deployment.apps.contains { APIKeyAuthentication.holds($0.publicApiKeys, key) }
-            return try await signInPage(request, error: publicKey
-                ? "That is a public API key (the one apps ship). Sign in with the app's secret key."
-                : "No app here has that secret key.", status: .unauthorized)
+            return try await signInPage(
+                request,
+                error: publicKey
+                    ? "That is a public API key (the one apps ship). Sign in with the app's secret key."
+                    : "No app here has that secret key.", status: .unauthorized)
         }
         // A sign-in replaces the session it came from, under a new token. The apps that session
         // held (with their keys still configured) stay only when the form asks for it
@@ -211,8 +221,9 @@ struct DashboardRoutes: Sendable {
             }
         }
         let token = DashboardToken.make()
-        let session = CustomerDatabase.DashboardSession(grants: grants, currentApp: app.id, csrfToken: DashboardToken.make(),
-                                                        expires: now().addingTimeInterval(settings.sessionLifetime))
+        let session = CustomerDatabase.DashboardSession(
+            grants: grants, currentApp: app.id, csrfToken: DashboardToken.make(),
+            expires: now().addingTimeInterval(settings.sessionLifetime))
         try await store.createDashboardSession(tokenHash: DashboardToken.hash(token), session, now: now())
         context.logger.notice("dashboard sign-in", metadata: ["app": "\(app.id)"])
         var response = Self.redirect("/dashboard")
@@ -246,8 +257,10 @@ struct DashboardRoutes: Sendable {
     /// A page behind the sign-in: no session → to the sign-in form (303); a POST must carry the
     /// session's CSRF token (403 otherwise, before anything is read or changed). Errors are
     /// pages too, with their status.
-    private func page(_ router: ServerRouter, _ method: HTTPRequest.Method, _ path: RouterPath,
-                      _ handler: @escaping @Sendable (SignedIn, FormBody?, Request) async throws -> Response) {
+    private func page(
+        _ router: ServerRouter, _ method: HTTPRequest.Method, _ path: RouterPath,
+        _ handler: @escaping @Sendable (SignedIn, FormBody?, Request) async throws -> Response
+    ) {
         router.on(path, method: method) { request, context in
             guard let signedIn = try await signedIn(request) else { return Self.redirect("/dashboard/login") }
             do {
@@ -256,7 +269,8 @@ struct DashboardRoutes: Sendable {
                     var request = request
                     let body = try FormBody(try await request.collectBody(context: context))
                     guard let sent = body["csrf_token"], APIKeyAuthentication.constantTimeEqual(sent, signedIn.session.csrfToken) else {
-                        throw APIError(.csrfRejected, "the form was stale or not from this dashboard (its CSRF token did not match); nothing was changed")
+                        throw APIError(
+                            .csrfRejected, "the form was stale or not from this dashboard (its CSRF token did not match); nothing was changed")
                     }
                     form = body
                 }
@@ -272,16 +286,23 @@ struct DashboardRoutes: Sendable {
     private func overviewPage(_ signedIn: SignedIn) async throws -> Response {
         let date = now()
         let app = signedIn.app
-        let figures = try await overview.figures(app: app.id, now: date, maximumAge: settings.overviewCacheSeconds, wait: settings.overviewFirstWait) {
-            OverviewCache.Figures(active: try await store.activeCustomers(app: app, now: date),
-                                  activity: try await store.dailyActivity(app: app.id, days: 30, now: date), computed: date)
+        let figures = try await overview.figures(app: app.id, now: date, maximumAge: settings.overviewCacheSeconds, wait: settings.overviewFirstWait)
+        {
+            OverviewCache.Figures(
+                active: try await store.activeCustomers(app: app, now: date),
+                activity: try await store.dailyActivity(app: app.id, days: 30, now: date), computed: date)
         }
         let today = date.epochMilliseconds / 86_400_000
         let days = (0..<30).map { today - 29 + Int64($0) }
         func label(_ day: Int64) -> String { CustomerDatabase.day(Date(timeIntervalSince1970: TimeInterval(day) * 86_400)) }
-        func chart(_ figures: OverviewCache.Figures, _ title: String, _ style: String, _ value: (CustomerDatabase.DailyActivity) -> Int) -> [String: Any] {
+        func chart(_ figures: OverviewCache.Figures, _ title: String, _ style: String, _ value: (CustomerDatabase.DailyActivity) -> Int) -> [String:
+            Any]
+        {
             let values = days.map { (label($0), value(figures.activity[$0] ?? .init())) }
-            return ["title": title, "total": values.reduce(0) { $0 + $1.1 }, "svg": SVGChart.bars(values, title: "\(title) per day, last 30 days", style: style)]
+            return [
+                "title": title, "total": values.reduce(0) { $0 + $1.1 },
+                "svg": SVGChart.bars(values, title: "\(title) per day, last 30 days", style: style),
+            ]
         }
         let failures = try await store.verificationFailures(app: app.id, days: 30, now: date)
         // Per reason, the counts of each day (both modes together).
@@ -290,28 +311,35 @@ struct DashboardRoutes: Sendable {
         let reasonCharts: [[String: Any]] = byReason.keys.sorted().map { reason in
             let perDay = byReason[reason] ?? [:]
             let values = days.map { day in (label(day), perDay[label(day)] ?? 0) }
-            return ["reason": reason, "total": perDay.values.reduce(0, +),
-                    "svg": SVGChart.bars(values, title: "\(reason) per day, last 30 days", style: "failure")]
+            return [
+                "reason": reason, "total": perDay.values.reduce(0, +),
+                "svg": SVGChart.bars(values, title: "\(reason) per day, last 30 days", style: "failure"),
+            ]
         }
         var values: [String: Any] = [
             "failureTotal": failures.reduce(0) { $0 + Int($1.count) }, "reasonCharts": reasonCharts, "key": keySummary(),
         ]
         if let figures {
-            values["counted"] = [
-                "active": figures.active.map { ["entitlement": $0.entitlement, "customers": $0.customers] },
-                "hasActive": !figures.active.isEmpty,
-                "charts": [chart(figures, "Purchases", "purchases", \.purchases), chart(figures, "Renewals", "renewals", \.renewals),
-                           chart(figures, "Refunds", "refunds", \.refunds), chart(figures, "Expirations", "expirations", \.expirations)],
-                "time": Self.time(figures.computed),
-            ] as [String: Any]
+            values["counted"] =
+                [
+                    "active": figures.active.map { ["entitlement": $0.entitlement, "customers": $0.customers] },
+                    "hasActive": !figures.active.isEmpty,
+                    "charts": [
+                        chart(figures, "Purchases", "purchases", \.purchases), chart(figures, "Renewals", "renewals", \.renewals),
+                        chart(figures, "Refunds", "refunds", \.refunds), chart(figures, "Expirations", "expirations", \.expirations),
+                    ],
+                    "time": Self.time(figures.computed),
+                ] as [String: Any]
         }
         return try render("overview", signedIn, title: "Overview", section: "overview", values)
     }
 
     private func keySummary() -> [String: Any] {
         let days = keys.daysUntilExpiry
-        return ["daysLeft": String(format: "%.1f", days), "expires": Self.time(keys.currentSigner.key.certificate.expirationDate),
-                "warning": days < 7]
+        return [
+            "daysLeft": String(format: "%.1f", days), "expires": Self.time(keys.currentSigner.key.certificate.expirationDate),
+            "warning": days < 7,
+        ]
     }
 
     private func customersPage(_ signedIn: SignedIn, query: String, deleted: Bool) async throws -> Response {
@@ -327,6 +355,24 @@ struct DashboardRoutes: Sendable {
         return try render("customers", signedIn, title: "Customers", section: "customers", values)
     }
 
+    /// The customer page's last 50 events and webhook deliveries, as the template lists them.
+    private func eventRows(app: String, user: String) async throws -> (events: [[String: Any]], deliveries: [[String: Any]]) {
+        let events: [[String: Any]] = try await store.events(app: app, user: user, limit: 50).map { event in
+            let body = (try? JSONSerialization.jsonObject(with: Data(event.body.utf8)) as? [String: Any])?["event"] as? [String: Any] ?? [:]
+            return [
+                "type": event.type, "product": body["product_id"] as? String ?? "",
+                "time": Self.time((body["event_timestamp_ms"] as? NSNumber)?.int64Value), "id": body["id"] as? String ?? "",
+            ]
+        }
+        let deliveries: [[String: Any]] = try await store.deliveries(app: app, status: nil, user: user, limit: 50).map { delivery in
+            [
+                "type": delivery.eventType, "endpoint": delivery.endpoint, "status": delivery.status.rawValue, "attempts": delivery.attempts,
+                "lastError": delivery.lastError ?? "", "created": Self.time(delivery.createdAtMs),
+            ]
+        }
+        return (events, deliveries)
+    }
+
     private func customerPage(_ signedIn: SignedIn, user: String, done: String?) async throws -> Response {
         let date = now()
         let app = signedIn.app
@@ -336,31 +382,30 @@ struct DashboardRoutes: Sendable {
         let nowMs = date.epochMilliseconds
         let entitlements: [[String: Any]] = detail.entitlements.keys.sorted().map { id in
             let grant = detail.entitlements[id]!
-            return ["id": id, "active": grant.isActive, "product": grant.productId, "why": Self.why(grant, detail: detail, now: date),
-                    "expires": grant.expiresDate.map { Self.time($0) } ?? "never"]
+            return [
+                "id": id, "active": grant.isActive, "product": grant.productId, "why": Self.why(grant, detail: detail, now: date),
+                "expires": grant.expiresDate.map { Self.time($0) } ?? "never",
+            ]
         }
         let transactions: [[String: Any]] = record.transactions.reversed().map { transaction in
-            ["id": transaction.transactionId, "original": transaction.originalTransactionId, "product": transaction.productId,
-             "environment": transaction.environment, "purchased": Self.time(transaction.purchaseDateMs),
-             "expires": Self.time(transaction.expiresDateMs),
-             "status": transaction.revocationDateMs != nil ? "refunded \(Self.time(transaction.revocationDateMs))"
-                 : transaction.expiresDateMs.map { $0 <= nowMs ? "expired" : "current period" } ?? "bought"]
+            [
+                "id": transaction.transactionId, "original": transaction.originalTransactionId, "product": transaction.productId,
+                "environment": transaction.environment, "purchased": Self.time(transaction.purchaseDateMs),
+                "expires": Self.time(transaction.expiresDateMs),
+                "status": transaction.revocationDateMs != nil
+                    ? "refunded \(Self.time(transaction.revocationDateMs))"
+                    : transaction.expiresDateMs.map { $0 <= nowMs ? "expired" : "current period" } ?? "bought",
+            ]
         }
         func isOpen(_ grant: CustomerDatabase.GrantRecord) -> Bool { grant.revokedMs == nil && (grant.expiresMs.map { $0 > nowMs } ?? true) }
         let grants: [[String: Any]] = record.promotionalGrants.reversed().map { grant in
-            ["entitlement": grant.entitlement, "starts": Self.time(grant.startsMs), "expires": grant.expiresMs.map { Self.time($0) } ?? "never",
-             "state": grant.revokedMs != nil ? "revoked \(Self.time(grant.revokedMs))" : (isOpen(grant) ? "open" : "ended")]
+            [
+                "entitlement": grant.entitlement, "starts": Self.time(grant.startsMs), "expires": grant.expiresMs.map { Self.time($0) } ?? "never",
+                "state": grant.revokedMs != nil ? "revoked \(Self.time(grant.revokedMs))" : (isOpen(grant) ? "open" : "ended"),
+            ]
         }
         let openGrants = Set(record.promotionalGrants.filter(isOpen).map(\.entitlement)).sorted()
-        let events: [[String: Any]] = try await store.events(app: app.id, user: user, limit: 50).map { event in
-            let body = (try? JSONSerialization.jsonObject(with: Data(event.body.utf8)) as? [String: Any])?["event"] as? [String: Any] ?? [:]
-            return ["type": event.type, "product": body["product_id"] as? String ?? "",
-                    "time": Self.time((body["event_timestamp_ms"] as? NSNumber)?.int64Value), "id": body["id"] as? String ?? ""]
-        }
-        let deliveries: [[String: Any]] = try await store.deliveries(app: app.id, status: nil, user: user, limit: 50).map { delivery in
-            ["type": delivery.eventType, "endpoint": delivery.endpoint, "status": delivery.status.rawValue, "attempts": delivery.attempts,
-             "lastError": delivery.lastError ?? "", "created": Self.time(delivery.createdAtMs)]
-        }
+        let (events, deliveries) = try await eventRows(app: app.id, user: user)
         let notices = ["granted": "Promotional entitlement granted.", "revoked": "Promotional entitlements revoked."]
         var values: [String: Any] = [
             "user": user, "userPath": Self.customerPath(user),
@@ -402,30 +447,37 @@ struct DashboardRoutes: Sendable {
         var totals: [String: [String: Int]] = [:]
         for entry in failures { totals[entry.reason, default: [:]][entry.mode, default: 0] += Int(entry.count) }
         let reasons: [[String: Any]] = VerificationFailure.allCases.map { reason in
-            ["reason": reason.rawValue, "meaning": reason.explanation, "category": reason.category == .tampering ? "tampering" : "cannot verify",
-             "informational": totals[reason.rawValue]?["informational"] ?? 0, "enforced": totals[reason.rawValue]?["enforced"] ?? 0,
-             "seen": totals[reason.rawValue] != nil]
+            [
+                "reason": reason.rawValue, "meaning": reason.explanation, "category": reason.category == .tampering ? "tampering" : "cannot verify",
+                "informational": totals[reason.rawValue]?["informational"] ?? 0, "enforced": totals[reason.rawValue]?["enforced"] ?? 0,
+                "seen": totals[reason.rawValue] != nil,
+            ]
         }
-        return try render("failures", signedIn, title: "Verification failures", section: "failures", [
-            "reasons": reasons,
-            "days": failures.map { ["day": $0.day, "reason": $0.reason, "mode": $0.mode, "count": $0.count] },
-            "hasDays": !failures.isEmpty,
-        ])
+        return try render(
+            "failures", signedIn, title: "Verification failures", section: "failures",
+            [
+                "reasons": reasons,
+                "days": failures.map { ["day": $0.day, "reason": $0.reason, "mode": $0.mode, "count": $0.count] },
+                "hasDays": !failures.isEmpty,
+            ])
     }
 
     private func keysPage(_ signedIn: SignedIn) throws -> Response {
         let date = now()
         let current = keys.currentSigner.key.certificate
         let intermediates: [[String: Any]] = keys.intermediates().map { certificate in
-            ["publicKey": certificate.publicKey.base64EncodedString(), "expires": Self.time(certificate.expirationDate),
-             "daysLeft": String(format: "%.1f", certificate.expirationDate.timeIntervalSince(date) / 86_400),
-             "state": certificate == current ? "signing now" : (certificate.isValid(at: date) ? "valid, not in use" : "expired"),
-             "current": certificate == current]
+            [
+                "publicKey": certificate.publicKey.base64EncodedString(), "expires": Self.time(certificate.expirationDate),
+                "daysLeft": String(format: "%.1f", certificate.expirationDate.timeIntervalSince(date) / 86_400),
+                "state": certificate == current ? "signing now" : (certificate.isValid(at: date) ? "valid, not in use" : "expired"),
+                "current": certificate == current,
+            ]
         }
-        let mode = switch keys.mode {
-        case .managed: "managed (the root key is in the data directory: development only)"
-        case .offline: "offline (the root key is kept off this server)"
-        }
+        let mode =
+            switch keys.mode {
+            case .managed: "managed (the root key is in the data directory: development only)"
+            case .offline: "offline (the root key is kept off this server)"
+            }
         var values: [String: Any] = ["mode": mode, "intermediates": intermediates, "key": keySummary()]
         if let root = keys.managedRootPublicKey { values["root"] = root.rawRepresentation.base64EncodedString() }
         return try render("keys", signedIn, title: "Signing keys", section: "keys", values)
@@ -433,8 +485,10 @@ struct DashboardRoutes: Sendable {
 
     // MARK: Rendering
 
-    private func render(_ template: String, _ signedIn: SignedIn?, title: String, section: String,
-                        status: HTTPResponse.Status = .ok, _ values: [String: Any]) throws -> Response {
+    private func render(
+        _ template: String, _ signedIn: SignedIn?, title: String, section: String,
+        status: HTTPResponse.Status = .ok, _ values: [String: Any]
+    ) throws -> Response {
         guard let templates else { throw APIError(.dashboardUnavailable, "the dashboard's resources are not installed") }
         var context = values
         context["title"] = title

@@ -1,6 +1,6 @@
-import CountersignStorage
 import CountersignAppStore
 import CountersignCore
+import CountersignStorage
 import Crypto
 import Foundation
 import HTTPTypes
@@ -62,7 +62,8 @@ struct DashboardTemplates: Sendable {
 /// Security headers of every dashboard answer: no script at all, styles from the dashboard's
 /// own stylesheet only, forms posting only back to it, never framed, never cached.
 enum DashboardHeaders {
-    static let contentSecurityPolicy = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    static let contentSecurityPolicy =
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
     static func apply(to headers: inout HTTPFields) {
         headers[.contentSecurityPolicy] = contentSecurityPolicy
@@ -166,8 +167,10 @@ final class OverviewCache: Sendable {
 
     private let states = NIOLockedValueBox<[String: State]>([:])
 
-    func figures(app: String, now: Date, maximumAge: TimeInterval, wait: Duration,
-                 compute: @escaping @Sendable () async throws -> Figures) async throws -> Figures? {
+    func figures(
+        app: String, now: Date, maximumAge: TimeInterval, wait: Duration,
+        compute: @escaping @Sendable () async throws -> Figures
+    ) async throws -> Figures? {
         guard maximumAge > 0 else { return try await compute() }
         let (cached, start) = states.withLockedValue { states -> (Figures?, Bool) in
             var state = states[app] ?? State()
@@ -205,7 +208,10 @@ final class OverviewCache: Sendable {
 enum SVGChart {
     /// One bar per day, oldest first; each bar's title tells its day and value.
     static func bars(_ values: [(label: String, value: Int)], title: String, style: String) -> String {
-        let width = 300.0, height = 100.0, top = 14.0, legend = 12.0
+        let width = 300.0
+        let height = 100.0
+        let top = 14.0
+        let legend = 12.0
         let largest = max(values.map(\.value).max() ?? 0, 1)
         let slot = width / Double(max(values.count, 1))
         var svg = "<svg class=\"chart\" viewBox=\"0 0 \(Int(width)) \(Int(height + legend))\" role=\"img\" aria-label=\"\(escape(title))\">"
@@ -214,13 +220,15 @@ enum SVGChart {
         for (index, entry) in values.enumerated() {
             let barHeight = (height - top) * Double(entry.value) / Double(largest)
             let x = Double(index) * slot + slot * 0.15
-            svg += "<rect class=\"bar \(style)\" x=\"\(format(x))\" y=\"\(format(height - barHeight))\" width=\"\(format(slot * 0.7))\" height=\"\(format(barHeight))\">"
+            svg +=
+                "<rect class=\"bar \(style)\" x=\"\(format(x))\" y=\"\(format(height - barHeight))\" width=\"\(format(slot * 0.7))\" height=\"\(format(barHeight))\">"
             svg += "<title>\(escape(entry.label)): \(entry.value)</title></rect>"
         }
         svg += "<text class=\"peak\" x=\"2\" y=\"10\">\(values.allSatisfy({ $0.value == 0 }) ? 0 : largest)</text>"
         if let first = values.first, let last = values.last {
             svg += "<text class=\"peak\" x=\"0\" y=\"\(Int(height + legend - 1))\">\(escape(String(first.label.suffix(5))))</text>"
-            svg += "<text class=\"peak\" x=\"\(Int(width))\" y=\"\(Int(height + legend - 1))\" text-anchor=\"end\">\(escape(String(last.label.suffix(5))))</text>"
+            svg +=
+                "<text class=\"peak\" x=\"\(Int(width))\" y=\"\(Int(height + legend - 1))\" text-anchor=\"end\">\(escape(String(last.label.suffix(5))))</text>"
         }
         return svg + "</svg>"
         return svg
@@ -265,10 +273,12 @@ extension VerificationFailure {
     var explanation: String {
         switch self {
         case .missingSignature: "An answer that must be signed came without a signature: stripped by a proxy, or a server that does not sign."
-        case .malformedSignature: "The signature header was not a Countersign signature (wrong length or encoding): rewritten or truncated on the way."
+        case .malformedSignature:
+            "The signature header was not a Countersign signature (wrong length or encoding): rewritten or truncated on the way."
         case .untrustedRoot: "The signing key was not vouched for by a root the app pins: a forged key, or an app pinning another server's root."
         case .intermediateExpired: "Signed with a key that had expired before the answer's own time: a replayed or forged answer."
-        case .deviceClockOutsideValidity: "The device's clock is outside the key's validity while the answer's time is inside: most likely a wrong clock, not an attack."
+        case .deviceClockOutsideValidity:
+            "The device's clock is outside the key's validity while the answer's time is inside: most likely a wrong clock, not an attack."
         case .payloadMismatch: "The signature does not cover what arrived: the body, path, nonce, API key, time or ETag was changed."
         case .missingRequestTime: "The answer's signed request time was removed."
         case .malformedRequestTime: "The answer's request time was not a plain number of milliseconds."

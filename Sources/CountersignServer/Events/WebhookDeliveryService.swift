@@ -1,6 +1,6 @@
-import CountersignStorage
 import AsyncHTTPClient
 import CountersignCore
+import CountersignStorage
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -111,8 +111,9 @@ public struct WebhookDeliveryService: Service {
         var sent = 0
         while !Task.isCancelled {
             let time = now()
-            let due = try await store.takeDueDeliveries(app: app, endpoint: webhook.url, now: time, leaseUntil: time.addingTimeInterval(settings.lease),
-                                                        limit: settings.batchSize)
+            let due = try await store.takeDueDeliveries(
+                app: app, endpoint: webhook.url, now: time, leaseUntil: time.addingTimeInterval(settings.lease),
+                limit: settings.batchSize)
             guard !due.isEmpty else { break }
             await withTaskGroup(of: Void.self) { group in
                 for delivery in due {
@@ -138,8 +139,9 @@ public struct WebhookDeliveryService: Service {
                 return true
             }
             if due {
-                logger.critical("cannot sign webhook deliveries; they wait, no attempt counted (said once a minute)",
-                                metadata: ["event": "\(delivery.eventId)", "error": "\(error)"])
+                logger.critical(
+                    "cannot sign webhook deliveries; they wait, no attempt counted (said once a minute)",
+                    metadata: ["event": "\(delivery.eventId)", "error": "\(error)"])
             }
             do {
                 try await store.releaseLease(delivery)
@@ -171,10 +173,12 @@ public struct WebhookDeliveryService: Service {
         if delivered {
             logger.info("webhook delivered", metadata: ["event": "\(delivery.eventId)", "endpoint": "\(delivery.endpoint)"])
         } else {
-            logger.warning("webhook attempt failed", metadata: [
-                "event": "\(delivery.eventId)", "endpoint": "\(delivery.endpoint)", "attempt": "\(delivery.attempts + 1)",
-                "error": "\(problem ?? "")", "retry": "\(retryAt.map { "\($0.epochMilliseconds)" } ?? "none")",
-            ])
+            logger.warning(
+                "webhook attempt failed",
+                metadata: [
+                    "event": "\(delivery.eventId)", "endpoint": "\(delivery.endpoint)", "attempt": "\(delivery.attempts + 1)",
+                    "error": "\(problem ?? "")", "retry": "\(retryAt.map { "\($0.epochMilliseconds)" } ?? "none")",
+                ])
         }
         await finish(delivery, delivered: delivered, status: status, error: problem, retryAt: retryAt)
     }

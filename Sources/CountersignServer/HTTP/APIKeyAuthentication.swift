@@ -26,7 +26,8 @@ public struct APIKeyAuthentication: Sendable {
     /// Compares two keys in time that depends on their lengths only, never on where they first
     /// differ, so response timing cannot be used to guess a key byte by byte.
     static func constantTimeEqual(_ lhs: String, _ rhs: String) -> Bool {
-        let left = Array(lhs.utf8), right = Array(rhs.utf8)
+        let left = Array(lhs.utf8)
+        let right = Array(rhs.utf8)
         guard left.count == right.count else { return false }
         var difference: UInt8 = 0
         for index in left.indices { difference |= left[index] ^ right[index] }

@@ -1,5 +1,5 @@
-import Foundation
 import CountersignCore
+import Foundation
 import Hummingbird
 
 /// Limits the public routes per client address and per app (``RateLimitSettings``): beyond

@@ -15,7 +15,9 @@ struct RequestObservation: RouterMiddleware {
 
     let metrics: ServerMetrics
 
-    func handle(_ request: Request, context: ServerRequestContext, next: (Request, ServerRequestContext) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: ServerRequestContext, next: (Request, ServerRequestContext) async throws -> Response) async throws
+        -> Response
+    {
         let start = ContinuousClock.now
         var context = context
         let id: String
@@ -40,12 +42,14 @@ struct RequestObservation: RouterMiddleware {
         let duration = ContinuousClock.now - start
         let route = context.endpointPath ?? "unmatched"
         metrics.recordRequest(route: route, method: request.method.rawValue, status: Int(response.status.code), duration: duration)
-        context.logger.info("request", metadata: [
-            "method": "\(request.method.rawValue)",
-            "route": "\(route)",
-            "status": "\(response.status.code)",
-            "duration_ms": "\(Self.milliseconds(duration))",
-        ])
+        context.logger.info(
+            "request",
+            metadata: [
+                "method": "\(request.method.rawValue)",
+                "route": "\(route)",
+                "status": "\(response.status.code)",
+                "duration_ms": "\(Self.milliseconds(duration))",
+            ])
         return response
     }
 
@@ -63,7 +67,7 @@ struct RequestObservation: RouterMiddleware {
     /// 1 to 64 characters of letters, digits, `-`, `_`, `.`: nothing that could forge a log line.
     static func acceptableId(_ value: String) -> String? {
         guard (1...64).contains(value.utf8.count),
-              value.utf8.allSatisfy({ $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".") })
+            value.utf8.allSatisfy({ $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".") })
         else { return nil }
         return value
     }

@@ -43,8 +43,9 @@ public struct ResponseSigning: RouterMiddleware {
             throw error
         }
         var context = context
-        let exchange = SignedExchange(parts: parts, apiKey: apiKey, signer: signer, date: date, metrics: metrics,
-                                      postParamsCheck: parts.postParamsHash == nil ? nil : PostParamsCheck())
+        let exchange = SignedExchange(
+            parts: parts, apiKey: apiKey, signer: signer, date: date, metrics: metrics,
+            postParamsCheck: parts.postParamsHash == nil ? nil : PostParamsCheck())
         context.signedExchange = exchange
         do {
             return try await next(request, context)
@@ -54,15 +55,18 @@ public struct ResponseSigning: RouterMiddleware {
             // A refusal before the route checked the body's claim is not signed either.
             guard exchange.claimsChecked else { throw error }
             if let storeStatus = error.storeStatus {
-                context.logger.notice("store data refused", metadata: [
-                    "store_status": "\(storeStatus)", "store_reason": "\(error.storeReason ?? "")", "code": "\(error.code)",
-                ])
+                context.logger.notice(
+                    "store data refused",
+                    metadata: [
+                        "store_status": "\(storeStatus)", "store_reason": "\(error.storeReason ?? "")", "code": "\(error.code)",
+                    ])
             }
             return try exchange.response(to: request, answer: SignedAnswer.error(error))
         } catch {
             // Never echo internals to the client; the log has them, with the request id.
             context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
-            return try exchange.response(to: request, answer: SignedAnswer.error(APIError(.internalError, "internal error; the server log has the details")))
+            return try exchange.response(
+                to: request, answer: SignedAnswer.error(APIError(.internalError, "internal error; the server log has the details")))
         }
     }
 

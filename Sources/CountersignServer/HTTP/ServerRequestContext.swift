@@ -1,7 +1,7 @@
-import HTTPTypes
-import Hummingbird
 import CountersignCore
 import Foundation
+import HTTPTypes
+import Hummingbird
 import Logging
 import NIOCore
 

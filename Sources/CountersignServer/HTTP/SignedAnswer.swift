@@ -36,7 +36,9 @@ public struct SignedAnswer: Sendable {
     /// A CustomerInfo answer with one more top-level member that sorts before `request_date`
     /// (`purchase_status` of a receipt, `created` of a logIn), answered to a POST: no ETag.
     /// Byte for byte the Codable `CustomerInfoAnswer` (tests hold it so).
-    static func customerInfo(_ info: SubscriberResponse, status: HTTPResponse.Status = .ok, member key: String, string value: String? = nil, bool flag: Bool? = nil) -> SignedAnswer {
+    static func customerInfo(
+        _ info: SubscriberResponse, status: HTTPResponse.Status = .ok, member key: String, string value: String? = nil, bool flag: Bool? = nil
+    ) -> SignedAnswer {
         var member = LeanJSONWriter(capacity: 40)
         member.string(key)
         member.raw(":")

@@ -41,7 +41,8 @@ public struct PromotionalOfferSigner: Sendable {
     /// app has none configured.
     static func keyPEM(for app: AppConfiguration, dataDirectory: URL) throws -> (String, URL)? {
         guard let configured = app.inAppPurchaseKey else { return nil }
-        let url = configured.privateKeyFile.hasPrefix("/")
+        let url =
+            configured.privateKeyFile.hasPrefix("/")
             ? URL(fileURLWithPath: configured.privateKeyFile) : dataDirectory.appendingPathComponent(configured.privateKeyFile)
         guard let pem = try? String(contentsOf: url, encoding: .utf8) else {
             throw ConfigurationError("app '\(app.id)': cannot read the In-App Purchase key \(url.path)")
@@ -50,16 +51,19 @@ public struct PromotionalOfferSigner: Sendable {
     }
 
     /// The bytes the original signature covers.
-    public static func v1Payload(bundleId: String, keyId: String, productId: String, offerId: String, appAccountToken: String,
-                                 nonce: String, timestamp: Int64) -> Data {
+    public static func v1Payload(
+        bundleId: String, keyId: String, productId: String, offerId: String, appAccountToken: String,
+        nonce: String, timestamp: Int64
+    ) -> Data {
         Data([bundleId, keyId, productId, offerId, appAccountToken, nonce, String(timestamp)].joined(separator: "\u{2063}").utf8)
     }
 
     /// The original signature: base64 of the DER ECDSA signature.
     public func signV1(productId: String, offerId: String, appAccountToken: UUID, nonce: UUID, timestamp: Int64) throws -> String {
-        let payload = Self.v1Payload(bundleId: bundleId, keyId: keyId, productId: productId, offerId: offerId,
-                                     appAccountToken: appAccountToken.uuidString.lowercased(), nonce: nonce.uuidString.lowercased(),
-                                     timestamp: timestamp)
+        let payload = Self.v1Payload(
+            bundleId: bundleId, keyId: keyId, productId: productId, offerId: offerId,
+            appAccountToken: appAccountToken.uuidString.lowercased(), nonce: nonce.uuidString.lowercased(),
+            timestamp: timestamp)
         return try key.signature(for: payload).derRepresentation.base64EncodedString()
     }
 

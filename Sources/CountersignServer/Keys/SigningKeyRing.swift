@@ -97,10 +97,11 @@ public final class SigningKeyRing: @unchecked Sendable {
     /// offline directory otherwise), latest expiry first: the rotation history the dashboard
     /// shows. Only public parts leave this function; unreadable files are left out.
     public func intermediates() -> [IntermediateCertificate] {
-        let directory = switch mode {
-        case .managed(let dataDirectory): DataDirectory(dataDirectory).intermediates
-        case .offline(let directory): directory
-        }
+        let directory =
+            switch mode {
+            case .managed(let dataDirectory): DataDirectory(dataDirectory).intermediates
+            case .offline(let directory): directory
+            }
         let files = (try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)) ?? []
         return files.filter { $0.pathExtension == "key" }
             .compactMap { try? KeyFile.loadIntermediate(from: $0).certificate }
@@ -131,8 +132,9 @@ public final class SigningKeyRing: @unchecked Sendable {
         let directory = DataDirectory(dataDirectory).intermediates
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         if let newest = try newestValid(in: directory, now: now),
-           newest.certificate.isIssued(by: root.publicKey),
-           newest.certificate.expirationDate.timeIntervalSince(now) > renewalWindow {
+            newest.certificate.isIssued(by: root.publicKey),
+            newest.certificate.expirationDate.timeIntervalSince(now) > renewalWindow
+        {
             return newest
         }
         let issued = try root.issueIntermediate(validForDays: intermediateValidityDays, now: now)

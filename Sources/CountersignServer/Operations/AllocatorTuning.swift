@@ -1,7 +1,8 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
 
 /// Keeps glibc's allocator from handing memory back to the kernel after every request.
 ///
@@ -22,7 +23,8 @@ public enum AllocatorTuning {
     @discardableResult
     public static func apply(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
         #if canImport(Glibc)
-        let operatorTuned = environment["GLIBC_TUNABLES"]?.contains("glibc.malloc") == true
+        let operatorTuned =
+            environment["GLIBC_TUNABLES"]?.contains("glibc.malloc") == true
             || environment.keys.contains { $0.hasPrefix("MALLOC_") }
         // mallopt is declared in <malloc.h>, which the Glibc module does not bring in: look it up.
         // Its option numbers are glibc's ABI: M_TRIM_THRESHOLD -1, M_MMAP_THRESHOLD -3.

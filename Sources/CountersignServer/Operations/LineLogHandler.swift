@@ -1,3 +1,6 @@
+import Logging
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,8 +8,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Logging
-import Synchronization
 
 /// The server's log handler: one line per event on a file descriptor (standard error by
 /// default), in the format of swift-log's `StreamLogHandler`, so whatever reads those lines reads

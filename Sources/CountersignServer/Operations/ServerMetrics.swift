@@ -17,9 +17,13 @@ public final class ServerMetrics: Sendable {
 
     public init() {
         signingTime = registry.makeDurationHistogram(
-            descriptor: Self.name("response_signing", unit: "seconds", help: "Time to sign one answer (message assembly, Ed25519, blob and base64), on the monotonic clock."),
-            buckets: [.microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100), .microseconds(250),
-                      .microseconds(500), .milliseconds(1), .milliseconds(5)]
+            descriptor: Self.name(
+                "response_signing", unit: "seconds",
+                help: "Time to sign one answer (message assembly, Ed25519, blob and base64), on the monotonic clock."),
+            buckets: [
+                .microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100), .microseconds(250),
+                .microseconds(500), .milliseconds(1), .milliseconds(5),
+            ]
         )
         keyExpiry = registry.makeGauge(
             descriptor: Self.name("intermediate_key_expiry", unit: "seconds", help: "Seconds until the signing intermediate key expires.")
@@ -91,8 +95,9 @@ public final class ServerMetrics: Sendable {
     /// Verification failures that SDKs reported, by app and reason.
     func recordReportedFailures(app: String, reason: String, mode: String, count: Int) {
         registry.makeCounter(
-            descriptor: Self.name("verification_failures_reported", unit: "total",
-                                  help: "Signature verification failures reported by SDKs, by app, reason and mode."),
+            descriptor: Self.name(
+                "verification_failures_reported", unit: "total",
+                help: "Signature verification failures reported by SDKs, by app, reason and mode."),
             labels: [("app", app), ("reason", reason), ("mode", mode)]
         ).increment(by: Int64(count))
     }

@@ -1,6 +1,6 @@
-import CountersignStorage
 import CountersignAppStore
 import CountersignCore
+import CountersignStorage
 import Foundation
 import Hummingbird
 
@@ -61,68 +61,82 @@ extension AdminRoutes {
     }
 
     func addTestStoreRoutes(to router: RouterGroup<ServerRequestContext>) {
-        testStoreRoute(router, "renew") { app, ca, request in
-            let chain = try request.required(request.originalTransactionId, "original_transaction_id")
-            let latest = try await storedTransaction(app: app) { try await store.latestSignedTransaction(app: app.id, originalTransactionId: chain) }
-            guard latest.payload.type == .autoRenewable, let productId = latest.payload.productId else {
-                throw APIError(.invalidField, "only auto-renewable subscriptions renew")
-            }
-            let period = app.product(productId)?.subscriptionPeriod.flatMap(StorePeriod.init(iso8601:)) ?? StorePeriod(value: 1, unit: .month)
-            let time = now()
-            let renewal = try ca.mintRenewal(of: latest.payload, period: period, now: time)
-            try await store.applyStoreTransaction(try VerifiedTransaction(jws: renewal.jws, payload: renewal.payload, app: app), app: app, now: time)
-            let account = try await store.feedAccount(app: app.id, originalTransactionId: chain)
-            return [try await deliver(renewal, to: account, app: app, now: time)]
+        testStoreRoute(router, "renew", renew)
+        testStoreRoute(router, "refund", refund)
+        testStoreRoute(router, "approve", approve)
+        testStoreRoute(router, "share", share)
+        testStoreRoute(router, "purchase", purchaseForAccount)
+    }
+
+    private func renew(_ app: AppConfiguration, _ ca: TestStoreCA, _ request: TestStoreRequest) async throws -> [TestStoreChange.Transaction] {
+        let chain = try request.required(request.originalTransactionId, "original_transaction_id")
+        let latest = try await storedTransaction(app: app) { try await store.latestSignedTransaction(app: app.id, originalTransactionId: chain) }
+        guard latest.payload.type == .autoRenewable, let productId = latest.payload.productId else {
+            throw APIError(.invalidField, "only auto-renewable subscriptions renew")
         }
-        testStoreRoute(router, "refund") { app, ca, request in
-            let id = try request.required(request.transactionId, "transaction_id")
-            let stored = try await storedTransaction(app: app) { try await store.signedTransaction(app: app.id, transactionId: id) }
-            let time = now()
-            let refund = try ca.mintRefund(of: stored.payload, now: time)
-            try await store.applyStoreTransaction(try VerifiedTransaction(jws: refund.jws, payload: refund.payload, app: app), app: app, now: time)
-            let account = try await store.feedAccount(app: app.id, originalTransactionId: refund.payload.originalTransactionId ?? id)
-            return [try await deliver(refund, to: account, app: app, now: time)]
+        let period = app.product(productId)?.subscriptionPeriod.flatMap(StorePeriod.init(iso8601:)) ?? StorePeriod(value: 1, unit: .month)
+        let time = now()
+        let renewal = try ca.mintRenewal(of: latest.payload, period: period, now: time)
+        try await store.applyStoreTransaction(try VerifiedTransaction(jws: renewal.jws, payload: renewal.payload, app: app), app: app, now: time)
+        let account = try await store.feedAccount(app: app.id, originalTransactionId: chain)
+        return [try await deliver(renewal, to: account, app: app, now: time)]
+    }
+
+    private func refund(_ app: AppConfiguration, _ ca: TestStoreCA, _ request: TestStoreRequest) async throws -> [TestStoreChange.Transaction] {
+        let id = try request.required(request.transactionId, "transaction_id")
+        let stored = try await storedTransaction(app: app) { try await store.signedTransaction(app: app.id, transactionId: id) }
+        let time = now()
+        let refund = try ca.mintRefund(of: stored.payload, now: time)
+        try await store.applyStoreTransaction(try VerifiedTransaction(jws: refund.jws, payload: refund.payload, app: app), app: app, now: time)
+        let account = try await store.feedAccount(app: app.id, originalTransactionId: refund.payload.originalTransactionId ?? id)
+        return [try await deliver(refund, to: account, app: app, now: time)]
+    }
+
+    private func approve(_ app: AppConfiguration, _ ca: TestStoreCA, _ request: TestStoreRequest) async throws -> [TestStoreChange.Transaction] {
+        let account = try PublicRoutes.storeAccount(try request.required(request.storeAccount, "store_account"))
+        let pending = try await store.takePending(app: app.id, account: account, pendingId: request.pendingId)
+        guard !pending.isEmpty else { throw APIError(.notFound, "no purchase of account '\(account)' waits for approval") }
+        let time = now()
+        var made: [TestStoreChange.Transaction] = []
+        for purchase in pending {
+            guard
+                let minted = try ca.mintPurchase(
+                    of: purchase.productId, for: app, appAccountToken: purchase.appAccountToken.flatMap(UUID.init(uuidString:)),
+                    purchaseDate: time)
+            else { throw PublicRoutes.unknownProduct(purchase.productId, app: app) }
+            made.append(try await deliver(minted, to: account, app: app, now: time))
         }
-        testStoreRoute(router, "approve") { app, ca, request in
-            let account = try PublicRoutes.storeAccount(try request.required(request.storeAccount, "store_account"))
-            let pending = try await store.takePending(app: app.id, account: account, pendingId: request.pendingId)
-            guard !pending.isEmpty else { throw APIError(.notFound, "no purchase of account '\(account)' waits for approval") }
-            let time = now()
-            var made: [TestStoreChange.Transaction] = []
-            for purchase in pending {
-                guard let minted = try ca.mintPurchase(of: purchase.productId, for: app, appAccountToken: purchase.appAccountToken.flatMap(UUID.init(uuidString:)),
-                                                       purchaseDate: time)
-                else { throw PublicRoutes.unknownProduct(purchase.productId, app: app) }
-                made.append(try await deliver(minted, to: account, app: app, now: time))
-            }
-            return made
+        return made
+    }
+
+    private func share(_ app: AppConfiguration, _ ca: TestStoreCA, _ request: TestStoreRequest) async throws -> [TestStoreChange.Transaction] {
+        let id = try request.required(request.transactionId, "transaction_id")
+        let member = try PublicRoutes.storeAccount(try request.required(request.storeAccount, "store_account"))
+        let stored = try await storedTransaction(app: app) { try await store.signedTransaction(app: app.id, transactionId: id) }
+        guard stored.payload.type != .consumable else { throw APIError(.invalidField, "consumables cannot be shared with a family") }
+        let time = now()
+        return [try await deliver(try ca.mintFamilyShare(of: stored.payload, now: time), to: member, app: app, now: time)]
+    }
+
+    private func purchaseForAccount(_ app: AppConfiguration, _ ca: TestStoreCA, _ request: TestStoreRequest) async throws -> [TestStoreChange
+        .Transaction]
+    {
+        let account = try PublicRoutes.storeAccount(try request.required(request.storeAccount, "store_account"))
+        let productId = try request.required(request.productId, "product_id")
+        let token = try request.appUserId.map { user throws(APIError) in
+            AppAccountToken.forAppUserID(try PublicRoutes.appUserId(user, percentEncoded: false))
         }
-        testStoreRoute(router, "share") { app, ca, request in
-            let id = try request.required(request.transactionId, "transaction_id")
-            let member = try PublicRoutes.storeAccount(try request.required(request.storeAccount, "store_account"))
-            let stored = try await storedTransaction(app: app) { try await store.signedTransaction(app: app.id, transactionId: id) }
-            guard stored.payload.type != .consumable else { throw APIError(.invalidField, "consumables cannot be shared with a family") }
-            let time = now()
-            return [try await deliver(try ca.mintFamilyShare(of: stored.payload, now: time), to: member, app: app, now: time)]
+        let time = now()
+        guard let minted = try ca.mintPurchase(of: productId, for: app, appAccountToken: token, purchaseDate: time) else {
+            throw PublicRoutes.unknownProduct(productId, app: app)
         }
-        testStoreRoute(router, "purchase") { app, ca, request in
-            let account = try PublicRoutes.storeAccount(try request.required(request.storeAccount, "store_account"))
-            let productId = try request.required(request.productId, "product_id")
-            let token = try request.appUserId.map { user throws(APIError) in
-                AppAccountToken.forAppUserID(try PublicRoutes.appUserId(user, percentEncoded: false))
-            }
-            let time = now()
-            guard let minted = try ca.mintPurchase(of: productId, for: app, appAccountToken: token, purchaseDate: time) else {
-                throw PublicRoutes.unknownProduct(productId, app: app)
-            }
-            return [try await deliver(minted, to: account, app: app, now: time)]
-        }
+        return [try await deliver(minted, to: account, app: app, now: time)]
     }
 
     /// A test-store admin route: the app must list TestStore; the body is one JSON object.
     private func testStoreRoute(
         _ router: RouterGroup<ServerRequestContext>, _ action: String,
-        handler: @escaping @Sendable (AppConfiguration, TestStoreCA, TestStoreRequest) async throws -> [TestStoreChange.Transaction]
+        _ handler: @escaping @Sendable (AppConfiguration, TestStoreCA, TestStoreRequest) async throws -> [TestStoreChange.Transaction]
     ) {
         route(router, .post, RouterPath("/v1/admin/test_store/" + action)) { app, request, context in
             let testStore = try PublicRoutes.testStore(testStore, for: app)
@@ -135,7 +149,9 @@ extension AdminRoutes {
     }
 
     /// A transaction the server holds for `app`, read back through the app's verifier.
-    private func storedTransaction(app: AppConfiguration, _ read: () async throws -> String?) async throws -> (jws: String, payload: TransactionPayload) {
+    private func storedTransaction(app: AppConfiguration, _ read: () async throws -> String?) async throws -> (
+        jws: String, payload: TransactionPayload
+    ) {
         guard let jws = try await read() else { throw APIError(.notFound, "no transaction with that id is recorded for app '\(app.id)'") }
         guard let verifier = verifiers[app.id] else { throw APIError(.internalError, "no store verifier for app '\(app.id)'") }
         let payload: TransactionPayload
@@ -145,17 +161,22 @@ extension AdminRoutes {
             throw APIError(storeRefusal: error, of: "the stored transaction")
         }
         guard payload.environment == .testStore else {
-            throw APIError(.wrongEnvironment, "only test-store transactions can be changed by the test store (this one is \(payload.environment?.rawValue ?? "unknown"))")
+            throw APIError(
+                .wrongEnvironment,
+                "only test-store transactions can be changed by the test store (this one is \(payload.environment?.rawValue ?? "unknown"))")
         }
         return (jws, payload)
     }
 
     /// Puts a minted transaction in `account`'s transactions (when there is an account).
-    private func deliver(_ minted: (jws: String, payload: TransactionPayload), to account: String?, app: AppConfiguration, now: Date) async throws -> TestStoreChange.Transaction {
+    private func deliver(_ minted: (jws: String, payload: TransactionPayload), to account: String?, app: AppConfiguration, now: Date) async throws
+        -> TestStoreChange.Transaction
+    {
         let id = minted.payload.transactionId ?? ""
         let chain = minted.payload.originalTransactionId ?? id
         if let account {
-            try await store.appendToFeed(app: app.id, account: account, transactionId: id, originalTransactionId: chain, signedTransaction: minted.jws, now: now)
+            try await store.appendToFeed(
+                app: app.id, account: account, transactionId: id, originalTransactionId: chain, signedTransaction: minted.jws, now: now)
         }
         return TestStoreChange.Transaction(
             transactionId: id, originalTransactionId: chain, productId: minted.payload.productId ?? "", storeAccount: account,

@@ -1,5 +1,5 @@
-import CountersignStorage
 import CountersignCore
+import CountersignStorage
 import Foundation
 import Hummingbird
 
@@ -30,13 +30,16 @@ extension AdminRoutes {
             var status: CustomerDatabase.DeliveryStatus?
             if let text = query.get("status") {
                 guard let known = CustomerDatabase.DeliveryStatus(rawValue: text) else {
-                    throw APIError(.invalidField, "status must be one of \(CustomerDatabase.DeliveryStatus.allCases.map(\.rawValue).joined(separator: ", "))")
+                    throw APIError(
+                        .invalidField, "status must be one of \(CustomerDatabase.DeliveryStatus.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 status = known
             }
             var limit = 100
             if let text = query.get("limit") {
-                guard let number = Int(text), (1...500).contains(number) else { throw APIError(.invalidField, "limit must be a whole number from 1 to 500") }
+                guard let number = Int(text), (1...500).contains(number) else {
+                    throw APIError(.invalidField, "limit must be a whole number from 1 to 500")
+                }
                 limit = number
             }
             return try await Self.json(DeliveryList(deliveries: try await store.deliveries(app: app.id, status: status, limit: limit)))

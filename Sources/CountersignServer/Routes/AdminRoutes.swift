@@ -1,6 +1,6 @@
-import CountersignStorage
 import CountersignAppStore
 import CountersignCore
+import CountersignStorage
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -185,18 +185,20 @@ struct AdminRoutes: Sendable {
 
     private func keyStatus(_: AppConfiguration, _: Request, _: ServerRequestContext) async throws -> Response {
         let certificate = keys.currentSigner.key.certificate
-        let mode = switch keys.mode {
-        case .managed: "managed"
-        case .offline: "offline"
-        }
-        return try await Self.json(KeyStatus(
-            mode: mode,
-            rootPublicKey: keys.managedRootPublicKey?.rawRepresentation.base64EncodedString(),
-            intermediatePublicKey: certificate.publicKey.base64EncodedString(),
-            intermediateExpires: WireDate.format(certificate.expirationDate),
-            intermediateDaysLeft: (keys.daysUntilExpiry * 100).rounded(.down) / 100,
-            renewalWindowDays: Int(SigningKeyRing.renewalWindow / 86_400)
-        ))
+        let mode =
+            switch keys.mode {
+            case .managed: "managed"
+            case .offline: "offline"
+            }
+        return try await Self.json(
+            KeyStatus(
+                mode: mode,
+                rootPublicKey: keys.managedRootPublicKey?.rawRepresentation.base64EncodedString(),
+                intermediatePublicKey: certificate.publicKey.base64EncodedString(),
+                intermediateExpires: WireDate.format(certificate.expirationDate),
+                intermediateDaysLeft: (keys.daysUntilExpiry * 100).rounded(.down) / 100,
+                renewalWindowDays: Int(SigningKeyRing.renewalWindow / 86_400)
+            ))
     }
 
     private func verificationFailures(_ app: AppConfiguration, _ request: Request, _: ServerRequestContext) async throws -> Response {
@@ -294,8 +296,9 @@ struct DiagnosticsRoutes: Sendable {
             for entry in counts {
                 metrics.recordReportedFailures(app: app.id, reason: entry.reason, mode: entry.mode, count: entry.count)
             }
-            return Response(status: .accepted, headers: [.contentType: "application/json"],
-                            body: .init(byteBuffer: ByteBuffer(bytes: try WireJSON.encode(["accepted": counts.count]))))
+            return Response(
+                status: .accepted, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(bytes: try WireJSON.encode(["accepted": counts.count]))))
         }
     }
 
@@ -308,8 +311,11 @@ struct DiagnosticsRoutes: Sendable {
             guard reasons.contains(failure.reason) else {
                 throw APIError(.invalidField, "reason must be one of \(reasons.sorted().joined(separator: ", "))")
             }
-            guard modes.contains(failure.mode) else { throw APIError(.invalidField, "mode must be informational or enforced (disabled mode verifies nothing)") }
-            guard failure.path.utf8.count <= 1024, (failure.sdkVersion?.utf8.count ?? 0) <= 64, (failure.appUserId?.unicodeScalars.count ?? 0) <= 256 else {
+            guard modes.contains(failure.mode) else {
+                throw APIError(.invalidField, "mode must be informational or enforced (disabled mode verifies nothing)")
+            }
+            guard failure.path.utf8.count <= 1024, (failure.sdkVersion?.utf8.count ?? 0) <= 64, (failure.appUserId?.unicodeScalars.count ?? 0) <= 256
+            else {
                 throw APIError(.invalidField, "path, sdk_version or app_user_id is too long")
             }
             let count = failure.count ?? 1

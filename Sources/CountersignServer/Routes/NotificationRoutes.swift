@@ -1,6 +1,6 @@
-import CountersignStorage
 import CountersignAppStore
 import CountersignCore
+import CountersignStorage
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -34,16 +34,20 @@ struct NotificationRoutes: Sendable {
             do throws(SignedDataError) {
                 notification = try await verifier.verifyNotification(body.signedPayload)
             } catch {
-                context.logger.notice("notification refused", metadata: [
-                    "store_status": "\(error.status.rawValue)", "store_reason": "\(error.reason.rawValue)",
-                ])
+                context.logger.notice(
+                    "notification refused",
+                    metadata: [
+                        "store_status": "\(error.status.rawValue)", "store_reason": "\(error.reason.rawValue)",
+                    ])
                 if error.reason == .futureSignedDate { ServerClock.warnBehind(context.logger, detail: "\(error)") }
                 throw APIError(storeRefusal: error, of: "signedPayload")
             }
             let outcome = try await store.apply(notification, app: app, now: now())
-            context.logger.info("notification stored", metadata: [
-                "type": "\(notification.notification.notificationType)", "outcome": "\(outcome.rawValue)",
-            ])
+            context.logger.info(
+                "notification stored",
+                metadata: [
+                    "type": "\(notification.notification.notificationType)", "outcome": "\(outcome.rawValue)",
+                ])
             return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: "{}\n")))
         }
     }
@@ -53,14 +57,15 @@ extension APIError {
     /// Refused App Store signed data: the API code that says what kind of problem it is, with
     /// Apple's status and our reason alongside.
     init(storeRefusal error: SignedDataError, of field: String) {
-        let code: APIErrorCode = switch error.status {
-        case .invalidAppIdentifier: .wrongApp
-        case .invalidEnvironment: .wrongEnvironment
-        // Apple's VERIFICATION_FAILURE all the same (store_status says so), but not the data's
-        // fault: the server's clock is behind, and the same data is taken once it catches up.
-        case .verificationFailure where error.reason == .futureSignedDate: .signedDateAhead
-        case .verificationFailure, .invalidCertificate, .invalidChainLength: .invalidStoreSignature
-        }
+        let code: APIErrorCode =
+            switch error.status {
+            case .invalidAppIdentifier: .wrongApp
+            case .invalidEnvironment: .wrongEnvironment
+            // Apple's VERIFICATION_FAILURE all the same (store_status says so), but not the data's
+            // fault: the server's clock is behind, and the same data is taken once it catches up.
+            case .verificationFailure where error.reason == .futureSignedDate: .signedDateAhead
+            case .verificationFailure, .invalidCertificate, .invalidChainLength: .invalidStoreSignature
+            }
         self.init(code, "\(field) was refused: \(error)", storeStatus: error.status.rawValue, storeReason: error.reason.rawValue)
     }
 }
@@ -70,7 +75,8 @@ extension APIError {
 /// anything it lets through this far). Said at warning level, so an operator fixes NTP.
 enum ServerClock {
     static func warnBehind(_ logger: Logger, detail: String) {
-        logger.warning("store-signed data is dated ahead of this server's clock; is the clock behind? (the data is refused until it catches up)",
-                       metadata: ["detail": "\(detail)"])
+        logger.warning(
+            "store-signed data is dated ahead of this server's clock; is the clock behind? (the data is refused until it catches up)",
+            metadata: ["detail": "\(detail)"])
     }
 }

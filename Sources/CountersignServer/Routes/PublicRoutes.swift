@@ -1,6 +1,6 @@
-import CountersignStorage
 import CountersignAppStore
 import CountersignCore
+import CountersignStorage
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -166,15 +166,17 @@ struct PublicRoutes: Sendable {
         let answer = OfferingsAnswer(
             currentOfferingId: app.offerings.first(where: \.isCurrent)?.id,
             offerings: app.offerings.map { offering in
-                .init(identifier: offering.id, packages: offering.packages.map { .init(identifier: $0.id, platformProductIdentifier: $0.productId) },
-                      metadata: offering.metadata)
+                .init(
+                    identifier: offering.id, packages: offering.packages.map { .init(identifier: $0.id, platformProductIdentifier: $0.productId) },
+                    metadata: offering.metadata)
             }
         )
         return try SignedAnswer.json(answer, cacheable: true)
     }
 
     private func productEntitlementMapping(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
-        let mapping = Dictionary(uniqueKeysWithValues: app.products.map { ($0.id, MappingAnswer.Product(productIdentifier: $0.id, entitlements: $0.entitlements)) })
+        let mapping = Dictionary(
+            uniqueKeysWithValues: app.products.map { ($0.id, MappingAnswer.Product(productIdentifier: $0.id, entitlements: $0.entitlements)) })
         return try SignedAnswer.json(MappingAnswer(productEntitlementMapping: mapping), cacheable: true)
     }
 
@@ -215,7 +217,9 @@ struct PublicRoutes: Sendable {
         return SignedAnswer.customerInfo(info, status: created ? .created : .ok, member: "created", bool: created)
     }
 
-    private func setAttributes(_ app: AppConfiguration, _ body: SubscriberAttributesBody, _ context: SignedRequestContext) async throws -> SignedAnswer {
+    private func setAttributes(_ app: AppConfiguration, _ body: SubscriberAttributesBody, _ context: SignedRequestContext) async throws
+        -> SignedAnswer
+    {
         let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         guard body.attributes.count <= SubscriberAttributeRules.maximumBatch else {
             throw APIError(.invalidSubscriberAttributes, "at most \(SubscriberAttributeRules.maximumBatch) attributes per request")
@@ -224,15 +228,21 @@ struct PublicRoutes: Sendable {
             if let problem = SubscriberAttributeRules.problem(key: key, value: attribute.value) {
                 throw APIError(.invalidSubscriberAttributes, problem)
             }
-            guard attribute.updatedAtMs > 0 else { throw APIError(.invalidSubscriberAttributes, "updated_at_ms of '\(key.prefix(60))' must be a time") }
+            guard attribute.updatedAtMs > 0 else {
+                throw APIError(.invalidSubscriberAttributes, "updated_at_ms of '\(key.prefix(60))' must be a time")
+            }
         }
-        let changed = try await store.setAttributes(app: app.id, user: user, body.attributes.mapValues {
-            CustomerDatabase.AttributeRecord(value: $0.value, updatedAtMs: $0.updatedAtMs)
-        }, now: context.now)
+        let changed = try await store.setAttributes(
+            app: app.id, user: user,
+            body.attributes.mapValues {
+                CustomerDatabase.AttributeRecord(value: $0.value, updatedAtMs: $0.updatedAtMs)
+            }, now: context.now)
         return try SignedAnswer.json(["updated_attributes": changed], cacheable: false)
     }
 
-    private func introEligibility(_ app: AppConfiguration, _ body: IntroEligibilityRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
+    private func introEligibility(_ app: AppConfiguration, _ body: IntroEligibilityRequest, _ context: SignedRequestContext) async throws
+        -> SignedAnswer
+    {
         let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         guard (1...100).contains(body.productIdentifiers.count) else {
             throw APIError(.invalidField, "product_identifiers must list 1 to 100 products")
@@ -243,7 +253,9 @@ struct PublicRoutes: Sendable {
         return try SignedAnswer.json(IntroEligibilityAnswer(eligibility: answer), cacheable: false)
     }
 
-    private func promotionalOffer(_ app: AppConfiguration, _ body: PromotionalOfferRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
+    private func promotionalOffer(_ app: AppConfiguration, _ body: PromotionalOfferRequest, _ context: SignedRequestContext) async throws
+        -> SignedAnswer
+    {
         let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         guard let signer = offerSigners[app.id] else {
             throw APIError(.promotionalOfferUnavailable, "app '\(app.id)' has no In-App Purchase key (inAppPurchaseKey in countersign.json)")
@@ -261,13 +273,16 @@ struct PublicRoutes: Sendable {
         let answer = PromotionalOfferAnswer(
             productIdentifier: product.id, offerIdentifier: body.offerIdentifier, keyIdentifier: signer.keyId,
             nonce: nonce.uuidString.lowercased(), timestamp: timestamp, appAccountToken: token.uuidString.lowercased(),
-            signature: try signer.signV1(productId: product.id, offerId: body.offerIdentifier, appAccountToken: token, nonce: nonce, timestamp: timestamp),
+            signature: try signer.signV1(
+                productId: product.id, offerId: body.offerIdentifier, appAccountToken: token, nonce: nonce, timestamp: timestamp),
             jws: try signer.signV2(productId: product.id, offerId: body.offerIdentifier, transactionId: nil, nonce: nonce, issuedAt: time)
         )
         return try SignedAnswer.json(answer, cacheable: false)
     }
 
-    private func testStorePurchase(_ app: AppConfiguration, _ request: TestPurchaseRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
+    private func testStorePurchase(_ app: AppConfiguration, _ request: TestPurchaseRequest, _ context: SignedRequestContext) async throws
+        -> SignedAnswer
+    {
         let testStore = try testStore(for: app)
         let user = try Self.appUserId(request.appUserId, percentEncoded: false)
         let token = try Self.appAccountToken(request.appAccountToken)
@@ -276,18 +291,24 @@ struct PublicRoutes: Sendable {
         guard let product = app.product(request.productId) else { throw Self.unknownProduct(request.productId, app: app) }
         // A customer's first subscription in a group gets the introductory offer, as App Store does.
         let eligible = try await store.introductoryOfferEligibility(app: app, user: user, products: [product])[product.id] == .eligible
-        guard let (jws, payload) = try testStore.mintPurchase(of: product.id, for: app, appAccountToken: token, purchaseDate: time,
-                                                               withIntroductoryOffer: eligible)
+        guard
+            let (jws, payload) = try testStore.mintPurchase(
+                of: product.id, for: app, appAccountToken: token, purchaseDate: time,
+                withIntroductoryOffer: eligible)
         else { throw Self.unknownProduct(request.productId, app: app) }
         let transactionId = payload.transactionId ?? ""
         if let account {
-            try await store.appendToFeed(app: app.id, account: account, transactionId: transactionId,
-                                         originalTransactionId: payload.originalTransactionId ?? transactionId, signedTransaction: jws, now: time)
+            try await store.appendToFeed(
+                app: app.id, account: account, transactionId: transactionId,
+                originalTransactionId: payload.originalTransactionId ?? transactionId, signedTransaction: jws, now: time)
         }
-        return try SignedAnswer.json(TestPurchaseAnswer(signedTransaction: jws, transactionId: transactionId, productId: product.id), cacheable: false)
+        return try SignedAnswer.json(
+            TestPurchaseAnswer(signedTransaction: jws, transactionId: transactionId, productId: product.id), cacheable: false)
     }
 
-    private func testStorePurchaseRequest(_ app: AppConfiguration, _ request: TestPurchaseRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
+    private func testStorePurchaseRequest(_ app: AppConfiguration, _ request: TestPurchaseRequest, _ context: SignedRequestContext) async throws
+        -> SignedAnswer
+    {
         _ = try testStore(for: app)
         _ = try Self.appUserId(request.appUserId, percentEncoded: false)
         let token = try Self.appAccountToken(request.appAccountToken)
@@ -295,10 +316,12 @@ struct PublicRoutes: Sendable {
             throw APIError(.invalidField, "an Ask-to-Buy purchase needs the store_account its approval goes to")
         }
         guard app.product(request.productId) != nil else { throw Self.unknownProduct(request.productId, app: app) }
-        let pending = try await store.addPending(app: app.id, account: account, productId: request.productId,
-                                                 appAccountToken: token?.uuidString.lowercased(), now: context.now)
-        return try SignedAnswer.json(TestStorePendingAnswer(pendingId: pending.pendingId, productId: pending.productId),
-                                     status: .accepted, cacheable: false)
+        let pending = try await store.addPending(
+            app: app.id, account: account, productId: request.productId,
+            appAccountToken: token?.uuidString.lowercased(), now: context.now)
+        return try SignedAnswer.json(
+            TestStorePendingAnswer(pendingId: pending.pendingId, productId: pending.productId),
+            status: .accepted, cacheable: false)
     }
 
     private func testStoreTransactions(_ app: AppConfiguration, _ request: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
@@ -310,20 +333,23 @@ struct PublicRoutes: Sendable {
             after = value
         }
         let entries = try await store.feed(app: app.id, account: account, after: after, limit: 100)
-        return try SignedAnswer.json(TestStoreFeed(transactions: entries.map { .init(sequence: $0.sequence, signedTransaction: $0.signedTransaction) }),
-                                     cacheable: false)
+        return try SignedAnswer.json(
+            TestStoreFeed(transactions: entries.map { .init(sequence: $0.sequence, signedTransaction: $0.signedTransaction) }),
+            cacheable: false)
     }
 
     private func testStoreProducts(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
         _ = try testStore(for: app)
-        return try SignedAnswer.json(TestStoreProducts(products: app.products.map { product in
-            TestStoreProducts.Product(
-                identifier: product.id, type: product.type.rawValue, displayName: product.displayName ?? product.id,
-                description: product.description ?? "", price: product.price ?? "0", currency: product.currency ?? "USD",
-                subscriptionPeriod: product.subscriptionPeriod, subscriptionGroup: product.subscriptionGroup,
-                introductoryOffer: product.introductoryOffer
-            )
-        }), cacheable: true)
+        return try SignedAnswer.json(
+            TestStoreProducts(
+                products: app.products.map { product in
+                    TestStoreProducts.Product(
+                        identifier: product.id, type: product.type.rawValue, displayName: product.displayName ?? product.id,
+                        description: product.description ?? "", price: product.price ?? "0", currency: product.currency ?? "USD",
+                        subscriptionPeriod: product.subscriptionPeriod, subscriptionGroup: product.subscriptionGroup,
+                        introductoryOffer: product.introductoryOffer
+                    )
+                }), cacheable: true)
     }
 
     /// The test store, for an app that lists TestStore (the public and the admin test-store
@@ -352,7 +378,10 @@ struct PublicRoutes: Sendable {
     /// Test store account names: 1 to 64 letters, digits, `-`, `_` or `.`.
     static func storeAccount(_ text: String) throws(APIError) -> String {
         guard (1...64).contains(text.utf8.count),
-              text.utf8.allSatisfy({ $0 < 0x80 && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E) })
+            text.utf8.allSatisfy({
+                $0 < 0x80
+                    && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E)
+            })
         else { throw APIError(.invalidField, "store_account must be 1 to 64 ASCII letters, digits, '-', '_' or '.'") }
         return text
     }
@@ -411,7 +440,8 @@ struct PublicRoutes: Sendable {
             do {
                 recorded = try await store.record(transaction, app: keeping, poster: poster, now: now)
             } catch let error as APIError where error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue {
-                throw APIError(.purchaseOwnedByAnotherUser, "a purchase in this legacy receipt belongs to another user, and a legacy receipt never moves one")
+                throw APIError(
+                    .purchaseOwnedByAnotherUser, "a purchase in this legacy receipt belongs to another user, and a legacy receipt never moves one")
             }
             if transaction.transactionId == id || transactions.count == 1 { status = recorded }
         }
@@ -446,7 +476,8 @@ struct PublicRoutes: Sendable {
             throw APIError(.invalidAppUserId, "app user id must be 1 to 256 characters without control characters")
         }
         guard !ReservedAppUserID.isReserved(decoded) else {
-            throw APIError(.reservedAppUserId, "app user ids starting with '$CS' or '$RC' are reserved (only the SDK's '$CSAnonymousID:' ids are accepted)")
+            throw APIError(
+                .reservedAppUserId, "app user ids starting with '$CS' or '$RC' are reserved (only the SDK's '$CSAnonymousID:' ids are accepted)")
         }
         return decoded
     }
