@@ -393,7 +393,7 @@ struct DashboardTests {
                 try await cache.figures(app: "a", now: counted.now, maximumAge: 60, wait: .seconds(5), compute: compute)?.active.first?.customers == 1
             )
         }
-        for _ in 0..<100 where calls.all.count < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        _ = try await waitUntil { calls.all.count >= 2 }
         try await Task.sleep(for: .milliseconds(100))
         #expect(calls.all.count == 2)
         #expect(
@@ -406,7 +406,7 @@ struct DashboardTests {
         // A change marks them stale; a maximum age of 0 counts on every view.
         cache.markStale(app: "a")
         _ = try await cache.figures(app: "a", now: counted.now, maximumAge: 60, wait: .seconds(5), compute: compute)
-        for _ in 0..<100 where calls.all.count < 4 { try await Task.sleep(for: .milliseconds(10)) }
+        _ = try await waitUntil { calls.all.count >= 4 }
         #expect(try await cache.figures(app: "b", now: counted.now, maximumAge: 0, wait: .seconds(5), compute: compute)?.active.first?.customers == 5)
     }
 

@@ -1,3 +1,4 @@
+import CountersignTesting
 import Foundation
 import NIOConcurrencyHelpers
 import Testing
@@ -45,7 +46,7 @@ struct ReadBatcherTests {
 
         /// Waits until `count` batches have been asked.
         func waitForBatches(_ count: Int) async throws {
-            for _ in 0..<2000 where batches.count < count { try await Task.sleep(for: .milliseconds(5)) }
+            _ = try await waitUntil(interval: .milliseconds(5)) { batches.count >= count }
             try #require(batches.count >= count, "only \(batches.count) of \(count) batches asked")
         }
     }
@@ -56,7 +57,7 @@ struct ReadBatcherTests {
 
     /// Waits until `count` reads wait in `batcher` (not yet sent).
     static func waitForWaiting(_ batcher: ReadBatcher<Int, Int>, _ count: Int) async throws {
-        for _ in 0..<2000 where batcher.waitingCount < count { try await Task.sleep(for: .milliseconds(5)) }
+        _ = try await waitUntil(interval: .milliseconds(5)) { batcher.waitingCount >= count }
         try #require(batcher.waitingCount == count, "\(batcher.waitingCount) reads wait, not \(count)")
     }
 

@@ -26,14 +26,9 @@ struct WebhookTests {
         var secretKey: String { harness.app.secretApiKeys[0] }
         var root: Curve25519.Signing.PublicKey { harness.server.keys.managedRootPublicKey! }
 
-        /// Waits (real time, the service polls every 20 ms; up to 15 s for a machine busy with the
-        /// whole suite) until `done` holds for what arrived.
+        /// Waits (real time; the service polls every 20 ms) until `done` holds for what arrived.
         func received(until done: @Sendable ([WebhookReceiver.Received]) -> Bool) async throws -> [WebhookReceiver.Received] {
-            for _ in 0..<750 {
-                let received = await receiver.received
-                if done(received) { return received }
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            if try await waitUntil({ done(await receiver.received) }) { return await receiver.received }
             let received = await receiver.received
             Issue.record("timed out waiting for webhook deliveries; have \(received.map { $0.event["type"] as? String ?? "?" })")
             return received
@@ -147,10 +142,9 @@ struct WebhookTests {
             #expect(try await harness.post(user: "carol", jws: carols.jws).status == 200)
             // Every event so far delivered before the clock jumps: a lease taken before the jump
             // would look run out after it, and an attempt still in flight would be sent again.
-            for _ in 0..<750 {
+            _ = try await waitUntil {
                 let delivered = try await setup.admin(.get, "/v1/admin/webhooks/deliveries?status=delivered")
-                if (delivered.json["deliveries"] as? [[String: Any]])?.count == 6 { break }
-                try await Task.sleep(for: .milliseconds(20))
+                return (delivered.json["deliveries"] as? [[String: Any]])?.count == 6
             }
             setup.clock.now = setup.clock.now.addingTimeInterval(40 * 86_400)
             try harness.server.keys.rotateIfNeeded()  // as the rotation service would, 40 days on
@@ -219,10 +213,10 @@ struct WebhookTests {
         try await Self.withSetup(kind, attemptTimeout: 0.3, url: { _ in "http://127.0.0.1:9/down" }) { setup in
             #expect(try await setup.harness.post(user: "erin", jws: try setup.harness.mint("pro_monthly").jws).status == 200)
             var delivery: [String: Any] = [:]
-            for _ in 0..<250 {
+            _ = try await waitUntil {
                 let listed = try await setup.admin(.get, "/v1/admin/webhooks/deliveries?status=failed")
-                if let first = (listed.json["deliveries"] as? [[String: Any]])?.first { delivery = first; break }
-                try await Task.sleep(for: .milliseconds(20))
+                delivery = (listed.json["deliveries"] as? [[String: Any]])?.first ?? [:]
+                return !delivery.isEmpty
             }
             #expect(delivery["attempts"] as? Int == 3)  // the first attempt and the schedule's two retries
             #expect((delivery["last_error"] as? String)?.isEmpty == false)
@@ -232,17 +226,13 @@ struct WebhookTests {
             let unknown = try await setup.admin(.post, "/v1/admin/webhooks/deliveries/not-an-event/redeliver")
             #expect(unknown.status == 404)
             // Queued again: attempted anew (and, the endpoint still down, failed again).
-            for _ in 0..<250 {
+            let attemptedAgain = try await waitUntil {
                 let listed = try await setup.admin(.get, "/v1/admin/webhooks/deliveries?status=failed")
-                if let again = (listed.json["deliveries"] as? [[String: Any]])?.first, again["attempts"] as? Int == 3 {
-                    delivery = again
-                    let all = try await setup.admin(.get, "/v1/admin/webhooks/deliveries")
-                    #expect((all.json["deliveries"] as? [[String: Any]])?.count == 1)
-                    return
-                }
-                try await Task.sleep(for: .milliseconds(20))
+                return ((listed.json["deliveries"] as? [[String: Any]])?.first?["attempts"] as? Int) == 3
             }
-            Issue.record("the redelivered event was not attempted again")
+            #expect(attemptedAgain, "the redelivered event was not attempted again")
+            let all = try await setup.admin(.get, "/v1/admin/webhooks/deliveries")
+            #expect((all.json["deliveries"] as? [[String: Any]])?.count == 1)
         }
     }
 

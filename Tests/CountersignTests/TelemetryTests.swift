@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignProxy
+import CountersignTesting
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -44,11 +45,10 @@ struct TelemetryTests {
             // before the metric): the two must agree once the admin count stops moving.
             var counted = 0
             var metric: Int?
-            for _ in 0..<50 {
+            _ = try await waitUntil(interval: .milliseconds(100)) {
                 counted = try await adminCount()
                 metric = try await metricsCount()
-                if try await adminCount() == counted, metric == counted { break }
-                try await Task.sleep(for: .milliseconds(100))
+                return try await adminCount() == counted && metric == counted
             }
             // Three CustomerInfo answers, plus the product mapping fetched after each.
             #expect(counted >= 3)
