@@ -30,12 +30,14 @@ extension CustomerDatabase {
         try await record(transaction, app: app, poster: poster, now: now, reading: false).status
     }
 
-    /// As ``record(_:app:poster:now:)``, with the poster's CustomerInfo when it can be read
-    /// together with the purchase (on SQLite, see below); nil means it is to be read separately.
+    /// As ``record(_:app:poster:now:)``, with the poster's CustomerInfo as of the purchase: read
+    /// together with it where it can be (on SQLite, see below), otherwise after it.
     public func recordAndRead(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws
-        -> (status: PurchaseStatus, info: SubscriberResponse?)
+        -> (status: PurchaseStatus, info: SubscriberResponse)
     {
-        try await record(transaction, app: app, poster: poster, now: now, reading: true)
+        let (status, read) = try await record(transaction, app: app, poster: poster, now: now, reading: true)
+        if let read { return (status, read) }
+        return (status, try await customerInfo(app: app, user: poster, now: now))
     }
 
     /// Records the purchase and, when `reading` on SQLite, reads the poster's CustomerInfo as of

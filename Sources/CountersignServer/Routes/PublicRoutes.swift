@@ -183,13 +183,14 @@ struct PublicRoutes: Sendable {
     private func receipts(_ app: AppConfiguration, _ receipt: ReceiptRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let user = try Self.appUserId(receipt.appUserId, percentEncoded: false)
         let status: PurchaseStatus
-        var recordedInfo: SubscriberResponse?
+        let info: SubscriberResponse
         do {
             if Self.isLegacyReceipt(receipt.fetchToken) {
                 status = try await recordLegacyReceipt(receipt.fetchToken, app: app, poster: user, now: context.now)
+                info = try await store.customerInfo(app: app, user: user, now: context.now)
             } else {
                 let transaction = try await verify(receipt.fetchToken, app: app)
-                (status, recordedInfo) = try await store.recordAndRead(transaction, app: app, poster: user, now: context.now)
+                (status, info) = try await store.recordAndRead(transaction, app: app, poster: user, now: context.now)
             }
         } catch let error as APIError {
             metrics.recordPurchase(app: app.id, outcome: String(error.code))
@@ -200,7 +201,6 @@ struct PublicRoutes: Sendable {
         if status == .boundToAnotherUser {
             throw APIError(.purchaseBoundToAnotherUser, "this purchase carries another user's app account token and stays with that user")
         }
-        let info = if let recordedInfo { recordedInfo } else { try await store.customerInfo(app: app, user: user, now: context.now) }
         return SignedAnswer.customerInfo(info, member: "purchase_status", string: status.rawValue)
     }
 
