@@ -35,7 +35,7 @@ public struct SignedAnswer: Sendable {
 
     /// A CustomerInfo answer with one more top-level member that sorts before `request_date`
     /// (`purchase_status` of a receipt, `created` of a logIn), answered to a POST: no ETag.
-    /// Byte for byte the Codable `CustomerInfoAnswer` (tests hold it so).
+    /// `LeanAnswerTests` holds it to golden files.
     static func customerInfo(
         _ info: SubscriberResponse, status: HTTPResponse.Status = .ok, member key: String, string value: String? = nil, bool flag: Bool? = nil
     ) -> SignedAnswer {

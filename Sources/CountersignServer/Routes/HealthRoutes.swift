@@ -4,23 +4,17 @@ import HTTPTypes
 import Hummingbird
 
 /// `GET /v1/health`: signed, unauthenticated, with the signing key's status.
-struct HealthAnswer: Codable, Sendable {
+struct HealthAnswer: Sendable {
     var status: String
     var intermediateExpires: String
     var intermediateDaysLeft: Int
     var warnings: [String]
-
-    enum CodingKeys: String, CodingKey {
-        case status
-        case intermediateExpires = "intermediate_expires"
-        case intermediateDaysLeft = "intermediate_days_left"
-        case warnings
-    }
 }
 
 extension HealthAnswer {
-    /// The answer's JSON, byte for byte `WireJSON.encode(self)` (a test holds the two equal):
-    /// monitors poll this endpoint, so it skips `JSONEncoder`.
+    /// The answer's JSON (`intermediate_days_left`, `intermediate_expires`, `status`,
+    /// `warnings`, keys sorted as every answer's are), written without `JSONEncoder`: monitors
+    /// poll this endpoint. `LeanAnswerTests` holds it to golden files.
     func leanJSON() -> [UInt8] {
         var writer = LeanJSONWriter(capacity: 160)
         var first = true

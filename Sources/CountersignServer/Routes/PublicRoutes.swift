@@ -71,30 +71,6 @@ struct PublicRoutes: Sendable {
         }
     }
 
-    /// CustomerInfo plus one more top-level field (`purchase_status`, `created`): the Codable form
-    /// that `SignedAnswer.customerInfo(_:status:member:string:bool:)` writes without an encoder
-    /// (tests hold the two byte-equal).
-    struct CustomerInfoAnswer<Extra: Encodable>: Encodable {
-        var customerInfo: SubscriberResponse
-        var extraKey: String
-        var extra: Extra
-
-        struct Key: CodingKey {
-            var stringValue: String
-            var intValue: Int? { nil }
-            init(stringValue: String) { self.stringValue = stringValue }
-            init?(intValue: Int) { nil }
-        }
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: Key.self)
-            try container.encode(customerInfo.requestDate, forKey: Key(stringValue: "request_date"))
-            try container.encode(customerInfo.requestDateMs, forKey: Key(stringValue: "request_date_ms"))
-            try container.encode(customerInfo.subscriber, forKey: Key(stringValue: "subscriber"))
-            try container.encode(extra, forKey: Key(stringValue: extraKey))
-        }
-    }
-
     struct OfferingsAnswer: Encodable {
         struct Offering: Encodable {
             var identifier: String
