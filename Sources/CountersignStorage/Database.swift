@@ -84,9 +84,11 @@ public final class Database: Sendable {
             // pages): a checkpoint copies each page changed since the last one into the database
             // file once, so the pages every purchase touches (the ends of the tables, the upper
             // levels of their indexes) are copied a quarter as often (BENCHMARKS.md, decision 4).
+            // secure_delete=OFF: the system's SQLite (Debian's) is built to zero every freed page,
+            // writes a purchase does not need (a deleted row's bytes are the operator's own data).
             for pragma in [
                 "PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA temp_store=MEMORY",
-                "PRAGMA wal_autocheckpoint=4000",
+                "PRAGMA wal_autocheckpoint=4000", "PRAGMA secure_delete=OFF",
             ] {
                 try connection.query(pragma, []) { _ in }
             }

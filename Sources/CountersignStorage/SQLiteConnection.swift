@@ -29,7 +29,12 @@ final class SQLiteConnection: @unchecked Sendable {
     /// prepared with SQLite's own spelling of a numbered parameter, `?1`, `?2`, …
     private var statements: [String: OpaquePointer] = [:]
 
+    /// The process-wide settings (``countersign_sqlite_configure``), made once before the
+    /// first connection opens; refused (and left as they are) if something else used SQLite first.
+    private static let configured: Int32 = countersign_sqlite_configure()
+
     init(path: String, readOnly: Bool) throws {
+        _ = Self.configured
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         guard sqlite3_open_v2(path, &handle, flags, nil) == SQLITE_OK else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"

@@ -12,4 +12,10 @@
 /// reason for this C target.
 int countersign_sqlite_enable_qpsg(sqlite3 *db);
 
+/// Process-wide settings, before SQLite's first use: no memory statistics (the system's SQLite
+/// keeps them by default, behind a global mutex taken on every allocation) and the
+/// multi-thread mode (each connection is used by one thread at a time; the server serializes
+/// them itself). Returns SQLITE_OK, or SQLite's refusal when it was already in use.
+int countersign_sqlite_configure(void);
+
 #endif
