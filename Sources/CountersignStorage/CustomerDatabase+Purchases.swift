@@ -64,8 +64,7 @@ extension CustomerDatabase {
             // Never nil when chains may move.
             let status = try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: true)!
             guard readsOnWriter, status != .boundToAnotherUser else { return (status, nil) }
-            var read = LeanRead()
-            try await sql.query(Self.leanStatement(app: app, user: poster, dialect: .sqlite)) { row in try read.add(row) }
+            let read = try await Self.leanRead(sql, app: app, user: poster)
             return (status, Self.customerInfo(read, app: app, user: poster, now: now) { Self.isRecent($0, now: now) })
         }
     }

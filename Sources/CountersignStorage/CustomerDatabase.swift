@@ -198,8 +198,7 @@ public struct CustomerDatabase: Sendable {
     static func entitlements(_ sql: any SQLExecutor, app: AppConfiguration, user: String, now: Date, onlyChain: String?) async throws
         -> CustomerEntitlements
     {
-        var read = LeanRead()
-        try await sql.query(leanStatement(app: app, user: user, dialect: sql.dialect)) { row in try read.add(row) }
+        var read = try await leanRead(sql, app: app, user: user)
         if let onlyChain {
             // One chain only (may it move?): promotional grants are not the chain's.
             read.purchases.removeAll { $0.originalTransactionId != onlyChain }
@@ -412,6 +411,14 @@ public struct CustomerDatabase: Sendable {
     }
 
     static let leanSQLiteText = leanStatement(app: "$1", user: "$2", dialect: .sqlite)
+
+    /// The rows of the lean statement for `user`, added up, read on `sql` (a transaction's
+    /// connection, say).
+    static func leanRead(_ sql: any SQLExecutor, app: AppConfiguration, user: String) async throws -> LeanRead {
+        var read = LeanRead()
+        try await sql.query(leanStatement(app: app, user: user, dialect: sql.dialect)) { row in try read.add(row) }
+        return read
+    }
 
     enum LeanPostgresCustomer: PreparedSQL {
         static let name = "countersign_lean_customer_info"

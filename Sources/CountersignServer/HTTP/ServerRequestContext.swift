@@ -49,7 +49,15 @@ public struct ServerRequestContext: RequestContext {
     static let maximumBody = 64 * 1024
 }
 
-extension ServerRequestContext {
+/// A context that carries what ``AppAuthentication`` found: the server's own and the signed
+/// routes' child context.
+protocol AuthenticatedContext {
+    var authentication: Result<AppConfiguration, APIError>? { get }
+}
+
+extension ServerRequestContext: AuthenticatedContext {}
+
+extension AuthenticatedContext {
     /// The authenticated app, or the refusal of the request's API key; only routes behind
     /// ``AppAuthentication`` ask.
     func authenticatedApp() throws(APIError) -> AppConfiguration {

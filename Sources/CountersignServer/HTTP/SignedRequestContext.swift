@@ -7,7 +7,7 @@ import Hummingbird
 /// request asks the server to vouch for. Its exchange is never absent, so a signed route answers
 /// through it (``respond(to:with:)``) and reads the time the answer is signed at (``now``): one
 /// reading of the clock a request.
-struct SignedRequestContext: ChildRequestContext {
+struct SignedRequestContext: ChildRequestContext, AuthenticatedContext {
     var coreContext: CoreRequestContextStorage
     /// The checked request parts and the signer.
     let exchange: SignedExchange
@@ -28,16 +28,6 @@ struct SignedRequestContext: ChildRequestContext {
 
     /// The time the answer is signed at, which the route also answers for.
     var now: Date { exchange.date }
-
-    /// The authenticated app, or the refusal of the request's API key (signed, like any refusal
-    /// after the request's claims were checked).
-    func authenticatedApp() throws(APIError) -> AppConfiguration {
-        switch authentication {
-        case .success(let app)?: return app
-        case .failure(let refusal)?: throw refusal
-        case nil: throw APIError(.internalError, "a route without authentication asked for the app")
-        }
-    }
 
     /// The route's answer, signed over what the middleware checked.
     func respond(to request: Request, with answer: SignedAnswer) throws -> Response {
