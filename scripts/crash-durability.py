@@ -168,9 +168,9 @@ def main():
                 missing.append((user, transaction_id))
         undelivered, split = [], []
         if receiver:
-            # A delivery leased by the killed server waits out its lease (30 s) before it is sent again.
+            # A delivery leased by the killed server waits out its lease (90 s) before it is sent again.
             users = set(user for user, _ in acknowledged)
-            deadline = time.time() + 120
+            deadline = time.time() + 240
             while time.time() < deadline:
                 with receiver.lock:
                     delivered = set(user for _, user, _ in receiver.events)

@@ -17,6 +17,25 @@ extension CustomerDatabase {
             let existed = try await Self.customerExists(sql, app: app.id, user: newUser)
             try await Self.touchCustomer(sql, app: app.id, user: newUser, now: now)
             if !AppUserID.same(currentUser, newUser), Self.isAnonymous(currentUser) {
+                // The anonymous id, and the ids it had absorbed, become aliases of the new user.
+                let firstSeen =
+                    try await sql.first(
+                        "SELECT first_seen_ms FROM customers WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: currentUser)"
+                    ) { try $0.int64("first_seen_ms") } ?? now.epochMilliseconds
+                try await sql.run(
+                    """
+                    INSERT INTO customer_aliases (app_id, app_user_id, alias, first_seen_ms) \
+                    VALUES (\(bind: app.id), \(bind: newUser), \(bind: currentUser), \(bind: firstSeen)) \
+                    ON CONFLICT (app_id, app_user_id, alias) DO NOTHING
+                    """)
+                try await sql.run(
+                    """
+                    INSERT INTO customer_aliases (app_id, app_user_id, alias, first_seen_ms) \
+                    SELECT app_id, \(bind: newUser), alias, first_seen_ms FROM customer_aliases \
+                    WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: currentUser) \
+                    ON CONFLICT (app_id, app_user_id, alias) DO NOTHING
+                    """)
+                try await sql.run("DELETE FROM customer_aliases WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: currentUser)")
                 for table in ["purchase_owners", "promotional_grants"] {
                     try await sql.run(
                         """
@@ -187,6 +206,7 @@ extension CustomerDatabase {
             let customer: SQLStatement = "app_id = \(bind: app.id) AND app_user_id = \(bind: user)"
             try await sql.run("DELETE FROM promotional_grants WHERE \(customer)")
             try await sql.run("DELETE FROM subscriber_attributes WHERE \(customer)")
+            try await sql.run("DELETE FROM customer_aliases WHERE \(customer)")
             try await sql.run("UPDATE purchase_owners SET app_user_id = NULL, updated_at_ms = \(bind: now.epochMilliseconds) WHERE \(customer)")
             try await sql.run("DELETE FROM customers WHERE \(customer)")
             return true

@@ -26,7 +26,7 @@ extension CustomerDatabase {
                     .text(event.id), .text(app.id), .text(event.appUserId), .text(event.type.rawValue), .text(event.body), .integer(time),
                 ])
         ]
-        for webhook in app.webhooks ?? [] {
+        for webhook in app.webhooks ?? [] where webhook.wants(type: event.type.rawValue, environment: event.environment) {
             statements.append(
                 SQLStatement(
                     """
@@ -117,6 +117,7 @@ extension CustomerDatabase {
         public var eventId: String
         public var endpoint: String
         public var attempts: Int
+        /// What is sent (``deliveryBody(_:stored:app:user:type:)``).
         public var body: String
     }
 
@@ -129,7 +130,7 @@ extension CustomerDatabase {
         let candidates = try await database.withConnection { sql in
             try await sql.all(
                 """
-                SELECT d.event_id, d.endpoint, d.attempts, e.body FROM webhook_deliveries d \
+                SELECT d.event_id, d.endpoint, d.attempts, e.body, e.app_user_id, e.event_type FROM webhook_deliveries d \
                 JOIN events e ON e.event_id = d.event_id \
                 WHERE d.status = 'pending' AND d.next_attempt_ms <= \(bind: time) AND d.app_id = \(bind: app) AND d.endpoint = \(bind: endpoint) \
                 AND (d.lease_until_ms IS NULL OR d.lease_until_ms < \(bind: time)) \
@@ -139,13 +140,16 @@ extension CustomerDatabase {
                 ORDER BY e.seq LIMIT \(bind: limit)
                 """
             ) { row in
-                DueDelivery(
-                    eventId: try row.string("event_id"), endpoint: try row.string("endpoint"), attempts: try row.int("attempts"),
-                    body: try row.string("body"))
+                (
+                    DueDelivery(
+                        eventId: try row.string("event_id"), endpoint: try row.string("endpoint"), attempts: try row.int("attempts"),
+                        body: try row.string("body")),
+                    user: try row.text("app_user_id"), type: try row.string("event_type")
+                )
             }
         }
         var taken: [DueDelivery] = []
-        for candidate in candidates {
+        for (candidate, user, type) in candidates {
             let leased = try await database.withConnection { sql in
                 try await sql.count(
                     """
@@ -154,9 +158,57 @@ extension CustomerDatabase {
                     AND attempts = \(bind: candidate.attempts) AND (lease_until_ms IS NULL OR lease_until_ms < \(bind: time)) RETURNING event_id
                     """)
             }
-            if leased > 0 { taken.append(candidate) }
+            guard leased > 0 else { continue }
+            var delivery = candidate
+            delivery.body = try await database.withConnection { sql in
+                try await Self.deliveryBody(sql, stored: candidate.body, app: app, user: user, type: type)
+            }
+            taken.append(delivery)
         }
         return taken
+    }
+
+    /// The body as it is delivered: the stored event with the customer's `aliases` (every id
+    /// they were known by, oldest first, their own last), `original_app_user_id` (the oldest)
+    /// and `subscriber_attributes` (`{"$email": {"value": …, "updated_at_ms": …}}`) as they are
+    /// now. A `TRANSFER` names its customers in its own lists and gets none of them.
+    static func deliveryBody(_ sql: any SQLExecutor, stored: String, app: String, user: String?, type: String) async throws -> String {
+        guard type != WebhookEventType.transfer.rawValue, stored.hasSuffix("}}") else { return stored }
+        var ids: [String] = []
+        var attributes: [(key: String, value: String, updated: Int64)] = []
+        if let user {
+            ids = try await sql.all(
+                """
+                SELECT alias FROM customer_aliases WHERE app_id = \(bind: app) AND app_user_id = \(bind: user) ORDER BY first_seen_ms, alias
+                """
+            ) { try $0.string("alias") }
+            ids.append(user)
+            attributes = try await sql.all(
+                """
+                SELECT attribute_key, attribute_value, updated_at_ms FROM subscriber_attributes \
+                WHERE app_id = \(bind: app) AND app_user_id = \(bind: user) AND attribute_value IS NOT NULL
+                """
+            ) { (try $0.string("attribute_key"), try $0.string("attribute_value"), try $0.int64("updated_at_ms")) }
+        }
+        var json = LeanJSONWriter(capacity: 256)
+        json.raw(",\"aliases\":[")
+        for (index, id) in ids.enumerated() {
+            if index > 0 { json.byte(UInt8(ascii: ",")) }
+            json.string(id)
+        }
+        json.raw("],\"original_app_user_id\":")
+        if let original = ids.first { json.string(original) } else { json.raw("null") }
+        json.raw(",\"subscriber_attributes\":")
+        json.dictionary(Dictionary(attributes.map { ($0.key, ($0.value, $0.updated)) }, uniquingKeysWith: { first, _ in first })) { json, attribute in
+            var first = true
+            json.byte(UInt8(ascii: "{"))
+            json.member("updated_at_ms", first: &first)
+            json.integer(attribute.1)
+            json.member("value", first: &first)
+            json.string(attribute.0)
+            json.byte(UInt8(ascii: "}"))
+        }
+        return String(stored.dropLast(2)) + String(decoding: json.bytes, as: UTF8.self) + "}}"
     }
 
     /// Records an attempt: delivered, or failed with the next attempt at `retryAt` (nil: the
@@ -253,31 +305,35 @@ extension CustomerDatabase {
                 return 0
             }
             guard through < time else { return 0 }
+            // Periods that ended, and grace periods that ended without a renewal (the chain's
+            // latest transaction expired before its grace period did): both `EXPIRATION`s, at
+            // the period's or the grace period's end, with the event id Apple's notification makes.
             let rows = try await sql.all(
                 """
-                SELECT p.app_id, p.transaction_id, p.original_transaction_id, p.product_id, p.environment, p.period_type, \
-                p.purchase_date_ms, p.expires_date_ms, o.app_user_id, s.auto_renew_status, s.in_billing_retry \
+                SELECT p.app_id, \(raw: EventTransaction.storedColumns), o.app_user_id, s.auto_renew_status, s.in_billing_retry, \
+                CASE WHEN s.grace_period_expires_ms > p.expires_date_ms THEN s.grace_period_expires_ms ELSE p.expires_date_ms END AS ends_ms \
                 FROM purchases p \
                 JOIN purchase_owners o ON o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id \
                 LEFT JOIN subscription_states s ON s.app_id = p.app_id AND s.original_transaction_id = p.original_transaction_id \
-                WHERE p.expires_date_ms > \(bind: through) AND p.expires_date_ms <= \(bind: time) AND p.revocation_date_ms IS NULL \
-                AND o.app_user_id IS NOT NULL AND (s.grace_period_expires_ms IS NULL OR s.grace_period_expires_ms <= p.expires_date_ms) \
+                WHERE p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL \
+                AND ((p.expires_date_ms > \(bind: through) AND p.expires_date_ms <= \(bind: time) \
+                AND (s.grace_period_expires_ms IS NULL OR s.grace_period_expires_ms <= p.expires_date_ms)) \
+                OR (s.grace_period_expires_ms > p.expires_date_ms AND s.grace_period_expires_ms > \(bind: through) \
+                AND s.grace_period_expires_ms <= \(bind: time))) \
                 AND NOT EXISTS (SELECT 1 FROM purchases q WHERE q.app_id = p.app_id \
                 AND q.original_transaction_id = p.original_transaction_id AND q.expires_date_ms > p.expires_date_ms) \
-                ORDER BY p.expires_date_ms LIMIT \(bind: limit)
+                ORDER BY ends_ms LIMIT \(bind: limit)
                 """
             ) { row in
-                let transaction = EventTransaction(
-                    transactionId: try row.string("transaction_id"), originalTransactionId: try row.string("original_transaction_id"),
-                    productId: try row.string("product_id"), environment: try row.string("environment"),
-                    periodType: try row.text("period_type") ?? "normal", purchasedAtMs: try row.integer("purchase_date_ms"),
-                    expiresAtMs: try row.int64("expires_date_ms")
-                )
+                let transaction = try EventTransaction(stored: row)
                 let reason =
                     try row.integer("in_billing_retry") ?? 0 != 0
                     ? "BILLING_ERROR"
                     : try row.integer("auto_renew_status") == 0 ? "UNSUBSCRIBE" : "UNKNOWN"
-                return (app: try row.string("app_id"), owner: try row.string("app_user_id"), transaction: transaction, reason: reason)
+                return (
+                    app: try row.string("app_id"), owner: try row.string("app_user_id"), transaction: transaction, reason: reason,
+                    ends: try row.int64("ends_ms")
+                )
             }
             // Nothing expired: leave the mark where it is for up to a minute (the next look scans a
             // slightly longer window) rather than write it every second.
@@ -285,16 +341,18 @@ extension CustomerDatabase {
             var reported = 0
             var last = through
             for row in rows {
-                last = row.transaction.expiresAtMs ?? last
+                last = row.ends
                 guard let app = apps.first(where: { $0.id == row.app }) else { continue }
-                var event = Self.expirationEvent(app: app, owner: row.owner, transaction: row.transaction, now: now)
+                var subject = row.transaction
+                try await Self.placeInChain(sql, &subject, app: app.id)
+                var event = Self.expirationEvent(app: app, owner: row.owner, transaction: subject, now: now)
                 event.expirationReason = row.reason
                 try await Self.emit([event], on: sql, app: app, now: now)
                 reported += 1
             }
             // A full batch may have left more at its last expiry: look again from just before it,
             // unless the whole batch had that expiry (then move past it rather than loop).
-            let first = rows.first?.transaction.expiresAtMs
+            let first = rows.first?.ends
             let next = rows.count < limit ? time : first == last ? last : last - 1
             try await sql.run("UPDATE event_checks SET through_ms = \(bind: next) WHERE name = 'expirations'")
             return reported

@@ -12,9 +12,10 @@ extension CustomerDatabase {
 
     /// Stores a verified App Store Server Notification V2 and applies it, in one transaction.
     ///
-    /// Idempotent on `notificationUUID`; safe out of order: transactions are only ever added
-    /// (the rules pick the newest of a chain), a revocation is only ever set, and the renewal
-    /// state is replaced only by one signed later than the stored one.
+    /// Idempotent on `notificationUUID`; safe out of order: a transaction's copy signed later
+    /// replaces an earlier one (the rules pick the newest transaction of a chain), and the
+    /// renewal state is replaced only by one signed later than the stored one. What each type
+    /// does and the events it makes: docs/webhooks.md, "Apple's notifications, type by type".
     public func apply(_ notification: SignedDataVerifier.VerifiedNotification, app: AppConfiguration, now: Date) async throws -> NotificationOutcome {
         let payload = notification.notification
         return try await database.transactionRetryingUniqueViolations { sql in
@@ -32,10 +33,11 @@ extension CustomerDatabase {
             if let transactionPayload = notification.transaction, let jws = payload.data?.signedTransactionInfo {
                 transaction = try? VerifiedTransaction(jws: jws, payload: transactionPayload, app: app)
             }
-            let owner = try await Self.applyStoreState(sql, transaction: transaction, renewal: notification.renewalInfo, app: app, now: now)
-            if let transaction, let owner {
+            try await Self.applyStoreState(sql, transaction: transaction, renewal: notification.renewalInfo, app: app, now: now)
+            let chain = transaction?.originalTransactionId ?? notification.renewalInfo?.originalTransactionId
+            if let (subject, owner) = try await Self.eventSubject(sql, transaction: transaction, chain: chain, app: app) {
                 let events = Self.notificationEvents(
-                    payload, renewal: notification.renewalInfo, app: app, owner: owner, transaction: transaction, now: now)
+                    payload, renewal: notification.renewalInfo, app: app, owner: owner, subject: subject, now: now)
                 try await Self.emit(events, on: sql, app: app, now: now)
             }
             return .applied
@@ -46,67 +48,133 @@ extension CustomerDatabase {
     /// state, from a notification or from Get All Subscription Statuses) in one transaction.
     public func applyStoreState(transaction: VerifiedTransaction?, renewal: RenewalInfoPayload?, app: AppConfiguration, now: Date) async throws {
         try await database.transactionRetryingUniqueViolations { sql in
-            _ = try await Self.applyStoreState(sql, transaction: transaction, renewal: renewal, app: app, now: now)
+            try await Self.applyStoreState(sql, transaction: transaction, renewal: renewal, app: app, now: now)
         }
     }
 
     /// Stores the transaction and the renewal state, with their events (see
-    /// ``upsertTransaction(_:_:app:now:)`` and ``stateEvents(_:chain:renewal:app:owner:transaction:now:)``);
-    /// returns the chain's owner.
+    /// ``upsertTransaction(_:_:app:now:)`` and ``stateEvents(_:chain:renewal:app:owner:subject:now:)``).
     static func applyStoreState(
         _ sql: any SQLExecutor, transaction: VerifiedTransaction?, renewal: RenewalInfoPayload?,
         app: AppConfiguration, now: Date
-    ) async throws -> String? {
-        var owner: String?
+    ) async throws {
         if let transaction {
-            owner = try await upsertTransaction(sql, transaction, app: app, now: now)
+            try await upsertTransaction(sql, transaction, app: app, now: now)
         }
-        if let renewal, let chain = renewal.originalTransactionId {
-            let change = try await updateSubscriptionState(sql, app: app.id, chain: chain, renewal: renewal, now: now)
-            if let change, let transaction, let owner {
-                try await emit(
-                    stateEvents(change, chain: chain, renewal: renewal, app: app, owner: owner, transaction: transaction, now: now),
-                    on: sql, app: app, now: now)
-            }
+        if let renewal, let chain = renewal.originalTransactionId,
+            let change = try await updateSubscriptionState(sql, app: app.id, chain: chain, renewal: renewal, now: now),
+            let (subject, owner) = try await eventSubject(sql, transaction: transaction, chain: chain, app: app)
+        {
+            try await emit(stateEvents(change, chain: chain, renewal: renewal, app: app, owner: owner, subject: subject, now: now), on: sql, app: app, now: now)
         }
-        return owner
     }
 
-    /// Events a notification's type stands for by itself: `EXPIRED` (with Apple's reason),
-    /// `DID_CHANGE_RENEWAL_PREF` and `RENEWAL_EXTENDED`.
+    /// What an event about a chain reports and whom it goes to: the notification's transaction,
+    /// or else the newest stored transaction of the chain, with the chain's owner; nil when the
+    /// chain has no owner (nobody to tell).
+    static func eventSubject(_ sql: any SQLExecutor, transaction: VerifiedTransaction?, chain: String?, app: AppConfiguration) async throws
+        -> (EventTransaction, String)?
+    {
+        guard let chain else { return nil }
+        let owner = try await sql.first(
+            """
+            SELECT app_user_id FROM purchase_owners WHERE app_id = \(bind: app.id) AND original_transaction_id = \(bind: chain) \
+            AND app_user_id IS NOT NULL
+            """
+        ) { try $0.string("app_user_id") }
+        guard let owner else { return nil }
+        var subject: EventTransaction
+        if let transaction {
+            subject = EventTransaction(transaction)
+        } else {
+            let latest = try await sql.first(
+                """
+                SELECT \(raw: EventTransaction.storedColumns) FROM purchases p WHERE p.app_id = \(bind: app.id) \
+                AND p.original_transaction_id = \(bind: chain) ORDER BY p.purchase_date_ms DESC LIMIT 1
+                """
+            ) { try EventTransaction(stored: $0) }
+            guard let latest else { return nil }
+            subject = latest
+        }
+        try await placeInChain(sql, &subject, app: app.id)
+        return (subject, owner)
+    }
+
+    /// Works out the transaction's place in its chain (`renewal_number`) and the period type of
+    /// the transaction before it (a renewal's `is_trial_conversion`), unless known.
+    static func placeInChain(_ sql: any SQLExecutor, _ subject: inout EventTransaction, app: String) async throws {
+        guard subject.renewalNumber == nil, let purchased = subject.purchasedAtMs else { return }
+        let chain = subject.originalTransactionId
+        let place = try await sql.first(
+            """
+            SELECT COUNT(*) AS earlier, (SELECT q.period_type FROM purchases q WHERE q.app_id = \(bind: app) \
+            AND q.environment = \(bind: subject.environment) AND q.original_transaction_id = \(bind: chain) \
+            AND q.purchase_date_ms < \(bind: purchased) ORDER BY q.purchase_date_ms DESC LIMIT 1) AS previous \
+            FROM purchases p WHERE p.app_id = \(bind: app) AND p.environment = \(bind: subject.environment) \
+            AND p.original_transaction_id = \(bind: chain) AND p.purchase_date_ms < \(bind: purchased)
+            """
+        ) { (earlier: try $0.int64("earlier"), previous: try $0.text("previous")) }
+        subject.renewalNumber = (place?.earlier ?? 0) + 1
+        subject.previousPeriodType = place?.previous
+    }
+
+    /// Events a notification's type stands for by itself (the transaction and renewal state it
+    /// carries make theirs as they are stored): `EXPIRED` and `GRACE_PERIOD_EXPIRED` an
+    /// `EXPIRATION` (one per period, whichever comes first), `DID_CHANGE_RENEWAL_PREF` a
+    /// `PRODUCT_CHANGE`, `RENEWAL_EXTENDED` a `SUBSCRIPTION_EXTENDED` (the same event as the
+    /// later-signed copy's, so once).
     static func notificationEvents(
         _ payload: NotificationPayload, renewal: RenewalInfoPayload?, app: AppConfiguration, owner: String,
-        transaction: VerifiedTransaction, now: Date
+        subject: EventTransaction, now: Date
     ) -> [WebhookEvent] {
-        let subject = EventTransaction(transaction)
         switch payload.notificationType {
         case .expired:
             var event = expirationEvent(app: app, owner: owner, transaction: subject, now: now)
-            event.expirationReason =
-                switch payload.subtype {
-                case .voluntary?: "UNSUBSCRIBE"
-                case .billingRetry?: "BILLING_ERROR"
-                case NotificationSubtype(rawValue: "PRICE_INCREASE")?: "PRICE_INCREASE"
-                case NotificationSubtype(rawValue: "PRODUCT_NOT_FOR_SALE")?: "PRODUCT_NOT_AVAILABLE"
-                default: "UNKNOWN"
-                }
+            event.expirationReason = expirationReason(payload.subtype)
+            return [event]
+        case .gracePeriodExpired:
+            var event = expirationEvent(app: app, owner: owner, transaction: subject, now: now)
+            event.expirationReason = "BILLING_ERROR"
             return [event]
         case .didChangeRenewalPref:
-            var event = WebhookEvent(.productChange, subject: payload.notificationUUID, app: app, user: owner, transaction: subject, now: now)
+            // One per renewal state: the same change sent again under a new UUID is not news.
+            let change = renewal?.signedDate.map { "\(subject.originalTransactionId)\u{0}\($0.epochMilliseconds)" } ?? payload.notificationUUID
+            var event = WebhookEvent(.productChange, subject: change, app: app, user: owner, transaction: subject, now: now)
             event.newProductId = renewal?.autoRenewProductId
             return [event]
         case .renewalExtended:
-            return [WebhookEvent(.subscriptionExtended, subject: payload.notificationUUID, app: app, user: owner, transaction: subject, now: now)]
+            return [extensionEvent(app: app, owner: owner, transaction: subject, now: now)]
         default:
             return []
         }
     }
 
+    /// RevenueCat's `expiration_reason` for the subtype of Apple's `EXPIRED`: VOLUNTARY is
+    /// UNSUBSCRIBE, BILLING_RETRY is BILLING_ERROR, PRICE_INCREASE is PRICE_INCREASE, and
+    /// PRODUCT_NOT_FOR_SALE (the developer took the product off sale) is DEVELOPER_INITIATED;
+    /// anything else UNKNOWN.
+    static func expirationReason(_ subtype: NotificationSubtype?) -> String {
+        switch subtype {
+        case .voluntary?: "UNSUBSCRIBE"
+        case .billingRetry?: "BILLING_ERROR"
+        case .priceIncrease?: "PRICE_INCREASE"
+        case .productNotForSale?: "DEVELOPER_INITIATED"
+        default: "UNKNOWN"
+        }
+    }
+
     /// The `EXPIRATION` of a subscription period: one per chain and expiry, whether Apple's
-    /// `EXPIRED` notification or the server's own check reports it first.
+    /// `EXPIRED` or `GRACE_PERIOD_EXPIRED` notification or the server's own check reports it first.
     static func expirationEvent(app: AppConfiguration, owner: String, transaction: EventTransaction, now: Date) -> WebhookEvent {
         WebhookEvent(
             .expiration, subject: "\(transaction.originalTransactionId)\u{0}\(transaction.expiresAtMs ?? 0)",
+            app: app, user: owner, transaction: transaction, now: now)
+    }
+
+    /// The `SUBSCRIPTION_EXTENDED` of a transaction whose expiry moved: one per new expiry.
+    static func extensionEvent(app: AppConfiguration, owner: String, transaction: EventTransaction, now: Date) -> WebhookEvent {
+        WebhookEvent(
+            .subscriptionExtended, subject: "\(transaction.transactionId)\u{0}\(transaction.expiresAtMs ?? 0)",
             app: app, user: owner, transaction: transaction, now: now)
     }
 
@@ -120,37 +188,47 @@ extension CustomerDatabase {
     }
 
     /// `CANCELLATION` (UNSUBSCRIBE) when auto-renew was turned off, `UNCANCELLATION` when back on,
-    /// `BILLING_ISSUE` when billing retry began.
+    /// while the subscription has not expired;
+    /// when billing retry began, `BILLING_ISSUE` (with the grace period's end, if one runs) and
+    /// `CANCELLATION` (BILLING_ERROR), as RevenueCat sends both.
     static func stateEvents(
         _ change: StateChange, chain: String, renewal: RenewalInfoPayload, app: AppConfiguration, owner: String,
-        transaction: VerifiedTransaction, now: Date
+        subject: EventTransaction, now: Date
     ) -> [WebhookEvent] {
-        let subject = EventTransaction(transaction)
-        func event(_ type: WebhookEventType) -> WebhookEvent {
-            WebhookEvent(type, subject: "\(chain)\u{0}\(change.signedMs)", app: app, user: owner, transaction: subject, now: now)
+        func event(_ type: WebhookEventType, _ tag: String = "") -> WebhookEvent {
+            WebhookEvent(type, subject: "\(chain)\u{0}\(change.signedMs)\(tag)", app: app, user: owner, transaction: subject, now: now)
         }
         var events: [WebhookEvent] = []
-        if change.wasAutoRenewing != change.autoRenewing {
+        // Turning auto-renew off or on is news while the subscription runs (or is in a grace
+        // period); the state that comes with its expiry is not a cancellation.
+        let running = max(subject.expiresAtMs ?? .max, renewal.gracePeriodExpiresDate?.epochMilliseconds ?? .min) > now.epochMilliseconds
+        if change.wasAutoRenewing != change.autoRenewing, running {
             var changed = event(change.autoRenewing ? .uncancellation : .cancellation)
             if !change.autoRenewing { changed.cancelReason = "UNSUBSCRIBE" }
             events.append(changed)
         }
-        if change.inBillingRetry, !change.wasInBillingRetry { events.append(event(.billingIssue)) }
+        if change.inBillingRetry, !change.wasInBillingRetry {
+            var issue = event(.billingIssue)
+            issue.gracePeriodExpirationAtMs = renewal.gracePeriodExpiresDate.map(\.epochMilliseconds)
+            var cancellation = event(.cancellation, "\u{0}billing")
+            cancellation.cancelReason = "BILLING_ERROR"
+            events += [issue, cancellation]
+        }
         return events
     }
 
+    /// What the database held of a transaction before a copy of it arrived.
+    struct StoredCopy: Sendable, Equatable {
+        var signedMs: Int64
+        var expiresMs: Int64?
+        var revokedMs: Int64?
+    }
+
     /// Adds a transaction a notification carries (a renewal, say) or brings a stored one up to
-    /// date, and stores the events that makes for the chain's owner: the purchase event of a new
-    /// transaction, `CANCELLATION` (CUSTOMER_SUPPORT) for a refund, `UNCANCELLATION` for a
-    /// refund reversed. A stored transaction takes the revocation and upgrade state of the copy
-    /// signed last, so a refund (`REFUND`) and its reversal (`REFUND_REVERSED`, the same
-    /// transaction without a revocation date) end in the right state in either order of
-    /// arrival. The chain's owner, if it has one, owns it; a purchase bound by app account token
-    /// to a known customer gets that owner. Returns the chain's owner.
-    @discardableResult
-    static func upsertTransaction(_ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws
-        -> String?
-    {
+    /// date, with the events that makes for the chain's owner (``transactionEvents(_:_:stored:app:user:now:)``).
+    /// The chain's owner, if it has one, owns it; a purchase bound by app account token to a
+    /// known customer gets that owner.
+    static func upsertTransaction(_ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws {
         let stored = try await storeTransaction(sql, transaction, app: app, now: now)
         var owner = try await sql.first(
             """
@@ -163,59 +241,92 @@ extension CustomerDatabase {
             try await sql.run(insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: user, now: now))
             owner = .some(user)
         }
-        guard let user = owner ?? nil else { return nil }
-        let subject = EventTransaction(transaction)
-        var events: [WebhookEvent] = []
-        switch stored {
-        case .inserted:
-            events.append(.purchase(transaction, app: app, user: user, now: now))
-        case .refreshed(revoked: true):
-            var event = WebhookEvent(.cancellation, subject: transaction.transactionId, app: app, user: user, transaction: subject, now: now)
-            event.cancelReason = "CUSTOMER_SUPPORT"
-            events.append(event)
-        case .refreshed(revoked: false):
-            let signed = (transaction.payload.signedDate ?? now).epochMilliseconds
-            events.append(
-                WebhookEvent(
-                    .uncancellation, subject: "\(transaction.transactionId)\u{0}\(signed)", app: app, user: user,
-                    transaction: subject, now: now))
-        case .refreshed(revoked: nil), .unchanged:
-            break
-        }
-        try await emit(events, on: sql, app: app, now: now)
-        return user
+        guard let user = owner ?? nil else { return }
+        try await emit(transactionEvents(sql, transaction, stored: stored, app: app, user: user, now: now), on: sql, app: app, now: now)
     }
 
-    /// What storing a transaction did.
-    enum StoredTransaction: Equatable {
-        case inserted
-        /// A later copy replaced the stored one; `revoked` says whether it revoked the
-        /// transaction (true), took a revocation back (false) or left it as it was (nil).
-        case refreshed(revoked: Bool?)
-        case unchanged
+    /// The events a copy of a transaction makes for `user`, given what was stored of it before
+    /// (nil: nothing, the copy is new):
+    /// - new and not revoked: its purchase event (``WebhookEvent/purchase(_:kind:app:user:now:)``);
+    /// - revoked now and not before, or new and already revoked: `CANCELLATION`
+    ///   (CUSTOMER_SUPPORT, negative price) when it is the chain's latest period, nothing for an
+    ///   earlier period (its refund leaves the current period, as RevenueCat reports it);
+    /// - revoked before and not now: `REFUND_REVERSED`;
+    /// - a later expiry than the stored one: `SUBSCRIPTION_EXTENDED`.
+    /// A copy signed no later than the stored one makes nothing.
+    static func transactionEvents(
+        _ sql: any SQLExecutor, _ transaction: VerifiedTransaction, stored: StoredCopy?, app: AppConfiguration, user: String, now: Date
+    ) async throws -> [WebhookEvent] {
+        let signed = (transaction.payload.signedDate ?? now).epochMilliseconds
+        if let stored, signed <= stored.signedMs { return [] }
+        let revocation = transaction.payload.revocationDate?.epochMilliseconds
+        let wasRevoked = stored.map { $0.revokedMs != nil } ?? false
+        var subject = EventTransaction(transaction)
+        if let revocation, stored == nil || !wasRevoked {
+            guard try await isLatestPeriod(sql, transaction, app: app.id) else { return [] }
+            try await placeInChain(sql, &subject, app: app.id)
+            var event = WebhookEvent(
+                .cancellation, subject: "\(transaction.transactionId)\u{0}\(revocation)", app: app, user: user, transaction: subject, now: now,
+                money: .refund)
+            event.cancelReason = "CUSTOMER_SUPPORT"
+            return [event]
+        }
+        guard let stored else {
+            if subject.renewalNumber == nil { try await placeInChain(sql, &subject, app: app.id) }
+            return [.purchase(subject, kind: transaction.kind, app: app, user: user, now: now)]
+        }
+        if wasRevoked, revocation == nil {
+            try await placeInChain(sql, &subject, app: app.id)
+            return [
+                WebhookEvent(
+                    .refundReversed, subject: "\(transaction.transactionId)\u{0}\(signed)", app: app, user: user, transaction: subject, now: now,
+                    money: .charge)
+            ]
+        }
+        if revocation == nil, let expires = subject.expiresAtMs, expires > (stored.expiresMs ?? .max) {
+            try await placeInChain(sql, &subject, app: app.id)
+            return [extensionEvent(app: app, owner: user, transaction: subject, now: now)]
+        }
+        return []
+    }
+
+    /// Whether the transaction is its chain's latest period: true for anything but an
+    /// auto-renewable subscription, else no other stored transaction of the chain was bought later.
+    static func isLatestPeriod(_ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: String) async throws -> Bool {
+        guard transaction.kind == .autoRenewable, let purchased = transaction.payload.purchaseDate?.epochMilliseconds else { return true }
+        let later = try await sql.first(
+            """
+            SELECT 1 AS later FROM purchases WHERE app_id = \(bind: app) AND environment = \(bind: transaction.environment) \
+            AND original_transaction_id = \(bind: transaction.originalTransactionId) AND transaction_id <> \(bind: transaction.transactionId) \
+            AND purchase_date_ms > \(bind: purchased) LIMIT 1
+            """
+        ) { _ in true }
+        return later == nil
     }
 
     /// Inserts a transaction, or refreshes a stored one from a copy signed later than the stored
-    /// one (revocation and upgrade state); an older copy changes nothing.
+    /// one (``refreshPurchaseStatement(_:app:now:)``); an older copy changes nothing. Returns
+    /// what was stored before (nil: nothing).
     @discardableResult
     static func storeTransaction(_ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) async throws
-        -> StoredTransaction
+        -> StoredCopy?
     {
         let stored = try await sql.first(
             """
-            SELECT signed_date_ms, revocation_date_ms FROM purchases \
+            SELECT signed_date_ms, expires_date_ms, revocation_date_ms FROM purchases \
             WHERE app_id = \(bind: app.id) AND environment = \(bind: transaction.environment) AND transaction_id = \(bind: transaction.transactionId)
             """
-        ) { (signed: try $0.int64("signed_date_ms"), revoked: try $0.integer("revocation_date_ms")) }
+        ) {
+            StoredCopy(signedMs: try $0.int64("signed_date_ms"), expiresMs: try $0.integer("expires_date_ms"), revokedMs: try $0.integer("revocation_date_ms"))
+        }
         guard let stored else {
             try await sql.run(insertPurchaseStatement(transaction, app: app, now: now))
-            return .inserted
+            return nil
         }
-        guard (transaction.payload.signedDate ?? now).epochMilliseconds > stored.signed else { return .unchanged }
-        try await sql.run(refreshPurchaseStatement(transaction, app: app.id, now: now))
-        let wasRevoked = stored.revoked != nil
-        let revoked = transaction.payload.revocationDate != nil
-        return .refreshed(revoked: wasRevoked == revoked ? nil : revoked)
+        if (transaction.payload.signedDate ?? now).epochMilliseconds > stored.signedMs {
+            try await sql.run(refreshPurchaseStatement(transaction, app: app.id, now: now))
+        }
+        return stored
     }
 
     /// Stores a chain's renewal state unless the stored one was signed at the same time or later;

@@ -83,16 +83,17 @@ extension CustomerDatabase {
         if case .update = plan.owner, !movesChains { return nil }
         try await write(
             plan, on: sql, transaction, app: app, poster: poster, now: now,
-            events: purchaseEvents(plan, facts, transaction, app: app, now: now))
+            events: try await purchaseEvents(sql, plan, facts, transaction, app: app, now: now))
         return plan.status
     }
 
-    /// The events a planned purchase makes: a `TRANSFER` when its chain moves, and the purchase
-    /// event (``WebhookEvent/purchase(_:app:user:now:)``) when the transaction is new.
+    /// The events a planned purchase makes: a `TRANSFER` when its chain moves, and what the
+    /// transaction itself makes for its owner (``transactionEvents(_:_:stored:app:user:now:)``:
+    /// the purchase event of a new one, a refund or its reversal, an extension).
     static func purchaseEvents(
-        _ plan: PurchasePlan, _ facts: PurchaseFacts, _ transaction: VerifiedTransaction, app: AppConfiguration,
+        _ sql: any SQLExecutor, _ plan: PurchasePlan, _ facts: PurchaseFacts, _ transaction: VerifiedTransaction, app: AppConfiguration,
         now: Date
-    ) -> [WebhookEvent] {
+    ) async throws -> [WebhookEvent] {
         var events: [WebhookEvent] = []
         var owner: String?
         switch plan.owner {
@@ -111,8 +112,8 @@ extension CustomerDatabase {
         case .none:
             if case .user(let user) = facts.chainOwner { owner = user }
         }
-        if plan.purchase == .insert, let owner {
-            events.append(.purchase(transaction, app: app, user: owner, now: now))
+        if plan.purchase != .none, let owner {
+            events += try await transactionEvents(sql, transaction, stored: facts.storedCopy, app: app, user: owner, now: now)
         }
         return events
     }
@@ -137,6 +138,14 @@ extension CustomerDatabase {
         /// When the chain's current transfer window opened (milliseconds): the last move that
         /// made a `TRANSFER` event; nil if it never moved.
         var chainMoved: Int64? = nil
+        /// The stored copy's expiry and revocation (milliseconds), when it is stored.
+        var storedExpires: Int64? = nil
+        var storedRevoked: Int64? = nil
+
+        /// What the database held of the transaction; nil when it is new.
+        var storedCopy: StoredCopy? {
+            storedSignedDate.map { StoredCopy(signedMs: $0, expiresMs: storedExpires, revokedMs: storedRevoked) }
+        }
     }
 
     /// What recording a purchase writes, and what the poster hears.
@@ -181,11 +190,13 @@ extension CustomerDatabase {
     static let purchaseFactsSQL = """
         SELECT c.first_seen_ms, c.last_seen_ms, \
         (SELECT app_user_id FROM customers WHERE app_id = $1 AND app_account_token = $3 LIMIT 1) AS token_user, \
-        (SELECT signed_date_ms FROM purchases WHERE app_id = $1 AND environment = $6 AND transaction_id = $4) AS stored_signed_ms, \
-        CAST(CASE WHEN o.app_id IS NULL THEN 0 ELSE 1 END AS BIGINT) AS owner_rows, o.app_user_id AS owner, o.moved_at_ms \
+        p.signed_date_ms AS stored_signed_ms, \
+        CAST(CASE WHEN o.app_id IS NULL THEN 0 ELSE 1 END AS BIGINT) AS owner_rows, o.app_user_id AS owner, o.moved_at_ms, \
+        p.expires_date_ms AS stored_expires_ms, p.revocation_date_ms AS stored_revoked_ms \
         FROM (SELECT 1 AS one) AS facts \
         LEFT JOIN customers c ON c.app_id = $1 AND c.app_user_id = $2 \
-        LEFT JOIN purchase_owners o ON o.app_id = $1 AND o.original_transaction_id = $5
+        LEFT JOIN purchase_owners o ON o.app_id = $1 AND o.original_transaction_id = $5 \
+        LEFT JOIN purchases p ON p.app_id = $1 AND p.environment = $6 AND p.transaction_id = $4
         """
 
     /// ``purchaseFactsSQL`` prepared once per PostgreSQL connection.
@@ -223,7 +234,9 @@ extension CustomerDatabase {
             tokenUser: try row.text(2, "token_user"),
             storedSignedDate: try row.integer(3, "stored_signed_ms"),
             chainOwner: owner,
-            chainMoved: try row.integer(6, "moved_at_ms")
+            chainMoved: try row.integer(6, "moved_at_ms"),
+            storedExpires: try row.integer(7, "stored_expires_ms"),
+            storedRevoked: try row.integer(8, "stored_revoked_ms")
         )
     }
 

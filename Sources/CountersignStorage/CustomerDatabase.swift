@@ -160,19 +160,23 @@ public struct CustomerDatabase: Sendable {
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
         """
 
-    /// A copy of a stored transaction signed later than the stored one: its revocation and
-    /// upgrade state win (the condition keeps an older copy from undoing a newer one).
+    /// A copy of a stored transaction signed later than the stored one: every field Apple may
+    /// change after the purchase takes the newer copy's value (expiry, which an extension moves;
+    /// revocation; upgrade flag; period type; the signed copy itself). The condition keeps an
+    /// older copy from undoing a newer one.
     static func refreshPurchaseStatement(_ transaction: VerifiedTransaction, app: String, now: Date) -> SQLStatement {
         let payload = transaction.payload
         return SQLStatement(
             """
-            UPDATE purchases SET revocation_date_ms = $2, is_upgraded = $3, signed_date_ms = $4
+            UPDATE purchases SET revocation_date_ms = $2, is_upgraded = $3, signed_date_ms = $4, expires_date_ms = $7,
+                signed_transaction = $8, period_type = $9
             WHERE app_id = $5 AND environment = $6 AND transaction_id = $1 AND signed_date_ms < $4
             """,
             [
                 .text(transaction.transactionId), .integer(payload.revocationDate.map(\.epochMilliseconds)),
                 .integer((payload.isUpgraded ?? false) ? 1 : 0), .integer((payload.signedDate ?? now).epochMilliseconds),
-                .text(app), .text(transaction.environment),
+                .text(app), .text(transaction.environment), .integer(payload.expiresDate.map(\.epochMilliseconds)), .text(transaction.jws),
+                .text(payload.periodType),
             ])
     }
 

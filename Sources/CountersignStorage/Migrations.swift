@@ -274,6 +274,23 @@ enum Migrations {
             statements: [
                 "ALTER TABLE purchase_owners ADD COLUMN moved_at_ms BIGINT"
             ]),
+        // The ids a customer was known by before logIn merged them (RevenueCat's `aliases`),
+        // read by customer when a webhook is delivered. One statement: a second DDL statement in
+        // this migration left SQLite re-preparing the writer's BEGIN on later purchases
+        // (PurchaseRecordingTests, "prepared once, never again").
+        Migration(
+            version: 11, name: "customer aliases",
+            statements: [
+                """
+                CREATE TABLE customer_aliases (
+                    app_id TEXT NOT NULL,
+                    app_user_id TEXT NOT NULL,
+                    alias TEXT NOT NULL,
+                    first_seen_ms BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, app_user_id, alias)
+                )
+                """
+            ]),
     ]
 
     /// Version 6 with `seq`, the one column whose definition differs between the databases.

@@ -15,6 +15,7 @@ public enum WebhookEventType: String, CaseIterable, Sendable, Codable {
     case productChange = "PRODUCT_CHANGE"
     case transfer = "TRANSFER"
     case subscriptionExtended = "SUBSCRIPTION_EXTENDED"
+    case refundReversed = "REFUND_REVERSED"
     case test = "TEST"
 
     /// When the server sends it (docs/webhooks.md is written from these).
@@ -22,23 +23,31 @@ public enum WebhookEventType: String, CaseIterable, Sendable, Codable {
         switch self {
         case .initialPurchase: "the first transaction of an auto-renewable subscription is recorded for a customer"
         case .renewal: "a later transaction of a subscription is recorded (a renewal, a resubscription, an upgrade's new transaction)"
-        case .cancellation: "a refund or revocation of a transaction (`cancel_reason` CUSTOMER_SUPPORT), or auto-renew turned off (UNSUBSCRIBE)"
-        case .uncancellation: "auto-renew turned back on, or a refund reversed"
+        case .cancellation:
+            "the latest period of a subscription, or a one-time purchase, is refunded or revoked (`cancel_reason` CUSTOMER_SUPPORT); "
+                + "auto-renew is turned off (UNSUBSCRIBE); a renewal could not be charged (BILLING_ERROR)"
+        case .uncancellation: "auto-renew is turned back on before the subscription expired"
         case .nonRenewingPurchase: "a consumable, non-consumable or non-renewing subscription is recorded"
         case .expiration:
-            "a subscription's last period ended without a renewal (`expiration_reason`), by Apple's EXPIRED notification or the server's own check, once per period"
-        case .billingIssue: "the App Store could not charge a renewal (billing retry began)"
+            "a subscription's last period, or its grace period, ended without a renewal (`expiration_reason`), by Apple's notification "
+                + "or the server's own check, once per period"
+        case .billingIssue: "the App Store could not charge a renewal (`grace_period_expiration_at_ms` when a grace period runs)"
         case .productChange: "the customer chose another product to renew into (`new_product_id`)"
         case .transfer: "a purchase moved from one customer to another (`transferred_from`, `transferred_to`)"
-        case .subscriptionExtended: "Apple extended the renewal date (RENEWAL_EXTENDED)"
+        case .subscriptionExtended: "the App Store moved a subscription's expiry later (RENEWAL_EXTENDED, or a later-signed copy)"
+        case .refundReversed: "the App Store took back a refund (REFUND_REVERSED): the transaction grants again"
         case .test: "sent from the admin API to check an endpoint"
         }
     }
 }
 
-/// One event: the fields of RevenueCat's webhook `event` object that the server knows, under
-/// the same names. Its `id` is derived from the change it reports, so reporting the same change
-/// twice (a retried request, two servers, a notification and the expiry check) stores it once.
+/// One event: the fields of RevenueCat's webhook `event` object, under the same names and JSON
+/// types. Its `id` is derived from the change it reports, so reporting the same change twice (a
+/// retried request, two servers, a notification and the expiry check) stores it once.
+///
+/// `aliases`, `original_app_user_id` and `subscriber_attributes` are not stored with the event:
+/// they describe the customer, and are added as the customer is when the event is delivered
+/// (``CustomerDatabase/deliveryBody(_:app:user:)``).
 public struct WebhookEvent: Sendable, Hashable {
     public var id: String
     public var type: WebhookEventType
@@ -59,6 +68,22 @@ public struct WebhookEvent: Sendable, Hashable {
     public var newProductId: String?
     public var transferredFrom: [String]?
     public var transferredTo: [String]?
+    public var isFamilyShare: Bool = false
+    public var countryCode: String?
+    public var currency: String?
+    /// The price in the purchased currency, in thousandths (Apple's milliunits); negative for
+    /// a refund, zero for events that move no money.
+    public var priceMilli: Int64?
+    /// The same in US dollars, in thousandths; nil without a rate for the currency.
+    public var priceUSDMilli: Int64?
+    /// The store's commission in thousandths of the price (300: 30 %).
+    public var commissionPermille: Int64 = 300
+    public var offerCode: String?
+    public var presentedOfferingId: String?
+    /// The transaction's place in its chain, from 1 (the first purchase).
+    public var renewalNumber: Int64?
+    public var isTrialConversion: Bool?
+    public var gracePeriodExpirationAtMs: Int64?
 
     /// The stable id of the event of `type` about `subject` (a transaction id, a chain and an
     /// expiry, a notification id): a UUID made of SHA-256 over the three.
@@ -75,8 +100,21 @@ public struct WebhookEvent: Sendable, Hashable {
         ).uuidString
     }
 
+    /// How an event's `price` relates to the transaction's.
+    enum Money {
+        /// A charge: the transaction's price.
+        case charge
+        /// A refund: the price, negative.
+        case refund
+        /// No money moved (a cancellation of auto-renew, an expiry…): 0.
+        case none
+    }
+
     /// An event about one transaction of `user`.
-    init(_ type: WebhookEventType, subject: String, app: AppConfiguration, user: String?, transaction: EventTransaction, now: Date) {
+    init(
+        _ type: WebhookEventType, subject: String, app: AppConfiguration, user: String?, transaction: EventTransaction, now: Date,
+        money: Money = .none
+    ) {
         id = Self.id(app: app.id, type: type, subject: subject)
         self.type = type
         appId = app.id
@@ -90,16 +128,40 @@ public struct WebhookEvent: Sendable, Hashable {
         transactionId = transaction.transactionId
         originalTransactionId = transaction.originalTransactionId
         eventTimestampMs = now.epochMilliseconds
+        isFamilyShare = transaction.familyShared
+        countryCode = Storefront.countryCode(transaction.storefront)
+        currency = transaction.currency
+        if let price = transaction.priceMilli {
+            let signed: Int64 =
+                switch money {
+                case .charge: price
+                case .refund: -price
+                case .none: 0
+                }
+            priceMilli = signed
+            if transaction.currency == "USD" {
+                priceUSDMilli = signed
+            } else if let currency = transaction.currency, let rate = app.usdExchangeRates?.usdPerUnit[currency] {
+                priceUSDMilli = Int64((Double(signed) * rate).rounded())
+            }
+        }
+        commissionPermille = Int64(((app.commissionPercentage ?? AppConfiguration.standardCommission) * 1000).rounded())
+        offerCode = transaction.offerCode
+        renewalNumber = transaction.renewalNumber
     }
 
     /// The event of a transaction newly recorded for `user`: the first of an auto-renewable chain
     /// is its initial purchase, a later one a renewal, anything else a non-renewing purchase.
-    static func purchase(_ transaction: VerifiedTransaction, app: AppConfiguration, user: String, now: Date) -> WebhookEvent {
+    static func purchase(_ transaction: EventTransaction, kind: AppConfiguration.ProductKind, app: AppConfiguration, user: String, now: Date)
+        -> WebhookEvent
+    {
         let type: WebhookEventType =
-            transaction.kind != .autoRenewable
+            kind != .autoRenewable
             ? .nonRenewingPurchase
             : transaction.transactionId == transaction.originalTransactionId ? .initialPurchase : .renewal
-        return WebhookEvent(type, subject: transaction.transactionId, app: app, user: user, transaction: EventTransaction(transaction), now: now)
+        var event = WebhookEvent(type, subject: transaction.transactionId, app: app, user: user, transaction: transaction, now: now, money: .charge)
+        if type == .renewal { event.isTrialConversion = transaction.previousPeriodType == "trial" }
+        return event
     }
 
     /// A `TEST` event for `app` (a fresh id each time).
@@ -124,15 +186,21 @@ public struct WebhookEvent: Sendable, Hashable {
         }
     }
 
-    /// The delivery body: `{"api_version":"1.0","event":{…}}`, keys sorted. The event's own
-    /// fields are always present (null when unknown); a type's extra fields only on that type.
-    /// Written directly (every purchase makes one); tests hold it byte-equal to
-    /// ``encodedBody``, the `Encodable` form.
+    /// The stored body: `{"api_version":"1.0","event":{…}}`, keys sorted, without the three
+    /// customer keys added at delivery. Every field RevenueCat documents for the event's type is
+    /// present, null when unknown; a type's own fields (`cancel_reason`, `expiration_reason`,
+    /// `new_product_id`, `is_trial_conversion`, `grace_period_expiration_at_ms`) only on that
+    /// type. A `TRANSFER` carries what RevenueCat's does: ids, time, store, environment and the
+    /// two lists, no transaction. Written directly (every purchase makes one); the golden files
+    /// in Tests/Fixtures/golden hold its bytes.
     public var body: String {
-        var json = LeanJSONWriter(capacity: 768)
+        var json = LeanJSONWriter(capacity: 1024)
         var first = true
         func optional(_ value: String?) { if let value { json.string(value) } else { json.raw("null") } }
         func optional(_ value: Int64?) { if let value { json.integer(value) } else { json.raw("null") } }
+        func decimal(_ value: Int64?) {
+            if let value { json.append(contentsOf: Array(Self.decimal(milli: value).utf8)) } else { json.raw("null") }
+        }
         func strings(_ values: [String]) {
             json.byte(UInt8(ascii: "["))
             for (index, value) in values.enumerated() {
@@ -142,93 +210,61 @@ public struct WebhookEvent: Sendable, Hashable {
             json.byte(UInt8(ascii: "]"))
         }
         json.raw("{\"api_version\":\"1.0\",\"event\":{")
-        json.member("aliases", first: &first); strings(appUserId.map { [$0] } ?? [])
         json.member("app_id", first: &first); json.string(appId)
+        if type == .transfer {
+            json.member("environment", first: &first); optional(environment)
+            json.member("event_timestamp_ms", first: &first); json.integer(eventTimestampMs)
+            json.member("id", first: &first); json.string(id)
+            json.member("store", first: &first); optional(store)
+            json.member("transferred_from", first: &first); strings(transferredFrom ?? [])
+            json.member("transferred_to", first: &first); strings(transferredTo ?? [])
+            json.member("type", first: &first); json.string(type.rawValue)
+            json.raw("}}")
+            return String(decoding: json.bytes, as: UTF8.self)
+        }
         json.member("app_user_id", first: &first); optional(appUserId)
         if type == .cancellation { json.member("cancel_reason", first: &first); optional(cancelReason) }
+        json.member("commission_percentage", first: &first); decimal(type == .test ? nil : commissionPermille)
+        json.member("country_code", first: &first); optional(countryCode)
+        json.member("currency", first: &first); optional(currency)
+        json.member("entitlement_id", first: &first); json.raw("null")
         json.member("entitlement_ids", first: &first)
         if let entitlementIds { strings(entitlementIds) } else { json.raw("null") }
         json.member("environment", first: &first); optional(environment)
         json.member("event_timestamp_ms", first: &first); json.integer(eventTimestampMs)
         json.member("expiration_at_ms", first: &first); optional(expirationAtMs)
         if type == .expiration { json.member("expiration_reason", first: &first); optional(expirationReason) }
+        if type == .billingIssue { json.member("grace_period_expiration_at_ms", first: &first); optional(gracePeriodExpirationAtMs) }
         json.member("id", first: &first); json.string(id)
+        json.member("is_family_share", first: &first); json.bool(isFamilyShare)
+        if type == .renewal { json.member("is_trial_conversion", first: &first); json.bool(isTrialConversion ?? false) }
         if type == .productChange { json.member("new_product_id", first: &first); optional(newProductId) }
-        json.member("original_app_user_id", first: &first); optional(appUserId)
+        json.member("offer_code", first: &first); optional(offerCode)
         json.member("original_transaction_id", first: &first); optional(originalTransactionId)
         json.member("period_type", first: &first); optional(periodType)
+        json.member("presented_offering_id", first: &first); optional(presentedOfferingId)
+        json.member("price", first: &first); decimal(priceUSDMilli)
+        json.member("price_in_purchased_currency", first: &first); decimal(priceMilli)
         json.member("product_id", first: &first); optional(productId)
         json.member("purchased_at_ms", first: &first); optional(purchasedAtMs)
+        json.member("renewal_number", first: &first); optional(renewalNumber)
         json.member("store", first: &first); optional(store)
+        json.member("takehome_percentage", first: &first); decimal(type == .test ? nil : 1000 - commissionPermille)
+        json.member("tax_percentage", first: &first); json.raw("null")
         json.member("transaction_id", first: &first); optional(transactionId)
-        if type == .transfer {
-            json.member("transferred_from", first: &first); strings(transferredFrom ?? [])
-            json.member("transferred_to", first: &first); strings(transferredTo ?? [])
-        }
         json.member("type", first: &first); json.string(type.rawValue)
         json.raw("}}")
         return String(decoding: json.bytes, as: UTF8.self)
     }
 
-    /// The body through `JSONEncoder` (sorted keys, unescaped slashes): what ``body`` must equal.
-    var encodedBody: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return String(decoding: (try? encoder.encode(Envelope(event: self))) ?? Data(), as: UTF8.self)
-    }
-
-    private struct Envelope: Encodable {
-        let event: WebhookEvent
-
-        enum CodingKeys: String, CodingKey {
-            case apiVersion = "api_version", event
-        }
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode("1.0", forKey: .apiVersion)
-            try container.encode(event, forKey: .event)
-        }
-    }
-}
-
-extension WebhookEvent: Encodable {
-    enum CodingKeys: String, CodingKey {
-        case id, type, appId = "app_id", appUserId = "app_user_id", originalAppUserId = "original_app_user_id", aliases
-        case productId = "product_id", entitlementIds = "entitlement_ids", periodType = "period_type"
-        case purchasedAtMs = "purchased_at_ms", expirationAtMs = "expiration_at_ms", environment, store
-        case transactionId = "transaction_id", originalTransactionId = "original_transaction_id", eventTimestampMs = "event_timestamp_ms"
-        case cancelReason = "cancel_reason", expirationReason = "expiration_reason", newProductId = "new_product_id"
-        case transferredFrom = "transferred_from", transferredTo = "transferred_to"
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
-        try container.encode(type.rawValue, forKey: .type)
-        try container.encode(appId, forKey: .appId)
-        try container.encode(appUserId, forKey: .appUserId)
-        try container.encode(appUserId, forKey: .originalAppUserId)
-        try container.encode(appUserId.map { [$0] } ?? [], forKey: .aliases)
-        try container.encode(productId, forKey: .productId)
-        try container.encode(entitlementIds, forKey: .entitlementIds)
-        try container.encode(periodType, forKey: .periodType)
-        try container.encode(purchasedAtMs, forKey: .purchasedAtMs)
-        try container.encode(expirationAtMs, forKey: .expirationAtMs)
-        try container.encode(environment, forKey: .environment)
-        try container.encode(store, forKey: .store)
-        try container.encode(transactionId, forKey: .transactionId)
-        try container.encode(originalTransactionId, forKey: .originalTransactionId)
-        try container.encode(eventTimestampMs, forKey: .eventTimestampMs)
-        switch type {
-        case .cancellation: try container.encode(cancelReason, forKey: .cancelReason)
-        case .expiration: try container.encode(expirationReason, forKey: .expirationReason)
-        case .productChange: try container.encode(newProductId, forKey: .newProductId)
-        case .transfer:
-            try container.encode(transferredFrom ?? [], forKey: .transferredFrom)
-            try container.encode(transferredTo ?? [], forKey: .transferredTo)
-        default: break
-        }
+    /// A number of thousandths as a JSON decimal: 4990 is `4.99`, -25 is `-0.025`, 0 is `0`.
+    static func decimal(milli: Int64) -> String {
+        let sign = milli < 0 ? "-" : ""
+        let magnitude = milli.magnitude
+        var fraction = String(magnitude % 1000)
+        fraction = String(repeating: "0", count: 3 - fraction.count) + fraction
+        while fraction.hasSuffix("0") { fraction.removeLast() }
+        return sign + String(magnitude / 1000) + (fraction.isEmpty ? "" : "." + fraction)
     }
 }
 
@@ -241,6 +277,16 @@ struct EventTransaction: Sendable {
     var periodType: String
     var purchasedAtMs: Int64?
     var expiresAtMs: Int64?
+    var priceMilli: Int64?
+    var currency: String?
+    var storefront: String?
+    var offerCode: String?
+    var familyShared = false
+    /// The transaction's place in its chain (1: the first purchase); nil when not worked out.
+    var renewalNumber: Int64?
+    /// The period type of the chain's transaction before this one (a renewal's
+    /// `is_trial_conversion`).
+    var previousPeriodType: String?
 
     init(
         transactionId: String, originalTransactionId: String, productId: String, environment: String, periodType: String,
@@ -256,11 +302,51 @@ struct EventTransaction: Sendable {
     }
 
     init(_ transaction: VerifiedTransaction) {
-        let payload = transaction.payload
+        self.init(transaction.payload, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId)
+        if transactionId == originalTransactionId { renewalNumber = 1 }
+    }
+
+    init(_ payload: TransactionPayload, transactionId: String, originalTransactionId: String) {
         self.init(
-            transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId,
-            productId: transaction.productId, environment: payload.environment?.rawValue ?? "", periodType: payload.periodType,
+            transactionId: transactionId, originalTransactionId: originalTransactionId,
+            productId: payload.productId ?? "", environment: payload.environment?.rawValue ?? "", periodType: payload.periodType,
             purchasedAtMs: payload.purchaseDate.map(\.epochMilliseconds),
             expiresAtMs: payload.expiresDate.map(\.epochMilliseconds))
+        priceMilli = payload.price
+        currency = payload.currency
+        storefront = payload.storefront
+        // Apple's offer type 3 is an offer code; its identifier is the code's reference name.
+        offerCode = payload.offerType == 3 ? payload.offerIdentifier : nil
+        familyShared = payload.inAppOwnershipType == .familyShared
+    }
+}
+
+extension EventTransaction {
+    /// The columns of the table `p` (`purchases`) that ``init(stored:)`` reads.
+    static let storedColumns = """
+        p.transaction_id, p.original_transaction_id, p.product_id, p.environment, p.period_type, p.purchase_date_ms, \
+        p.expires_date_ms, p.signed_transaction
+        """
+
+    /// A stored transaction: the row's dates and period (kept current by later-signed copies),
+    /// with the price, currency, storefront, offer and ownership of its stored signed copy
+    /// (verified when it was stored; read again here without a second check).
+    init(stored row: some StoredRow) throws {
+        let transactionId = try row.string("transaction_id")
+        let original = try row.string("original_transaction_id")
+        if let jws = try row.text("signed_transaction"), let data = try? UnverifiedJWS(jws).payload,
+            let payload = try? AppStoreJSON.decode(TransactionPayload.self, from: data)
+        {
+            self.init(payload, transactionId: transactionId, originalTransactionId: original)
+        } else {
+            self.init(
+                transactionId: transactionId, originalTransactionId: original, productId: "", environment: "", periodType: "normal",
+                purchasedAtMs: nil, expiresAtMs: nil)
+        }
+        productId = try row.string("product_id")
+        environment = try row.string("environment")
+        periodType = try row.text("period_type") ?? "normal"
+        purchasedAtMs = try row.integer("purchase_date_ms")
+        expiresAtMs = try row.integer("expires_date_ms")
     }
 }

@@ -133,7 +133,7 @@ struct HostileInputTests {
             get("traversal to a control character", "/v1/subscribers/..%2F..%2F%01", .invalidAppUserId),
             get("unknown sub-resource", "/v1/subscribers/u1/secrets", .notFound),
             get("traversal out of the API", "/v1/subscribers/../../etc/passwd", .notFound),
-            get("secret key on CustomerInfo", "/v1/subscribers/u1", key: .secretKey, .wrongKeyKind),
+            get("secret key on offerings", "/v1/subscribers/u1/offerings", key: .secretKey, .wrongKeyKind),
             get("bad nonce on CustomerInfo", "/v1/subscribers/u1", headers: ["X-Nonce": nonce + "AAAA"], .malformedNonce),
             Case(
                 description: "a method the endpoint lacks", method: .delete, path: "/v1/receipts", key: .publicKey, body: nil,

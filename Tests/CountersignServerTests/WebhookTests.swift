@@ -170,8 +170,10 @@ struct WebhookTests {
             #expect(event("RENEWAL", "alice")?["transaction_id"] as? String == renewalId)
             let cancellation = try #require(event("CANCELLATION", "alice"))
             #expect(cancellation["cancel_reason"] as? String == "CUSTOMER_SUPPORT" && cancellation["transaction_id"] as? String == renewalId)
-            let transfer = try #require(event("TRANSFER", "bob"))
+            // RevenueCat's TRANSFER names its customers in its two lists only: no app_user_id.
+            let transfer = try #require(all.map(\.event).first { $0["type"] as? String == "TRANSFER" })
             #expect(transfer["transferred_from"] as? [String] == ["alice"] && transfer["transferred_to"] as? [String] == ["bob"])
+            #expect(transfer["app_user_id"] == nil && transfer["transaction_id"] == nil && transfer["aliases"] == nil)
             #expect(event("NON_RENEWING_PURCHASE", "carol")?["product_id"] as? String == "lifetime")
             let expiration = try #require(event("EXPIRATION", "carol"))
             #expect(expiration["original_transaction_id"] as? String == carols.payload.originalTransactionId)
@@ -295,28 +297,72 @@ struct WebhookTests {
         }
     }
 
-    @Test("the event body written directly is byte for byte the JSONEncoder form, for every type and odd strings")
+    @Test("the event body written directly parses to the fields RevenueCat documents for each type, odd strings included")
     func leanBody() throws {
         var app = AppConfiguration.makeDemo()
         app.id = "app \"quoted\" \\ / \u{1}é"
-        let transaction = EventTransaction(
+        app.commissionPercentage = 0.15
+        app.usdExchangeRates = .init(asOf: "2026-11-01", usdPerUnit: ["EUR": 1.08])
+        var transaction = EventTransaction(
             transactionId: "2000000123", originalTransactionId: "2000000100", productId: "pro_monthly",
             environment: "Production", periodType: "trial", purchasedAtMs: 1_799_000_000_000, expiresAtMs: nil)
-        for type in WebhookEventType.allCases {
+        transaction.priceMilli = 7_990
+        transaction.currency = "EUR"
+        transaction.storefront = "DEU"
+        transaction.offerCode = "WINTER"
+        transaction.renewalNumber = 3
+        for type in WebhookEventType.allCases where type != .test {
             for user in ["alice", "a\nb\"c/d\u{7f}ü", nil] as [String?] {
                 var event = WebhookEvent(
-                    type, subject: "s", app: app, user: user, transaction: transaction, now: Date(timeIntervalSince1970: 1_799_000_000.5))
+                    type, subject: "s", app: app, user: user, transaction: transaction, now: Date(timeIntervalSince1970: 1_799_000_000.5),
+                    money: .refund)
                 event.cancelReason = "UNSUBSCRIBE"
                 event.expirationReason = nil
                 event.newProductId = "pro_yearly"
                 event.transferredFrom = user.map { [$0, "x"] }
                 event.transferredTo = []
-                #expect(event.body == event.encodedBody, "\(type) \(user ?? "nil")")
-                #expect(try JSONSerialization.jsonObject(with: Data(event.body.utf8)) is [String: Any])
+                event.isTrialConversion = true
+                event.gracePeriodExpirationAtMs = 1_799_100_000_000
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(event.body.utf8)) as? [String: Any])
+                #expect(object["api_version"] as? String == "1.0")
+                let fields = try #require(object["event"] as? [String: Any])
+                var expected: [String: Any] = [
+                    "id": event.id, "type": type.rawValue, "app_id": app.id, "event_timestamp_ms": 1_799_000_000_500,
+                    "environment": "PRODUCTION", "store": "APP_STORE",
+                ]
+                if type == .transfer {
+                    expected["transferred_from"] = user.map { [$0, "x"] } ?? []
+                    expected["transferred_to"] = [String]()
+                } else {
+                    expected.merge(
+                        [
+                            "app_user_id": user ?? NSNull(), "product_id": "pro_monthly", "entitlement_ids": ["pro"], "entitlement_id": NSNull(),
+                            "period_type": "TRIAL", "purchased_at_ms": 1_799_000_000_000, "expiration_at_ms": NSNull(),
+                            "transaction_id": "2000000123", "original_transaction_id": "2000000100", "is_family_share": false,
+                            "country_code": "DE", "currency": "EUR", "price_in_purchased_currency": -7.99, "price": -8.629,
+                            "takehome_percentage": 0.85, "commission_percentage": 0.15, "tax_percentage": NSNull(), "offer_code": "WINTER",
+                            "presented_offering_id": NSNull(), "renewal_number": 3,
+                        ], uniquingKeysWith: { $1 })
+                    switch type {
+                    case .cancellation: expected["cancel_reason"] = "UNSUBSCRIBE"
+                    case .expiration: expected["expiration_reason"] = NSNull()
+                    case .productChange: expected["new_product_id"] = "pro_yearly"
+                    case .renewal: expected["is_trial_conversion"] = true
+                    case .billingIssue: expected["grace_period_expiration_at_ms"] = 1_799_100_000_000
+                    default: break
+                    }
+                }
+                #expect(Self.canonical(fields) == Self.canonical(expected), "\(type) \(user ?? "nil")")
             }
-            let test = WebhookEvent.test(app: app, now: Date())
-            #expect(test.body == test.encodedBody)
         }
+        let test = try #require(try JSONSerialization.jsonObject(with: Data(WebhookEvent.test(app: app, now: Date()).body.utf8)) as? [String: Any])
+        #expect((test["event"] as? [String: Any])?["type"] as? String == "TEST")
+        #expect(WebhookEvent.decimal(milli: 4_990) == "4.99" && WebhookEvent.decimal(milli: -25) == "-0.025" && WebhookEvent.decimal(milli: 0) == "0")
+    }
+
+    /// A JSON object's text with sorted keys, so two objects compare by their JSON values.
+    static func canonical(_ object: [String: Any]) -> String {
+        String(decoding: (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data(), as: UTF8.self)
     }
 
     @Test("a delivery with any signed part changed fails: path, request time, body, signature")

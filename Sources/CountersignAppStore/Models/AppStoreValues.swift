@@ -77,6 +77,11 @@ public struct NotificationType: OpenStringValue {
     public static let renewalExtension: Self = "RENEWAL_EXTENSION"
     public static let priceIncrease: Self = "PRICE_INCREASE"
     public static let oneTimeCharge: Self = "ONE_TIME_CHARGE"
+    public static let externalPurchaseToken: Self = "EXTERNAL_PURCHASE_TOKEN"
+    public static let metadataUpdate: Self = "METADATA_UPDATE"
+    public static let migration: Self = "MIGRATION"
+    public static let priceChange: Self = "PRICE_CHANGE"
+    public static let rescindConsent: Self = "RESCIND_CONSENT"
     public static let test: Self = "TEST"
 }
 
@@ -95,6 +100,13 @@ public struct NotificationSubtype: OpenStringValue {
     public static let billingRetry: Self = "BILLING_RETRY"
     public static let gracePeriod: Self = "GRACE_PERIOD"
     public static let billingRecovery: Self = "BILLING_RECOVERY"
+    public static let priceIncrease: Self = "PRICE_INCREASE"
+    public static let productNotForSale: Self = "PRODUCT_NOT_FOR_SALE"
+    public static let pending: Self = "PENDING"
+    public static let accepted: Self = "ACCEPTED"
+    public static let summary: Self = "SUMMARY"
+    public static let failure: Self = "FAILURE"
+    public static let unreported: Self = "UNREPORTED"
 }
 
 /// JSON coding for App Store payloads: dates are milliseconds since 1970, possibly fractional

@@ -19,6 +19,9 @@ extension TestStoreCA {
         public var introductoryOffer: String?
         /// `FAMILY_SHARED`: the family organizer's purchase, shared with this account.
         public var ownershipType: OwnershipType = .purchased
+        /// The price in milliunits of `currency` (Apple's `price`); nil leaves it out.
+        public var price: Int64?
+        public var currency = "USD"
 
         public init(productId: String, type: ProductType, bundleId: String, appAccountToken: UUID? = nil, purchaseDate: Date = Date()) {
             self.productId = productId
@@ -49,7 +52,8 @@ extension TestStoreCA {
             payload.offerDiscountType = offer
         }
         payload.storefront = "USA"
-        payload.currency = "USD"
+        payload.currency = purchase.currency
+        payload.price = purchase.price
         if purchase.type == .autoRenewable || purchase.type == .nonRenewing {
             payload.expiresDate =
                 purchase.expiresDate
@@ -87,6 +91,8 @@ extension TestStoreCA {
             appAccountToken: appAccountToken, purchaseDate: purchaseDate
         )
         purchase.environment = environment
+        purchase.price = product.price.flatMap(Self.milliunits)
+        purchase.currency = product.currency ?? "USD"
         if let period = product.subscriptionPeriod.flatMap(StorePeriod.init(iso8601:)) {
             purchase.expiresDate = period.end(from: purchaseDate)
         }
@@ -94,8 +100,15 @@ extension TestStoreCA {
             purchase.introductoryOffer = offer.paymentMode.offerDiscountType
             let periods = offer.paymentMode == .payAsYouGo ? offer.periodCount ?? 1 : 1
             purchase.expiresDate = period.end(from: purchaseDate, times: periods)
+            purchase.price = offer.paymentMode == .freeTrial ? 0 : offer.price.flatMap(Self.milliunits)
         }
         return try mintTransaction(purchase)
+    }
+
+    /// A configured price (`9.99`) in milliunits (9990), as Apple's `price` carries it.
+    static func milliunits(_ price: String) -> Int64? {
+        guard let decimal = Decimal(string: price, locale: Locale(identifier: "en_US_POSIX")) else { return nil }
+        return Int64(truncating: (decimal * 1000) as NSDecimalNumber)
     }
 
     /// A renewal of `latest`, the newest transaction of a subscription: a period at full price

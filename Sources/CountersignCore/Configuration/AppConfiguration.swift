@@ -31,6 +31,29 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
     /// Endpoints of the app's backend that hear about every purchase, renewal, refund, expiry
     /// and transfer (docs/webhooks.md).
     public var webhooks: [Webhook]?
+    /// The store's commission as a fraction of the price (0.3, Apple's standard rate, when
+    /// unset; 0.15 for the Small Business Program): webhook events' `commission_percentage`,
+    /// and `takehome_percentage` is what is left.
+    public var commissionPercentage: Double?
+    /// US dollars per unit of each currency, as of a date the operator chose: webhook events'
+    /// `price` (in USD). Never fetched at run time; a currency missing here gives a null `price`.
+    public var usdExchangeRates: ExchangeRates?
+
+    /// A dated table of exchange rates to the US dollar.
+    public struct ExchangeRates: Codable, Sendable, Hashable {
+        /// The day the rates were taken (`YYYY-MM-DD`), for the record.
+        public var asOf: String
+        /// ISO 4217 code to US dollars per unit (`{"EUR": 1.08}`).
+        public var usdPerUnit: [String: Double]
+
+        public init(asOf: String, usdPerUnit: [String: Double]) {
+            self.asOf = asOf
+            self.usdPerUnit = usdPerUnit
+        }
+    }
+
+    /// Apple's standard commission.
+    public static let standardCommission = 0.3
 
     /// One endpoint events are posted to.
     public struct Webhook: Codable, Sendable, Hashable {
@@ -42,18 +65,35 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
         /// The delays between attempts, in seconds: one more attempt than delays. Default
         /// ``defaultRetrySchedule``.
         public var retryScheduleSeconds: [Double]?
+        /// Only these event types are sent (RevenueCat's names, `INITIAL_PURCHASE`…); all when unset.
+        public var eventTypes: [String]?
+        /// Only events of these environments are sent (`PRODUCTION`, `SANDBOX`); both when unset.
+        public var environments: [String]?
 
         /// Five attempts over about two and a half hours: 1 minute, 5 minutes, 30 minutes and
         /// 2 hours after the one before.
         public static let defaultRetrySchedule: [Double] = [60, 300, 1_800, 7_200]
 
-        public init(url: String, authorization: String? = nil, retryScheduleSeconds: [Double]? = nil) {
+        public init(
+            url: String, authorization: String? = nil, retryScheduleSeconds: [Double]? = nil, eventTypes: [String]? = nil,
+            environments: [String]? = nil
+        ) {
             self.url = url
             self.authorization = authorization
             self.retryScheduleSeconds = retryScheduleSeconds
+            self.eventTypes = eventTypes
+            self.environments = environments
         }
 
         public var retrySchedule: [Double] { retryScheduleSeconds ?? Self.defaultRetrySchedule }
+
+        /// Whether an event of `type` in `environment` (RevenueCat's `PRODUCTION` or `SANDBOX`;
+        /// nil for a `TEST` event, which has none) goes to this endpoint.
+        public func wants(type: String, environment: String?) -> Bool {
+            if let eventTypes, !eventTypes.contains(type) { return false }
+            if let environments, let environment, !environments.contains(environment) { return false }
+            return true
+        }
 
         /// Refuses what could not be delivered or would be read two ways: a URL that is not an
         /// absolute http(s) URL with a host, a fragment or credentials in it, a header value with
@@ -72,7 +112,19 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
             if let schedule = retryScheduleSeconds, schedule.contains(where: { !$0.isFinite || $0 < 0 || $0 > 86_400 }) {
                 throw ConfigurationError("\(name): retryScheduleSeconds must be delays from 0 to 86400 seconds")
             }
+            if let eventTypes, eventTypes.isEmpty || eventTypes.contains(where: { !Self.eventTypeNames.contains($0) }) {
+                throw ConfigurationError("\(name): eventTypes must list event types from: \(Self.eventTypeNames.joined(separator: ", "))")
+            }
+            if let environments, environments.isEmpty || environments.contains(where: { $0 != "PRODUCTION" && $0 != "SANDBOX" }) {
+                throw ConfigurationError("\(name): environments must list PRODUCTION, SANDBOX or both")
+            }
         }
+
+        /// The event types the server sends (RevenueCat's names).
+        public static let eventTypeNames = [
+            "INITIAL_PURCHASE", "RENEWAL", "CANCELLATION", "UNCANCELLATION", "NON_RENEWING_PURCHASE", "EXPIRATION", "BILLING_ISSUE",
+            "PRODUCT_CHANGE", "TRANSFER", "SUBSCRIPTION_EXTENDED", "REFUND_REVERSED", "TEST",
+        ]
     }
 
     public struct InAppPurchaseKey: Codable, Sendable, Hashable {
@@ -311,6 +363,17 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
         do throws(ConfigurationError) {
             try configuration.validateStoreMetadata()
             for app in configuration.apps {
+                if let commission = app.commissionPercentage, !(0...1).contains(commission) {
+                    throw ConfigurationError("app '\(app.id)': commissionPercentage must be a fraction from 0 to 1 (0.3 is 30 %)")
+                }
+                if let rates = app.usdExchangeRates {
+                    guard rates.asOf.wholeMatch(of: /[0-9]{4}-[0-9]{2}-[0-9]{2}/) != nil else {
+                        throw ConfigurationError("app '\(app.id)': usdExchangeRates.asOf must be a day like 2026-11-01")
+                    }
+                    for (currency, rate) in rates.usdPerUnit where currency.wholeMatch(of: /[A-Z]{3}/) == nil || !rate.isFinite || rate <= 0 {
+                        throw ConfigurationError("app '\(app.id)': usdExchangeRates.usdPerUnit['\(currency)'] must be a positive rate for an ISO 4217 code")
+                    }
+                }
                 var urls = Set<String>()
                 for webhook in app.webhooks ?? [] {
                     try webhook.validate(app: app.id)

@@ -29,9 +29,9 @@ public struct WebhookDeliveryService: Service {
         public var pollInterval: Duration = .seconds(1)
         /// How long a server holds a delivery it is sending before another may take it (well
         /// over an attempt's timeout, so a live sender never loses its lease mid-attempt).
-        public var lease: TimeInterval = 30
-        /// How long one attempt may take (connect, send, answer).
-        public var attemptTimeout: TimeInterval = 10
+        public var lease: TimeInterval = 90
+        /// How long one attempt may take (connect, send, answer): 60 seconds, RevenueCat's wait.
+        public var attemptTimeout: TimeInterval = 60
         /// Deliveries sent at once.
         public var batchSize = 32
         /// How long delivered deliveries, and events with nothing left to deliver, are kept

@@ -118,7 +118,7 @@ struct PublicRoutes: Sendable {
             .add(middleware: AppAuthentication(authentication: authentication, kind: .publicKey))
         if let rateLimits { signed = signed.add(middleware: PublicRateLimit(rateLimits, now: now)) }
         let routes = signed.group(context: SignedRequestContext.self)
-        get(routes, "/v1/subscribers/:app_user_id", customerInfo)
+        get(routes, "/v1/subscribers/:app_user_id", acceptsSecretKey: true, customerInfo)
         get(routes, "/v1/subscribers/:app_user_id/offerings", offerings)
         get(routes, "/v1/product_entitlement_mapping", productEntitlementMapping)
         post(routes, "/v1/receipts", ReceiptRequest.self, receipts)
@@ -363,12 +363,22 @@ struct PublicRoutes: Sendable {
     }
 
     /// A signed GET (the group's middleware checked the request, found the app, and signs).
+    /// `acceptsSecretKey`: the app's secret key opens it too, as RevenueCat's
+    /// `GET /v1/subscribers/{id}` is read by backends with theirs (the answer is the same).
     private func get(
-        _ group: RouterGroup<SignedRequestContext>, _ path: RouterPath,
+        _ group: RouterGroup<SignedRequestContext>, _ path: RouterPath, acceptsSecretKey: Bool = false,
         _ handler: @escaping @Sendable (AppConfiguration, Request, SignedRequestContext) async throws -> SignedAnswer
     ) {
+        let authentication = self.authentication
         group.get(path) { request, context -> Response in
-            try context.respond(to: request, with: try await handler(try context.authenticatedApp(), request, context))
+            let app: AppConfiguration
+            do throws(APIError) {
+                app = try context.authenticatedApp()
+            } catch {
+                guard acceptsSecretKey, error.code == APIErrorCode.wrongKeyKind.rawValue else { throw error }
+                app = try authentication.secretApp(request)
+            }
+            return try context.respond(to: request, with: try await handler(app, request, context))
         }
     }
 
