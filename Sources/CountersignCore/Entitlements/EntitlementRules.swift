@@ -57,6 +57,7 @@ public enum EntitlementRules {
             )
             subscription.periodType = latest.periodType
             subscription.ownershipType = latest.ownershipType
+            subscription.storeTransactionId = latest.transactionId
             // One product may have several chains (e.g. after a lapse): show the most relevant.
             if let existing = result.subscriptions[latest.productId], !subscription.isMoreRelevant(than: existing) {
                 // keep the existing one
@@ -194,6 +195,8 @@ public struct SubscriptionState: Sendable, Hashable {
     public var environment: String
     public var periodType = "normal"
     public var ownershipType = "PURCHASED"
+    /// The store's id of the transaction shown (the chain's newest).
+    public var storeTransactionId: String?
 
     /// Active first, then the later expiry.
     func isMoreRelevant(than other: SubscriptionState) -> Bool {

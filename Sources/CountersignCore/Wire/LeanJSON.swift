@@ -93,6 +93,13 @@ public struct LeanJSONWriter {
         string(value)
     }
 
+    /// An optional string member written `null` when nil, as RevenueCat writes its nullable
+    /// fields (a client testing `=== null` finds the key).
+    public mutating func nullable(_ key: StaticString, _ value: String?, first: inout Bool) {
+        member(key, first: &first)
+        if let value { string(value) } else { raw("null") }
+    }
+
     /// A JSON object of a dictionary, keys in UTF-8 byte order.
     public mutating func dictionary<Value>(_ dictionary: [String: Value], value write: (inout LeanJSONWriter, Value) -> Void) {
         bytes.append(UInt8(ascii: "{"))
@@ -138,7 +145,8 @@ extension LeanJSONWriter {
 }
 
 extension SubscriberResponse.Subscriber {
-    /// The subscriber's JSON, byte for byte `JSONEncoder`'s (sorted keys, no trailing newline).
+    /// The subscriber's JSON, keys sorted, RevenueCat's nullable fields written as `null`
+    /// (Tests/Fixtures/golden holds its bytes).
     public func leanJSON() -> [UInt8] {
         var writer = LeanJSONWriter()
         var first = true
@@ -147,15 +155,15 @@ extension SubscriberResponse.Subscriber {
         writer.dictionary(entitlements) { writer, entitlement in
             var first = true
             writer.byte(UInt8(ascii: "{"))
-            writer.member("expires_date", entitlement.expiresDate, first: &first)
-            writer.member("grace_period_expires_date", entitlement.gracePeriodExpiresDate, first: &first)
+            writer.nullable("expires_date", entitlement.expiresDate, first: &first)
+            writer.nullable("grace_period_expires_date", entitlement.gracePeriodExpiresDate, first: &first)
             writer.member("product_identifier", entitlement.productIdentifier, first: &first)
             writer.member("purchase_date", entitlement.purchaseDate, first: &first)
             writer.byte(UInt8(ascii: "}"))
         }
         writer.member("first_seen", firstSeen, first: &first)
         writer.member("last_seen", lastSeen, first: &first)
-        writer.member("management_url", managementUrl, first: &first)
+        writer.nullable("management_url", managementUrl, first: &first)
         writer.member("non_subscriptions", first: &first)
         writer.dictionary(nonSubscriptions) { writer, purchases in
             writer.byte(UInt8(ascii: "["))
@@ -168,28 +176,34 @@ extension SubscriberResponse.Subscriber {
                 writer.bool(purchase.isSandbox)
                 writer.member("purchase_date", purchase.purchaseDate, first: &first)
                 writer.member("store", purchase.store, first: &first)
+                writer.member("store_transaction_id", purchase.id, first: &first)
                 writer.byte(UInt8(ascii: "}"))
             }
             writer.byte(UInt8(ascii: "]"))
         }
         writer.member("original_app_user_id", originalAppUserId, first: &first)
-        writer.member("original_purchase_date", originalPurchaseDate, first: &first)
+        writer.nullable("original_application_version", nil, first: &first)
+        writer.nullable("original_purchase_date", originalPurchaseDate, first: &first)
+        writer.member("other_purchases", first: &first)
+        writer.raw("{}")
         writer.member("subscriptions", first: &first)
         writer.dictionary(subscriptions) { writer, subscription in
             var first = true
             writer.byte(UInt8(ascii: "{"))
-            writer.member("billing_issues_detected_at", subscription.billingIssuesDetectedAt, first: &first)
-            writer.member("expires_date", subscription.expiresDate, first: &first)
-            writer.member("grace_period_expires_date", subscription.gracePeriodExpiresDate, first: &first)
+            writer.nullable("auto_resume_date", nil, first: &first)
+            writer.nullable("billing_issues_detected_at", subscription.billingIssuesDetectedAt, first: &first)
+            writer.nullable("expires_date", subscription.expiresDate, first: &first)
+            writer.nullable("grace_period_expires_date", subscription.gracePeriodExpiresDate, first: &first)
             writer.member("is_sandbox", first: &first)
             writer.bool(subscription.isSandbox)
             writer.member("original_purchase_date", subscription.originalPurchaseDate, first: &first)
-            writer.member("ownership_type", subscription.ownershipType, first: &first)
+            writer.nullable("ownership_type", subscription.ownershipType, first: &first)
             writer.member("period_type", subscription.periodType, first: &first)
             writer.member("purchase_date", subscription.purchaseDate, first: &first)
-            writer.member("refunded_at", subscription.refundedAt, first: &first)
+            writer.nullable("refunded_at", subscription.refundedAt, first: &first)
             writer.member("store", subscription.store, first: &first)
-            writer.member("unsubscribe_detected_at", subscription.unsubscribeDetectedAt, first: &first)
+            writer.nullable("store_transaction_id", subscription.storeTransactionId, first: &first)
+            writer.nullable("unsubscribe_detected_at", subscription.unsubscribeDetectedAt, first: &first)
             writer.byte(UInt8(ascii: "}"))
         }
         writer.byte(UInt8(ascii: "}"))

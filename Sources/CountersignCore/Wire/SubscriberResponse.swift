@@ -33,6 +33,8 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
             case originalAppUserId = "original_app_user_id"
             case managementUrl = "management_url"
             case originalPurchaseDate = "original_purchase_date"
+            case originalApplicationVersion = "original_application_version"
+            case otherPurchases = "other_purchases"
         }
     }
 
@@ -65,9 +67,13 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         public var refundedAt: String?
         /// `PURCHASED` or `FAMILY_SHARED` (read when present).
         public var ownershipType: String?
+        /// The store's id of the newest transaction (read when present).
+        public var storeTransactionId: String? = nil
 
         enum CodingKeys: String, CodingKey {
             case ownershipType = "ownership_type"
+            case storeTransactionId = "store_transaction_id"
+            case autoResumeDate = "auto_resume_date"
             case expiresDate = "expires_date"
             case purchaseDate = "purchase_date"
             case originalPurchaseDate = "original_purchase_date"
@@ -92,6 +98,7 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
             case purchaseDate = "purchase_date"
             case store
             case isSandbox = "is_sandbox"
+            case storeTransactionId = "store_transaction_id"
         }
     }
 }
@@ -164,6 +171,7 @@ extension SubscriberResponse.Subscription {
         gracePeriodExpiresDate = container.lenient(String.self, .gracePeriodExpiresDate)
         refundedAt = container.lenient(String.self, .refundedAt)
         ownershipType = container.lenient(String.self, .ownershipType)
+        storeTransactionId = container.lenient(String.self, .storeTransactionId)
     }
 }
 
@@ -174,6 +182,64 @@ extension SubscriberResponse.NonSubscription {
         purchaseDate = container.lenient(String.self, .purchaseDate, default: "")
         store = container.lenient(String.self, .store, default: "app_store")
         isSandbox = container.lenient(Bool.self, .isSandbox, default: false)
+    }
+}
+
+// Encoding writes RevenueCat's nullable fields as `null` rather than leaving them out, as
+// RevenueCat's answer does (and as the lean writer does, which tests hold byte-equal to this).
+extension SubscriberResponse.Subscriber {
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(entitlements, forKey: .entitlements)
+        try container.encode(subscriptions, forKey: .subscriptions)
+        try container.encode(nonSubscriptions, forKey: .nonSubscriptions)
+        try container.encode(firstSeen, forKey: .firstSeen)
+        try container.encode(lastSeen, forKey: .lastSeen)
+        try container.encode(originalAppUserId, forKey: .originalAppUserId)
+        try container.encode(managementUrl, forKey: .managementUrl)
+        try container.encode(originalPurchaseDate, forKey: .originalPurchaseDate)
+        try container.encodeNil(forKey: .originalApplicationVersion)
+        try container.encode([String: String](), forKey: .otherPurchases)
+    }
+}
+
+extension SubscriberResponse.Entitlement {
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(expiresDate, forKey: .expiresDate)
+        try container.encode(gracePeriodExpiresDate, forKey: .gracePeriodExpiresDate)
+        try container.encode(productIdentifier, forKey: .productIdentifier)
+        try container.encode(purchaseDate, forKey: .purchaseDate)
+    }
+}
+
+extension SubscriberResponse.Subscription {
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeNil(forKey: .autoResumeDate)
+        try container.encode(billingIssuesDetectedAt, forKey: .billingIssuesDetectedAt)
+        try container.encode(expiresDate, forKey: .expiresDate)
+        try container.encode(gracePeriodExpiresDate, forKey: .gracePeriodExpiresDate)
+        try container.encode(isSandbox, forKey: .isSandbox)
+        try container.encode(originalPurchaseDate, forKey: .originalPurchaseDate)
+        try container.encode(ownershipType, forKey: .ownershipType)
+        try container.encode(periodType, forKey: .periodType)
+        try container.encode(purchaseDate, forKey: .purchaseDate)
+        try container.encode(refundedAt, forKey: .refundedAt)
+        try container.encode(store, forKey: .store)
+        try container.encode(storeTransactionId, forKey: .storeTransactionId)
+        try container.encode(unsubscribeDetectedAt, forKey: .unsubscribeDetectedAt)
+    }
+}
+
+extension SubscriberResponse.NonSubscription {
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(isSandbox, forKey: .isSandbox)
+        try container.encode(purchaseDate, forKey: .purchaseDate)
+        try container.encode(store, forKey: .store)
+        try container.encode(id, forKey: .storeTransactionId)
     }
 }
 
@@ -207,7 +273,8 @@ extension SubscriberResponse {
                     billingIssuesDetectedAt: state.isInBillingRetry ? format(state.expiresDate ?? state.purchaseDate) : nil,
                     gracePeriodExpiresDate: state.gracePeriodExpiresDate.map(format),
                     refundedAt: state.revocationDate.map(format),
-                    ownershipType: state.ownershipType
+                    ownershipType: state.ownershipType,
+                    storeTransactionId: state.storeTransactionId
                 )
             },
             nonSubscriptions: entitlements.nonSubscriptions.mapValues { purchases in
@@ -220,7 +287,9 @@ extension SubscriberResponse {
             firstSeen: format(firstSeen),
             lastSeen: format(lastSeen),
             originalAppUserId: appUserId,
-            managementUrl: nil
+            // RevenueCat's: where the customer manages the active subscription; none without one.
+            managementUrl: entitlements.subscriptions.values.contains { $0.isActive && $0.environment != "TestStore" }
+                ? WireDate.appStoreSubscriptionsURL : nil
         )
     }
 }
@@ -282,6 +351,9 @@ public enum WireDate {
     public static func parse(_ text: String) -> Date? {
         try? Date(text, strategy: .iso8601)
     }
+
+    /// Where App Store customers manage their subscriptions (RevenueCat's `management_url`).
+    public static let appStoreSubscriptionsURL = "https://apps.apple.com/account/subscriptions"
 
     static func store(of environment: String) -> String {
         environment == "TestStore" ? "test_store" : "app_store"
