@@ -149,15 +149,15 @@ public struct CustomerDatabase: Sendable {
                 .integer((payload.signedDate ?? now).epochMilliseconds), .text(payload.appAccountToken), .text(transaction.jws),
                 .integer(now.epochMilliseconds),
                 .integer((payload.isUpgraded ?? false) ? 1 : 0), .text(payload.periodType),
-                .text(payload.inAppOwnershipType == .familyShared ? "FAMILY_SHARED" : "PURCHASED"),
+                .text(payload.inAppOwnershipType == .familyShared ? "FAMILY_SHARED" : "PURCHASED"), .text(transaction.presentedOfferingId),
             ])
     }
 
     static let insertPurchaseSQL = """
         INSERT INTO purchases (transaction_id, app_id, original_transaction_id, product_id, product_type, environment,
             purchase_date_ms, expires_date_ms, revocation_date_ms, signed_date_ms, app_account_token,
-            signed_transaction, recorded_at_ms, is_upgraded, period_type, ownership_type)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+            signed_transaction, recorded_at_ms, is_upgraded, period_type, ownership_type, presented_offering_id)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
         """
 
     /// A copy of a stored transaction signed later than the stored one: every field Apple may
@@ -526,6 +526,9 @@ public struct CustomerDatabase: Sendable {
 /// recorded all the same (Apple took the money; the app may add the product later) and grants
 /// nothing until a product maps it to entitlements.
 public struct VerifiedTransaction: Sendable {
+    /// The offering the paywall showed when it was bought (RevenueCat's
+    /// `presented_offering_identifier`, sent by the device; not part of the signed data).
+    public var presentedOfferingId: String?
     public let jws: String
     public let payload: TransactionPayload
     public let transactionId: String

@@ -291,6 +291,10 @@ enum Migrations {
                 )
                 """
             ]),
+        // The offering a purchase was made from (RevenueCat's `presented_offering_identifier`).
+        Migration(
+            version: 12, name: "the offering a purchase was made from",
+            statements: ["ALTER TABLE purchases ADD COLUMN presented_offering_id TEXT"]),
     ]
 
     /// Version 6 with `seq`, the one column whose definition differs between the databases.

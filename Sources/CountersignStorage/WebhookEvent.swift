@@ -147,6 +147,7 @@ public struct WebhookEvent: Sendable, Hashable {
         }
         commissionPermille = Int64(((app.commissionPercentage ?? AppConfiguration.standardCommission) * 1000).rounded())
         offerCode = transaction.offerCode
+        presentedOfferingId = transaction.presentedOfferingId
         renewalNumber = transaction.renewalNumber
     }
 
@@ -282,6 +283,7 @@ struct EventTransaction: Sendable {
     var storefront: String?
     var offerCode: String?
     var familyShared = false
+    var presentedOfferingId: String?
     /// The transaction's place in its chain (1: the first purchase); nil when not worked out.
     var renewalNumber: Int64?
     /// The period type of the chain's transaction before this one (a renewal's
@@ -303,6 +305,7 @@ struct EventTransaction: Sendable {
 
     init(_ transaction: VerifiedTransaction) {
         self.init(transaction.payload, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId)
+        presentedOfferingId = transaction.presentedOfferingId
         if transactionId == originalTransactionId { renewalNumber = 1 }
     }
 
@@ -325,7 +328,7 @@ extension EventTransaction {
     /// The columns of the table `p` (`purchases`) that ``init(stored:)`` reads.
     static let storedColumns = """
         p.transaction_id, p.original_transaction_id, p.product_id, p.environment, p.period_type, p.purchase_date_ms, \
-        p.expires_date_ms, p.signed_transaction
+        p.expires_date_ms, p.signed_transaction, p.presented_offering_id
         """
 
     /// A stored transaction: the row's dates and period (kept current by later-signed copies),
@@ -348,5 +351,6 @@ extension EventTransaction {
         periodType = try row.text("period_type") ?? "normal"
         purchasedAtMs = try row.integer("purchase_date_ms")
         expiresAtMs = try row.integer("expires_date_ms")
+        presentedOfferingId = try row.text("presented_offering_id")
     }
 }

@@ -29,8 +29,8 @@ struct ReceiptTests {
         }
 
         /// Posts a receipt; verifies the signature of a 200 and returns the status and JSON body.
-        func post(user: String, jws: String, key: String? = nil) async throws -> (status: Int, json: [String: Any]) {
-            let body = try JSONSerialization.data(withJSONObject: ["app_user_id": user, "fetch_token": jws])
+        func post(user: String, jws: String, key: String? = nil, extra: [String: Any] = [:]) async throws -> (status: Int, json: [String: Any]) {
+            let body = try JSONSerialization.data(withJSONObject: extra.merging(["app_user_id": user, "fetch_token": jws]) { $1 })
             let nonce = SignedRequestParts.makeNonce()
             let hash = FieldsHash.headerValue([("app_user_id", user), ("fetch_token", jws)])!
             var headers: HTTPFields = [.authorization: "Bearer \(key ?? self.key)", .contentType: "application/json"]

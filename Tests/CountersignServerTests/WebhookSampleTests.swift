@@ -81,7 +81,15 @@ struct WebhookSampleTests {
             var purchase = TestStoreCA.Purchase(productId: "pro_monthly", type: .autoRenewable, bundleId: harness.app.bundleId)
             purchase.price = 4_990
             let (jws, original) = try harness.ca.mintTransaction(purchase)
-            #expect(try await harness.post(user: "alice", jws: jws).status == 200)  // INITIAL_PURCHASE
+            // INITIAL_PURCHASE, bought from the paywall's "default" offering, with an attribute the
+            // SDK had not sent yet and one the rules refuse (left out; the purchase goes through).
+            let extra: [String: Any] = [
+                "presented_offering_identifier": "default",
+                "attributes": [
+                    "$mediaSource": ["value": "search", "updated_at_ms": 1_799_000_000_000], "$bogus": ["value": "x", "updated_at_ms": 1],
+                ],
+            ]
+            #expect(try await harness.post(user: "alice", jws: jws, extra: extra).status == 200)
             let chain = try #require(original.originalTransactionId)
             let renewal = try await setup.testStore("renew", ["original_transaction_id": chain])  // RENEWAL
             let renewalId = try #require(renewal["transaction_id"] as? String)
@@ -152,7 +160,13 @@ struct WebhookSampleTests {
             let initial = try #require(received.first { $0["type"] as? String == "INITIAL_PURCHASE" })
             #expect(initial["aliases"] as? [String] == [anonymous, "alice"])
             #expect(initial["original_app_user_id"] as? String == anonymous)
-            #expect((initial["subscriber_attributes"] as? [String: [String: Any]])?["$email"]?["value"] as? String == "alice@example.com")
+            let attributes = try #require(initial["subscriber_attributes"] as? [String: [String: Any]])
+            #expect(attributes["$email"]?["value"] as? String == "alice@example.com")
+            #expect(attributes["$mediaSource"]?["value"] as? String == "search" && attributes["$bogus"] == nil)
+            #expect(initial["presented_offering_id"] as? String == "default")
+            // Later events of the purchase name the offering too (stored with it).
+            #expect(received.first { $0["type"] as? String == "RENEWAL" }?["presented_offering_id"] is NSNull)
+            #expect(received.first { $0["type"] as? String == "EXPIRATION" } != nil)
             #expect(initial["price_in_purchased_currency"] as? Double == 4.99 && initial["price"] as? Double == 4.99)
             #expect(initial["currency"] as? String == "USD" && initial["country_code"] as? String == "US")
             #expect(initial["takehome_percentage"] as? Double == 0.7 && initial["commission_percentage"] as? Double == 0.3)

@@ -8,19 +8,41 @@ public struct APIError: Error, Codable, Hashable, Sendable, CustomStringConverti
     public var storeReason: String?
     /// Seconds to wait before asking again, sent as `Retry-After` (not in the body).
     public var retryAfter: Int?
+    /// Each subscriber attribute a batch could not store, as RevenueCat lists them.
+    public var attributeErrors: [AttributeError]?
 
-    public init(_ code: APIErrorCode, _ message: String, storeStatus: String? = nil, storeReason: String? = nil, retryAfter: Int? = nil) {
+    /// `{"key_name": …, "message": …}`.
+    public struct AttributeError: Codable, Hashable, Sendable {
+        public var keyName: String
+        public var message: String
+
+        public init(keyName: String, message: String) {
+            self.keyName = keyName
+            self.message = message
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case keyName = "key_name", message
+        }
+    }
+
+    public init(
+        _ code: APIErrorCode, _ message: String, storeStatus: String? = nil, storeReason: String? = nil, retryAfter: Int? = nil,
+        attributeErrors: [AttributeError]? = nil
+    ) {
         self.code = code.rawValue
         self.message = message
         self.storeStatus = storeStatus
         self.storeReason = storeReason
         self.retryAfter = retryAfter
+        self.attributeErrors = attributeErrors
     }
 
     enum CodingKeys: String, CodingKey {
         case code, message
         case storeStatus = "store_status"
         case storeReason = "store_reason"
+        case attributeErrors = "attribute_errors"
     }
 
     public var description: String { "\(code): \(message)" }
@@ -43,8 +65,9 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     /// The app user id is reserved for the server's own use (`$CS…`/`$RC…`, other than the
     /// SDK's anonymous `$CSAnonymousID:` ids).
     case reservedAppUserId = 4008
-    /// A subscriber attribute with a malformed or reserved key, or a value too long; the
-    /// message names the key and nothing of the batch is stored.
+    /// Subscriber attributes with a malformed or unknown reserved key, or a value too long or
+    /// holding U+0000: the rest of the batch is stored and `attribute_errors` names each one
+    /// (as RevenueCat answers); a batch over the size limit stores nothing.
     case invalidSubscriberAttributes = 4009
     case bodyTooLarge = 4013
     // 401 / 403

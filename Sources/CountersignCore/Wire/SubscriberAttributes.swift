@@ -4,8 +4,17 @@ import Foundation
 /// `{"attributes": {"key": {"value": "…" or null, "updated_at_ms": N}}}` to
 /// `POST /v1/subscribers/{app_user_id}/attributes`. One set of rules for the SDK and the server.
 public enum SubscriberAttributeRules {
-    /// The reserved keys an app may set (through `setEmail`, `setDisplayName`, `setPhoneNumber`).
-    public static let reservedKeys: Set<String> = ["$email", "$displayName", "$phoneNumber"]
+    /// The reserved keys RevenueCat's SDKs and REST API set (`setEmail`, `setDisplayName`,
+    /// `setPhoneNumber`, the attribution and integration ids, the campaign fields), as
+    /// purchases-ios and purchases-android name them; any other key starting with `$` is refused.
+    public static let reservedKeys: Set<String> = [
+        "$email", "$displayName", "$phoneNumber", "$apnsTokens", "$fcmTokens", "$idfa", "$idfv", "$gpsAdId", "$attConsentStatus", "$ip",
+        "$deviceVersion", "$adjustId", "$appsflyerId", "$appstackId", "$fbAnonId", "$mparticleId", "$onesignalId", "$onesignalUserId",
+        "$airshipChannelId", "$clevertapId", "$kochavaDeviceId", "$airbridgeDeviceId", "$mixpanelDistinctId", "$firebaseAppInstanceId",
+        "$tenjinId", "$posthogUserId", "$amplitudeUserId", "$amplitudeDeviceId", "$solarEngineDistinctId", "$solarEngineAccountId",
+        "$solarEngineVisitorId", "$brazeAliasName", "$brazeAliasLabel", "$iterableUserId", "$iterableCampaignId", "$iterableTemplateId",
+        "$customerioId", "$appleRefundHandlingPreference", "$mediaSource", "$campaign", "$adGroup", "$ad", "$keyword", "$creative",
+    ]
     public static let maximumKeyLength = 40
     public static let maximumValueLength = 500
     public static let maximumBatch = 100
@@ -21,8 +30,7 @@ public enum SubscriberAttributeRules {
             return "attribute key '\(key.prefix(60))' must not hold spaces or control characters"
         }
         if key.hasPrefix("$") && !reservedKeys.contains(key) {
-            return
-                "attribute key '\(key.prefix(60))' is reserved (keys starting with $ are the SDK's: \(reservedKeys.sorted().joined(separator: ", ")))"
+            return "attribute key '\(key.prefix(60))' is reserved (keys starting with $ are RevenueCat's reserved attributes only)"
         }
         if let value, value.unicodeScalars.count > maximumValueLength {
             return "the value of attribute '\(key.prefix(60))' is longer than \(maximumValueLength) characters"

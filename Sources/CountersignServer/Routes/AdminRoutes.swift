@@ -23,6 +23,13 @@ import Hummingbird
 /// - `POST /v1/admin/test_store/{renew,refund,approve,share,purchase}`: play the App Store's part
 ///   for test-store purchases (see AdminRoutes+TestStore.swift).
 /// - `/v1/admin/webhooks/...`: webhook deliveries (see AdminRoutes+Webhooks.swift).
+///
+/// RevenueCat's REST API v1, as backends call it with the secret key, at RevenueCat's paths and
+/// with RevenueCat's answers: `POST /v1/subscribers/{id}/entitlements/{entitlement}/promotional`
+/// (201, the customer's CustomerInfo), `POST /v1/subscribers/{id}/entitlements/{entitlement}/
+/// revoke_promotionals` (200, CustomerInfo) and `DELETE /v1/subscribers/{id}`
+/// (`{"app_user_id", "deleted": true}`). (`GET /v1/subscribers/{id}` with the secret key is the
+/// signed public route.)
 struct AdminRoutes: Sendable {
     let authentication: APIKeyAuthentication
     let store: CustomerDatabase
@@ -117,6 +124,16 @@ struct AdminRoutes: Sendable {
         route(router, .post, path("/entitlements/:entitlement/revoke_promotionals"), revokePromotionals)
         route(router, .post, path("/refresh"), refresh)
         route(router, .delete, path(), deleteCustomer)
+        let subscriber = "/v1/subscribers/:app_user_id"
+        route(router, .post, RouterPath(subscriber + "/entitlements/:entitlement/promotional")) { app, request, context in
+            try await grant(app, request, context)
+            return try await Self.json(try await revenueCatAnswer(app, context), status: .created)
+        }
+        route(router, .post, RouterPath(subscriber + "/entitlements/:entitlement/revoke_promotionals")) { app, request, context in
+            try await revoke(app, context)
+            return try await Self.json(try await revenueCatAnswer(app, context))
+        }
+        route(router, .delete, RouterPath(subscriber), deleteCustomer)
         route(router, .post, "/v1/admin/dashboard/sessions/end", endDashboardSessions)
         route(router, .get, "/v1/admin/keys", keyStatus)
         route(router, .get, "/v1/admin/diagnostics/verification_failures", verificationFailures)
@@ -136,6 +153,21 @@ struct AdminRoutes: Sendable {
     }
 
     private func grantPromotional(_ app: AppConfiguration, _ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        try await grant(app, request, context)
+        return try await Self.json(try await existing(app: app, context: context), status: .created)
+    }
+
+    /// The customer's CustomerInfo, as RevenueCat's REST API answers a change (404 for a
+    /// customer the server does not know).
+    private func revenueCatAnswer(_ app: AppConfiguration, _ context: ServerRequestContext) async throws -> SubscriberResponse {
+        guard let info = try await store.existingCustomerInfo(app: app, user: try Self.user(context), now: now()) else {
+            throw Self.unknownCustomer
+        }
+        return info
+    }
+
+    /// Grants the promotional entitlement the request names.
+    private func grant(_ app: AppConfiguration, _ request: Request, _ context: ServerRequestContext) async throws {
         var request = request
         let user = try Self.user(context)
         let entitlement = try Self.entitlement(context, app: app)
@@ -152,15 +184,19 @@ struct AdminRoutes: Sendable {
             throw APIError(.invalidField, "give exactly one of duration and end_time_ms")
         }
         try await store.grantPromotional(app: app, user: user, entitlement: entitlement, expires: expires, now: start)
-        return try await Self.json(try await existing(app: app, context: context), status: .created)
     }
 
     private func revokePromotionals(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> Response {
+        try await revoke(app, context)
+        return try await Self.json(try await existing(app: app, context: context))
+    }
+
+    /// Revokes the customer's promotional grants of the entitlement the request names.
+    private func revoke(_ app: AppConfiguration, _ context: ServerRequestContext) async throws {
         let user = try Self.user(context)
         let entitlement = try Self.entitlement(context, app: app)
         _ = try await existing(app: app, context: context)
         _ = try await store.revokePromotionals(app: app, user: user, entitlement: entitlement, now: now())
-        return try await Self.json(try await existing(app: app, context: context))
     }
 
     private func refresh(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> Response {

@@ -40,9 +40,15 @@ struct PublicRoutes: Sendable {
         var appUserId: String
         var fetchToken: String
         var productId: String?
+        /// The offering the paywall showed (RevenueCat's SDK sends it): kept with the purchase,
+        /// its webhook events' `presented_offering_id`.
+        var presentedOfferingIdentifier: String?
+        /// Subscriber attributes sent with the purchase (RevenueCat's SDK sends its unsynced ones).
+        var attributes: [String: SubscriberAttributeValue]?
 
         enum CodingKeys: String, CodingKey {
             case appUserId = "app_user_id", fetchToken = "fetch_token", productId = "product_id"
+            case presentedOfferingIdentifier = "presented_offering_identifier", attributes
         }
     }
 
@@ -158,6 +164,11 @@ struct PublicRoutes: Sendable {
 
     private func receipts(_ app: AppConfiguration, _ receipt: ReceiptRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let user = try Self.appUserId(receipt.appUserId, percentEncoded: false)
+        if let offering = receipt.presentedOfferingIdentifier,
+            offering.isEmpty || offering.unicodeScalars.count > 200 || offering.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+        {
+            throw APIError(.invalidField, "presented_offering_identifier must be 1 to 200 characters without control characters")
+        }
         let status: PurchaseStatus
         let info: SubscriberResponse
         do {
@@ -165,7 +176,8 @@ struct PublicRoutes: Sendable {
                 status = try await recordLegacyReceipt(receipt.fetchToken, app: app, poster: user, now: context.now)
                 info = try await store.customerInfo(app: app, user: user, now: context.now)
             } else {
-                let transaction = try await verify(receipt.fetchToken, app: app)
+                var transaction = try await verify(receipt.fetchToken, app: app)
+                transaction.presentedOfferingId = receipt.presentedOfferingIdentifier
                 (status, info) = try await store.recordAndRead(transaction, app: app, poster: user, now: context.now)
             }
         } catch let error as APIError {
@@ -174,10 +186,29 @@ struct PublicRoutes: Sendable {
             throw error
         }
         metrics.recordPurchase(app: app.id, outcome: status.rawValue)
+        try await storeAttributes(receipt.attributes, app: app, user: user, context: context)
         if status == .boundToAnotherUser {
             throw APIError(.purchaseBoundToAnotherUser, "this purchase carries another user's app account token and stays with that user")
         }
         return SignedAnswer.customerInfo(info, member: "purchase_status", string: status.rawValue)
+    }
+
+    /// Stores the attributes a purchase carried, for the poster; a purchase is never refused for
+    /// them: the ones the rules refuse are left out and logged.
+    private func storeAttributes(
+        _ attributes: [String: SubscriberAttributeValue]?, app: AppConfiguration, user: String, context: SignedRequestContext
+    ) async throws {
+        guard let attributes, !attributes.isEmpty else { return }
+        var valid: [String: CustomerDatabase.AttributeRecord] = [:]
+        for (key, attribute) in attributes.prefix(SubscriberAttributeRules.maximumBatch) {
+            if SubscriberAttributeRules.problem(key: key, value: attribute.value) == nil, attribute.updatedAtMs > 0 {
+                valid[key] = CustomerDatabase.AttributeRecord(value: attribute.value, updatedAtMs: attribute.updatedAtMs)
+            }
+        }
+        if valid.count < attributes.count {
+            context.logger.notice("attributes sent with a purchase were left out", metadata: ["count": "\(attributes.count - valid.count)"])
+        }
+        if !valid.isEmpty { _ = try await store.setAttributes(app: app.id, user: user, valid, now: context.now) }
     }
 
     private func identify(_ app: AppConfiguration, _ identify: IdentifyRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
@@ -200,19 +231,25 @@ struct PublicRoutes: Sendable {
         guard body.attributes.count <= SubscriberAttributeRules.maximumBatch else {
             throw APIError(.invalidSubscriberAttributes, "at most \(SubscriberAttributeRules.maximumBatch) attributes per request")
         }
-        for (key, attribute) in body.attributes.sorted(by: { $0.key < $1.key }) {
-            if let problem = SubscriberAttributeRules.problem(key: key, value: attribute.value) {
-                throw APIError(.invalidSubscriberAttributes, problem)
-            }
-            guard attribute.updatedAtMs > 0 else {
-                throw APIError(.invalidSubscriberAttributes, "updated_at_ms of '\(key.prefix(60))' must be a time")
+        // As RevenueCat: the valid attributes are stored, each invalid one is named.
+        var valid: [String: CustomerDatabase.AttributeRecord] = [:]
+        var refused: [APIError.AttributeError] = []
+        for (key, attribute) in body.attributes.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
+            let problem =
+                SubscriberAttributeRules.problem(key: key, value: attribute.value)
+                ?? (attribute.updatedAtMs > 0 ? nil : "updated_at_ms of '\(key.prefix(60))' must be a time")
+            if let problem {
+                refused.append(.init(keyName: String(key.prefix(60)), message: problem))
+            } else {
+                valid[key] = CustomerDatabase.AttributeRecord(value: attribute.value, updatedAtMs: attribute.updatedAtMs)
             }
         }
-        let changed = try await store.setAttributes(
-            app: app.id, user: user,
-            body.attributes.mapValues {
-                CustomerDatabase.AttributeRecord(value: $0.value, updatedAtMs: $0.updatedAtMs)
-            }, now: context.now)
+        let changed = valid.isEmpty ? 0 : try await store.setAttributes(app: app.id, user: user, valid, now: context.now)
+        if !refused.isEmpty {
+            throw APIError(
+                .invalidSubscriberAttributes,
+                "some subscriber attributes could not be stored: \(refused.map(\.message).joined(separator: "; "))", attributeErrors: refused)
+        }
         return try SignedAnswer.json(["updated_attributes": changed], cacheable: false)
     }
 
