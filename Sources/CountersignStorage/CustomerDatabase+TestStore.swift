@@ -186,6 +186,15 @@ extension CustomerDatabase {
         }
     }
 
+    /// The customer's attributes with a value (a key set to nil was deleted).
+    public func attributes(app: String, user: String) async throws -> [String: SubscriberAttributeValue] {
+        try await database.withConnection { sql in
+            try await Self.attributes(sql, app: app, user: user).compactMapValues { record in
+                record.value.map { SubscriberAttributeValue(value: $0, updatedAtMs: record.updatedAtMs) }
+            }
+        }
+    }
+
     static func attributes(_ sql: any SQLExecutor, app: String, user: String) async throws -> [String: AttributeRecord] {
         var attributes: [String: AttributeRecord] = [:]
         try await sql.query(

@@ -48,7 +48,8 @@ struct LeanJSONTests {
                 expiresDate: maybe(&random), purchaseDate: randomString(&random), originalPurchaseDate: randomString(&random),
                 periodType: randomString(&random), store: randomString(&random), isSandbox: Bool.random(using: &random),
                 unsubscribeDetectedAt: maybe(&random), billingIssuesDetectedAt: maybe(&random),
-                gracePeriodExpiresDate: maybe(&random), refundedAt: maybe(&random), ownershipType: maybe(&random)
+                gracePeriodExpiresDate: maybe(&random), refundedAt: maybe(&random), ownershipType: maybe(&random),
+                storeTransactionId: maybe(&random)
             )
         }
         var nonSubscriptions: [String: [SubscriberResponse.NonSubscription]] = [:]
@@ -59,13 +60,20 @@ struct LeanJSONTests {
                     isSandbox: Bool.random(using: &random))
             }
         }
+        var attributes: [String: SubscriberAttributeValue]?
+        if Bool.random(using: &random) {
+            attributes = [:]
+            for _ in 0..<Int.random(in: 0...4, using: &random) {
+                attributes?[randomString(&random)] = .init(value: maybe(&random), updatedAtMs: Int64.random(in: 0...9_000_000_000_000, using: &random))
+            }
+        }
         return SubscriberResponse(
             requestDate: randomString(&random),
             requestDateMs: Int64.random(in: -1_000_000_000_000...9_000_000_000_000_000, using: &random),
             subscriber: .init(
                 entitlements: entitlements, subscriptions: subscriptions, nonSubscriptions: nonSubscriptions,
                 firstSeen: randomString(&random), lastSeen: randomString(&random), originalAppUserId: randomString(&random),
-                managementUrl: maybe(&random), originalPurchaseDate: maybe(&random)
+                managementUrl: maybe(&random), originalPurchaseDate: maybe(&random), subscriberAttributes: attributes
             )
         )
     }

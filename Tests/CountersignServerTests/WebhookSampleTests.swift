@@ -187,7 +187,8 @@ struct WebhookSampleTests {
         try await WebhookTests.withSetup(kind, attemptTimeout: 20) { setup in
             let harness = setup.harness
             let (jws, payload) = try harness.mint("pro_monthly")
-            #expect(try await harness.post(user: "alice", jws: jws).status == 200)
+            let attribute: [String: Any] = ["$email": ["value": "alice@example.com", "updated_at_ms": 1_799_000_000_000]]
+            #expect(try await harness.post(user: "alice", jws: jws, extra: ["attributes": attribute]).status == 200)
             let event = try #require(try await setup.received { !$0.isEmpty }.first).event
             let user = try #require(event["app_user_id"] as? String)
             // What a RevenueCat backend does next: the subscriber, read with the secret key.
@@ -209,6 +210,11 @@ struct WebhookSampleTests {
             #expect(pro["product_identifier"] as? String == "pro_monthly")
             let subscription = try #require((subscriber["subscriptions"] as? [String: Any])?["pro_monthly"] as? [String: Any])
             #expect(subscription["expires_date"] as? String == WireDate.format(payload.expiresDate!))
+            // The secret key's answer carries the attributes, as RevenueCat's does; the app's never.
+            let attributes = try #require(subscriber["subscriber_attributes"] as? [String: [String: Any]])
+            #expect(attributes["$email"]?["value"] as? String == "alice@example.com")
+            #expect(attributes["$email"]?["updated_at_ms"] as? Int64 == 1_799_000_000_000)
+            #expect((try await harness.customerInfo("alice")["subscriber"] as? [String: Any])?["subscriber_attributes"] == nil)
             // A key of no app, or a public key of another kind of route, stays refused.
             #expect(try await harness.send(.get, path, key: "cs_sec_unknown").status == 401)
         }

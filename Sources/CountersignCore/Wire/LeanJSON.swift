@@ -186,6 +186,17 @@ extension SubscriberResponse.Subscriber {
         writer.nullable("original_purchase_date", originalPurchaseDate, first: &first)
         writer.member("other_purchases", first: &first)
         writer.raw("{}")
+        if let subscriberAttributes {
+            writer.member("subscriber_attributes", first: &first)
+            writer.dictionary(subscriberAttributes) { writer, attribute in
+                var first = true
+                writer.byte(UInt8(ascii: "{"))
+                writer.member("updated_at_ms", first: &first)
+                writer.integer(attribute.updatedAtMs)
+                writer.nullable("value", attribute.value, first: &first)
+                writer.byte(UInt8(ascii: "}"))
+            }
+        }
         writer.member("subscriptions", first: &first)
         writer.dictionary(subscriptions) { writer, subscription in
             var first = true

@@ -24,6 +24,8 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         public var managementUrl: String?
         /// RevenueCat's `original_purchase_date` of the customer (read when present).
         public var originalPurchaseDate: String?
+        /// The customer's attributes: in answers to the app's secret key only, as RevenueCat's.
+        public var subscriberAttributes: [String: SubscriberAttributeValue]? = nil
 
         enum CodingKeys: String, CodingKey {
             case entitlements, subscriptions
@@ -35,6 +37,7 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
             case originalPurchaseDate = "original_purchase_date"
             case originalApplicationVersion = "original_application_version"
             case otherPurchases = "other_purchases"
+            case subscriberAttributes = "subscriber_attributes"
         }
     }
 
@@ -144,6 +147,7 @@ extension SubscriberResponse.Subscriber {
         lastSeen = container.lenient(String.self, .lastSeen, default: "")
         managementUrl = container.lenient(String.self, .managementUrl)
         originalPurchaseDate = container.lenient(String.self, .originalPurchaseDate)
+        subscriberAttributes = container.lenient([String: SubscriberAttributeValue].self, .subscriberAttributes)
     }
 }
 
@@ -200,6 +204,7 @@ extension SubscriberResponse.Subscriber {
         try container.encode(originalPurchaseDate, forKey: .originalPurchaseDate)
         try container.encodeNil(forKey: .originalApplicationVersion)
         try container.encode([String: String](), forKey: .otherPurchases)
+        try container.encodeIfPresent(subscriberAttributes, forKey: .subscriberAttributes)
     }
 }
 

@@ -140,7 +140,12 @@ struct PublicRoutes: Sendable {
 
     private func customerInfo(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
-        return SignedAnswer.customerInfo(try await store.customerInfo(app: app, user: user, now: context.now))
+        var info = try await store.customerInfo(app: app, user: user, now: context.now)
+        // A backend reading with the secret key also gets the attributes, as RevenueCat answers it.
+        if APIKeyAuthentication.holds(app.secretApiKeys, context.exchange.apiKey ?? "") {
+            info.subscriber.subscriberAttributes = try await store.attributes(app: app.id, user: user)
+        }
+        return SignedAnswer.customerInfo(info)
     }
 
     private func offerings(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
@@ -169,6 +174,8 @@ struct PublicRoutes: Sendable {
         {
             throw APIError(.invalidField, "presented_offering_identifier must be 1 to 200 characters without control characters")
         }
+        // Before the purchase, so its events carry them.
+        try await storeAttributes(receipt.attributes, app: app, user: user, context: context)
         let status: PurchaseStatus
         let info: SubscriberResponse
         do {
@@ -186,15 +193,15 @@ struct PublicRoutes: Sendable {
             throw error
         }
         metrics.recordPurchase(app: app.id, outcome: status.rawValue)
-        try await storeAttributes(receipt.attributes, app: app, user: user, context: context)
         if status == .boundToAnotherUser {
             throw APIError(.purchaseBoundToAnotherUser, "this purchase carries another user's app account token and stays with that user")
         }
         return SignedAnswer.customerInfo(info, member: "purchase_status", string: status.rawValue)
     }
 
-    /// Stores the attributes a purchase carried, for the poster; a purchase is never refused for
-    /// them: the ones the rules refuse are left out and logged.
+    /// Stores the attributes a purchase carried, for the poster (whatever becomes of the
+    /// purchase); a purchase is never refused for them: the ones the rules refuse are left out
+    /// and logged.
     private func storeAttributes(
         _ attributes: [String: SubscriberAttributeValue]?, app: AppConfiguration, user: String, context: SignedRequestContext
     ) async throws {
