@@ -65,7 +65,8 @@ extension CustomerDatabase {
             let change = try await updateSubscriptionState(sql, app: app.id, chain: chain, renewal: renewal, now: now),
             let (subject, owner) = try await eventSubject(sql, transaction: transaction, chain: chain, app: app)
         {
-            try await emit(stateEvents(change, chain: chain, renewal: renewal, app: app, owner: owner, subject: subject, now: now), on: sql, app: app, now: now)
+            try await emit(
+                stateEvents(change, chain: chain, renewal: renewal, app: app, owner: owner, subject: subject, now: now), on: sql, app: app, now: now)
         }
     }
 
@@ -317,7 +318,9 @@ extension CustomerDatabase {
             WHERE app_id = \(bind: app.id) AND environment = \(bind: transaction.environment) AND transaction_id = \(bind: transaction.transactionId)
             """
         ) {
-            StoredCopy(signedMs: try $0.int64("signed_date_ms"), expiresMs: try $0.integer("expires_date_ms"), revokedMs: try $0.integer("revocation_date_ms"))
+            StoredCopy(
+                signedMs: try $0.int64("signed_date_ms"), expiresMs: try $0.integer("expires_date_ms"),
+                revokedMs: try $0.integer("revocation_date_ms"))
         }
         guard let stored else {
             try await sql.run(insertPurchaseStatement(transaction, app: app, now: now))

@@ -64,7 +64,8 @@ struct LeanJSONTests {
         if Bool.random(using: &random) {
             attributes = [:]
             for _ in 0..<Int.random(in: 0...4, using: &random) {
-                attributes?[randomString(&random)] = .init(value: maybe(&random), updatedAtMs: Int64.random(in: 0...9_000_000_000_000, using: &random))
+                attributes?[randomString(&random)] = .init(
+                    value: maybe(&random), updatedAtMs: Int64.random(in: 0...9_000_000_000_000, using: &random))
             }
         }
         return SubscriberResponse(

@@ -60,7 +60,9 @@ struct AdminTests {
         }
     }
 
-    @Test("RevenueCat's REST API with the secret key: promotional grants, their revocation and deletion at RevenueCat's paths and answers", arguments: TestDatabaseKind.available)
+    @Test(
+        "RevenueCat's REST API with the secret key: promotional grants, their revocation and deletion at RevenueCat's paths and answers",
+        arguments: TestDatabaseKind.available)
     func revenueCatPaths(_ kind: TestDatabaseKind) async throws {
         try await ReceiptTests.withHarness(kind) { harness in
             let granted = try await harness.send(
@@ -72,12 +74,15 @@ struct AdminTests {
             #expect(ReceiptTests.isActive(granted.json, "pro"))
             #expect(ReceiptTests.isActive(try await harness.customerInfo("u9"), "pro"))
             // A public key opens none of them.
-            #expect(try await harness.send(.post, "/v1/subscribers/u9/entitlements/pro/revoke_promotionals", key: harness.key).code == APIErrorCode.wrongKeyKind.rawValue)
+            #expect(
+                try await harness.send(.post, "/v1/subscribers/u9/entitlements/pro/revoke_promotionals", key: harness.key).code
+                    == APIErrorCode.wrongKeyKind.rawValue)
             #expect(try await harness.send(.delete, "/v1/subscribers/u9", key: harness.key).code == APIErrorCode.wrongKeyKind.rawValue)
             let revoked = try await harness.send(.post, "/v1/subscribers/u9/entitlements/pro/revoke_promotionals", key: harness.secretKey)
             #expect(revoked.status == 200)
             #expect(!ReceiptTests.isActive(revoked.json, "pro"))
-            #expect(try await harness.send(.post, "/v1/subscribers/nobody/entitlements/pro/revoke_promotionals", key: harness.secretKey).status == 404)
+            #expect(
+                try await harness.send(.post, "/v1/subscribers/nobody/entitlements/pro/revoke_promotionals", key: harness.secretKey).status == 404)
             let deleted = try await harness.send(.delete, "/v1/subscribers/u9", key: harness.secretKey)
             #expect(deleted.status == 200)
             #expect(deleted.json["app_user_id"] as? String == "u9" && deleted.json["deleted"] as? Bool == true)

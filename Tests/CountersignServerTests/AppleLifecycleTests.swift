@@ -84,7 +84,9 @@ struct AppleLifecycleTests {
         Case(type: .didChangeRenewalPref, subtype: .upgrade, carries: .otherProduct, entitled: true, events: ["PRODUCT_CHANGE"]),
         Case(type: .didChangeRenewalPref, subtype: .downgrade, carries: .otherProduct, entitled: true, events: ["PRODUCT_CHANGE"]),
         Case(type: .didChangeRenewalPref, subtype: nil, carries: .otherProduct, entitled: true, events: ["PRODUCT_CHANGE"]),
-        Case(type: .didChangeRenewalStatus, subtype: .autoRenewDisabled, carries: .autoRenewOff, entitled: true, events: ["CANCELLATION (UNSUBSCRIBE)"]),
+        Case(
+            type: .didChangeRenewalStatus, subtype: .autoRenewDisabled, carries: .autoRenewOff, entitled: true, events: ["CANCELLATION (UNSUBSCRIBE)"]
+        ),
         Case(type: .didChangeRenewalStatus, subtype: .autoRenewEnabled, carries: .autoRenewOn, entitled: true, events: ["UNCANCELLATION"]),
         Case(type: .offerRedeemed, subtype: .initialBuy, carries: .newChain, entitled: true, events: ["INITIAL_PURCHASE"]),
         Case(type: .offerRedeemed, subtype: .resubscribe, carries: .renewal, entitled: true, events: ["RENEWAL"]),
@@ -141,7 +143,9 @@ struct AppleLifecycleTests {
     }
 
     /// `payload` signed again `offset` seconds from now, changed by `change`.
-    static func copy(_ harness: Harness, _ payload: TransactionPayload, signedIn offset: TimeInterval, _ change: (inout TransactionPayload) -> Void = { _ in })
+    static func copy(
+        _ harness: Harness, _ payload: TransactionPayload, signedIn offset: TimeInterval, _ change: (inout TransactionPayload) -> Void = { _ in }
+    )
         throws -> (jws: String, payload: TransactionPayload)
     {
         var copy = payload
@@ -199,10 +203,16 @@ struct AppleLifecycleTests {
             return (try harness.ca.mintTransaction(purchase, signedDate: Date()).jws, renewal(original, signedIn: 0))
         case .refunded:
             let original = try await subscribe(harness)
-            return (try copy(harness, original, signedIn: 0) { $0.revocationDate = Date().addingTimeInterval(-60); $0.revocationReason = 0 }.jws, nil)
+            return (
+                try copy(harness, original, signedIn: 0) {
+                    $0.revocationDate = Date().addingTimeInterval(-60); $0.revocationReason = 0
+                }.jws, nil
+            )
         case .reinstated:
             let original = try await subscribe(harness)
-            let refunded = try copy(harness, original, signedIn: -300) { $0.revocationDate = Date().addingTimeInterval(-400); $0.revocationReason = 0 }
+            let refunded = try copy(harness, original, signedIn: -300) {
+                $0.revocationDate = Date().addingTimeInterval(-400); $0.revocationReason = 0
+            }
             #expect(try await ReceiptTests.notify(harness, .refund, transaction: refunded.jws) == 200)
             #expect(try await proActive(harness) == false)
             return (try copy(harness, original, signedIn: 0).jws, nil)

@@ -105,21 +105,32 @@ struct WebhookSampleTests {
             }
             func renewalInfo(_ offset: TimeInterval, _ change: (inout RenewalInfoPayload) -> Void) -> RenewalInfoPayload {
                 var info = RenewalInfoPayload(
-                    originalTransactionId: chain, productId: "pro_monthly", environment: .testStore, signedDate: setup.clock.now.addingTimeInterval(offset))
+                    originalTransactionId: chain, productId: "pro_monthly", environment: .testStore,
+                    signedDate: setup.clock.now.addingTimeInterval(offset))
                 info.autoRenewStatus = 1
                 change(&info)
                 return info
             }
             // CANCELLATION (UNSUBSCRIBE), UNCANCELLATION, PRODUCT_CHANGE, BILLING_ISSUE.
-            #expect(try await ReceiptTests.notify(harness, .didChangeRenewalStatus, subtype: .autoRenewDisabled, renewal: renewalInfo(1) { $0.autoRenewStatus = 0 }) == 200)
-            #expect(try await ReceiptTests.notify(harness, .didChangeRenewalStatus, subtype: .autoRenewEnabled, renewal: renewalInfo(2) { _ in }) == 200)
-            #expect(try await ReceiptTests.notify(harness, .didChangeRenewalPref, subtype: .upgrade, renewal: renewalInfo(3) { $0.autoRenewProductId = "pro_yearly" }) == 200)
-            #expect(try await ReceiptTests.notify(harness, .didFailToRenew, subtype: .gracePeriod, renewal: renewalInfo(4) {
-                $0.isInBillingRetryPeriod = true
-                $0.gracePeriodExpiresDate = Date().addingTimeInterval(6 * 86_400)
-            }) == 200)
+            #expect(
+                try await ReceiptTests.notify(
+                    harness, .didChangeRenewalStatus, subtype: .autoRenewDisabled, renewal: renewalInfo(1) { $0.autoRenewStatus = 0 }) == 200)
+            #expect(
+                try await ReceiptTests.notify(harness, .didChangeRenewalStatus, subtype: .autoRenewEnabled, renewal: renewalInfo(2) { _ in }) == 200)
+            #expect(
+                try await ReceiptTests.notify(
+                    harness, .didChangeRenewalPref, subtype: .upgrade, renewal: renewalInfo(3) { $0.autoRenewProductId = "pro_yearly" }) == 200)
+            #expect(
+                try await ReceiptTests.notify(
+                    harness, .didFailToRenew, subtype: .gracePeriod,
+                    renewal: renewalInfo(4) {
+                        $0.isInBillingRetryPeriod = true
+                        $0.gracePeriodExpiresDate = Date().addingTimeInterval(6 * 86_400)
+                    }) == 200)
             // SUBSCRIPTION_EXTENDED, CANCELLATION (CUSTOMER_SUPPORT), REFUND_REVERSED.
-            #expect(try await ReceiptTests.notify(harness, .renewalExtended, transaction: try copy(10) { $0.expiresDate = $0.expiresDate?.addingTimeInterval(7 * 86_400) }) == 200)
+            #expect(
+                try await ReceiptTests.notify(
+                    harness, .renewalExtended, transaction: try copy(10) { $0.expiresDate = $0.expiresDate?.addingTimeInterval(7 * 86_400) }) == 200)
             _ = try await setup.testStore("refund", ["transaction_id": renewalId])
             let refunded = try #require(try await store.signedTransaction(app: harness.app.id, transactionId: renewalId))
             var reinstated = try AppStoreJSON.decode(TransactionPayload.self, from: UnverifiedJWS(refunded).payload)
@@ -177,12 +188,15 @@ struct WebhookSampleTests {
             #expect(received.first { $0["type"] as? String == "REFUND_REVERSED" }?["renewal_number"] as? Int == 2)
             // RevenueCat's TRANSFER: the two lists, no transaction, no single customer.
             let transfer = try #require(received.first { $0["type"] as? String == "TRANSFER" })
-            #expect(Set(transfer.keys) == ["app_id", "environment", "event_timestamp_ms", "id", "store", "transferred_from", "transferred_to", "type"])
+            #expect(
+                Set(transfer.keys) == ["app_id", "environment", "event_timestamp_ms", "id", "store", "transferred_from", "transferred_to", "type"])
             #expect(transfer["transferred_from"] as? [String] == ["alice"] && transfer["transferred_to"] as? [String] == ["bob"])
         }
     }
 
-    @Test("RevenueCat's backend flow: on a webhook the receiver reads GET /v1/subscribers/{id} with the secret key, signed", arguments: TestDatabaseKind.available)
+    @Test(
+        "RevenueCat's backend flow: on a webhook the receiver reads GET /v1/subscribers/{id} with the secret key, signed",
+        arguments: TestDatabaseKind.available)
     func backendReadsSubscriber(_ kind: TestDatabaseKind) async throws {
         try await WebhookTests.withSetup(kind, attemptTimeout: 20) { setup in
             let harness = setup.harness

@@ -371,7 +371,8 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
                         throw ConfigurationError("app '\(app.id)': usdExchangeRates.asOf must be a day like 2026-11-01")
                     }
                     for (currency, rate) in rates.usdPerUnit where currency.wholeMatch(of: /[A-Z]{3}/) == nil || !rate.isFinite || rate <= 0 {
-                        throw ConfigurationError("app '\(app.id)': usdExchangeRates.usdPerUnit['\(currency)'] must be a positive rate for an ISO 4217 code")
+                        throw ConfigurationError(
+                            "app '\(app.id)': usdExchangeRates.usdPerUnit['\(currency)'] must be a positive rate for an ISO 4217 code")
                     }
                 }
                 var urls = Set<String>()

@@ -170,7 +170,8 @@ struct PublicRoutes: Sendable {
     private func receipts(_ app: AppConfiguration, _ receipt: ReceiptRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let user = try Self.appUserId(receipt.appUserId, percentEncoded: false)
         if let offering = receipt.presentedOfferingIdentifier,
-            offering.isEmpty || offering.unicodeScalars.count > 200 || offering.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+            offering.isEmpty || offering.unicodeScalars.count > 200
+                || offering.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
         {
             throw APIError(.invalidField, "presented_offering_identifier must be 1 to 200 characters without control characters")
         }
