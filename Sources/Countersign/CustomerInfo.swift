@@ -125,7 +125,8 @@ public struct CustomerInfo: Sendable, Hashable {
                 verification: verification
             )
             let purchase = subscriber.nonSubscriptions[entitlement.productIdentifier]?.last
-            if entitlement.productIdentifier.hasPrefix("promotional:") {
+            // RevenueCat's `rc_promo_…` names a promotional grant (older servers wrote `promotional:…`).
+            if entitlement.productIdentifier.hasPrefix("rc_promo_") || entitlement.productIdentifier.hasPrefix("promotional:") {
                 info.store = .promotional
             } else if let wire = subscription?.store ?? purchase?.store {
                 info.store = EntitlementStore(wire: wire)

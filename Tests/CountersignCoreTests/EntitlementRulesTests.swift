@@ -162,4 +162,20 @@ struct EntitlementRulesTests {
         let purchase = Self.monthly("1", from: Self.start.addingTimeInterval(5 * Self.day))
         #expect(Self.evaluate([purchase], at: 1).entitlements["pro"]?.isActive == false)
     }
+
+    @Test("a promotional grant is named as RevenueCat names it: rc_promo_<entitlement>_<duration>, custom for an end time")
+    func promotionalNames() {
+        let start = Date(timeIntervalSince1970: 1_799_000_000.123)
+        for duration in PromotionalDuration.allCases {
+            let grant = PromotionalGrant(grantId: "g", entitlement: "pro", startsDate: start, expiresDate: duration.end(from: start))
+            #expect(grant.productIdentifier == "rc_promo_pro_\(duration.rawValue)")
+            // Stored in milliseconds, read back: the same name.
+            let stored = PromotionalGrant(
+                grantId: "g", entitlement: "pro", startsDate: Date(epochMilliseconds: start.epochMilliseconds),
+                expiresDate: duration.end(from: start).map { Date(epochMilliseconds: $0.epochMilliseconds) })
+            #expect(stored.productIdentifier == "rc_promo_pro_\(duration.rawValue)")
+        }
+        let custom = PromotionalGrant(grantId: "g", entitlement: "pro", startsDate: start, expiresDate: start.addingTimeInterval(5 * 86_400))
+        #expect(custom.productIdentifier == "rc_promo_pro_custom")
+    }
 }

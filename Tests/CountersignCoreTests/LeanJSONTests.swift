@@ -49,7 +49,7 @@ struct LeanJSONTests {
                 periodType: randomString(&random), store: randomString(&random), isSandbox: Bool.random(using: &random),
                 unsubscribeDetectedAt: maybe(&random), billingIssuesDetectedAt: maybe(&random),
                 gracePeriodExpiresDate: maybe(&random), refundedAt: maybe(&random), ownershipType: maybe(&random),
-                storeTransactionId: maybe(&random)
+                storeTransactionId: maybe(&random), displayName: maybe(&random)
             )
         }
         var nonSubscriptions: [String: [SubscriberResponse.NonSubscription]] = [:]

@@ -47,6 +47,7 @@ struct AdminTests {
             let info = try await harness.customerInfo("u7")
             #expect(ReceiptTests.isActive(info, "pro"))
             let pro = try #require(ReceiptTests.entitlement(info, "pro"))
+            #expect(pro["product_identifier"] as? String == "rc_promo_pro_weekly")  // RevenueCat's name
             let expires = try #require(WireDate.parse(pro["expires_date"] as? String ?? ""))
             #expect(abs(expires.timeIntervalSinceNow - 7 * 86_400) < 120)
 
@@ -57,6 +58,7 @@ struct AdminTests {
             #expect(try await Self.grant(harness, "u8", ["duration": "lifetime"]).status == 201)
             let lifetime = try #require(ReceiptTests.entitlement(try await harness.customerInfo("u8"), "pro"))
             #expect(lifetime["expires_date"] is NSNull, "a lifetime grant never expires: RevenueCat writes null")
+            #expect(lifetime["product_identifier"] as? String == "rc_promo_pro_lifetime")
         }
     }
 

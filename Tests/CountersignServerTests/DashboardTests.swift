@@ -230,7 +230,7 @@ struct DashboardTests {
             let pro =
                 ((try await setup.harness.customerInfo("dora")["subscriber"] as? [String: Any])?["entitlements"] as? [String: Any])?["pro"]
                 as? [String: Any]
-            #expect((pro?["product_identifier"] as? String)?.hasPrefix("promotional:") == true)
+            #expect((pro?["product_identifier"] as? String)?.hasPrefix("rc_promo_pro_") == true)
             // Revoke: a wrong token changes nothing, the right one ends the grant.
             #expect(
                 try await browser.request(.post, "/dashboard/customers/dora/revoke", form: [("csrf_token", "forged"), ("entitlement", "pro")]).status

@@ -58,6 +58,7 @@ public enum EntitlementRules {
             subscription.periodType = latest.periodType
             subscription.ownershipType = latest.ownershipType
             subscription.storeTransactionId = latest.transactionId
+            subscription.displayName = products.first { $0.id == latest.productId }?.displayName
             // One product may have several chains (e.g. after a lapse): show the most relevant.
             if let existing = result.subscriptions[latest.productId], !subscription.isMoreRelevant(than: existing) {
                 // keep the existing one
@@ -105,7 +106,7 @@ public enum EntitlementRules {
             let active = now >= grant.startsDate && (end.map { now < $0 } ?? true)
             candidates[grant.entitlement, default: []].append(
                 EntitlementGrant(
-                    productId: "promotional:\(grant.grantId)", purchaseDate: grant.startsDate, expiresDate: end,
+                    productId: grant.productIdentifier, purchaseDate: grant.startsDate, expiresDate: end,
                     gracePeriodExpiresDate: nil, isActive: active, willRenew: false, source: .promotional
                 ))
         }
@@ -197,6 +198,8 @@ public struct SubscriptionState: Sendable, Hashable {
     public var ownershipType = "PURCHASED"
     /// The store's id of the transaction shown (the chain's newest).
     public var storeTransactionId: String?
+    /// The product's display name in the app's configuration.
+    public var displayName: String?
 
     /// Active first, then the later expiry.
     func isMoreRelevant(than other: SubscriptionState) -> Bool {

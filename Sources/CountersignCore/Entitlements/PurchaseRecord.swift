@@ -89,3 +89,46 @@ public struct PromotionalGrant: Sendable, Hashable {
         self.revokedDate = revokedDate
     }
 }
+
+/// Promotional durations, as RevenueCat names them.
+public enum PromotionalDuration: String, CaseIterable, Sendable {
+    case daily, threeDay = "three_day", weekly, twoWeek = "two_week", monthly, twoMonth = "two_month"
+    case threeMonth = "three_month", sixMonth = "six_month", yearly, lifetime
+
+    /// The end of a grant of this duration that starts at `start` (nil: never).
+    public func end(from start: Date) -> Date? {
+        let calendar = Calendar(identifier: .gregorian)
+        let (component, value): (Calendar.Component, Int)
+        switch self {
+        case .daily: (component, value) = (.day, 1)
+        case .threeDay: (component, value) = (.day, 3)
+        case .weekly: (component, value) = (.day, 7)
+        case .twoWeek: (component, value) = (.day, 14)
+        case .monthly: (component, value) = (.month, 1)
+        case .twoMonth: (component, value) = (.month, 2)
+        case .threeMonth: (component, value) = (.month, 3)
+        case .sixMonth: (component, value) = (.month, 6)
+        case .yearly: (component, value) = (.year, 1)
+        case .lifetime: return nil
+        }
+        return calendar.date(byAdding: component, value: value, to: start)
+    }
+}
+
+extension PromotionalGrant {
+    /// RevenueCat's product identifier of a promotional grant, `rc_promo_<entitlement>_<duration>`:
+    /// the duration whose end from the grant's start is its expiry (to the second), `lifetime`
+    /// without one, `custom` for a grant given an end time.
+    public var productIdentifier: String {
+        let duration: String
+        if let expiresDate {
+            duration =
+                PromotionalDuration.allCases.first { candidate in
+                    candidate.end(from: startsDate).map { abs($0.timeIntervalSince(expiresDate)) < 1 } ?? false
+                }?.rawValue ?? "custom"
+        } else {
+            duration = PromotionalDuration.lifetime.rawValue
+        }
+        return "rc_promo_\(entitlement)_\(duration)"
+    }
+}

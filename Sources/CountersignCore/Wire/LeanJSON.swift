@@ -203,6 +203,7 @@ extension SubscriberResponse.Subscriber {
             writer.byte(UInt8(ascii: "{"))
             writer.nullable("auto_resume_date", nil, first: &first)
             writer.nullable("billing_issues_detected_at", subscription.billingIssuesDetectedAt, first: &first)
+            writer.nullable("display_name", subscription.displayName, first: &first)
             writer.nullable("expires_date", subscription.expiresDate, first: &first)
             writer.nullable("grace_period_expires_date", subscription.gracePeriodExpiresDate, first: &first)
             writer.member("is_sandbox", first: &first)

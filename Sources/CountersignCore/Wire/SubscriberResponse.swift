@@ -72,11 +72,14 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         public var ownershipType: String?
         /// The store's id of the newest transaction (read when present).
         public var storeTransactionId: String? = nil
+        /// The product's display name, as the app's configuration gives it (read when present).
+        public var displayName: String? = nil
 
         enum CodingKeys: String, CodingKey {
             case ownershipType = "ownership_type"
             case storeTransactionId = "store_transaction_id"
             case autoResumeDate = "auto_resume_date"
+            case displayName = "display_name"
             case expiresDate = "expires_date"
             case purchaseDate = "purchase_date"
             case originalPurchaseDate = "original_purchase_date"
@@ -176,6 +179,7 @@ extension SubscriberResponse.Subscription {
         refundedAt = container.lenient(String.self, .refundedAt)
         ownershipType = container.lenient(String.self, .ownershipType)
         storeTransactionId = container.lenient(String.self, .storeTransactionId)
+        displayName = container.lenient(String.self, .displayName)
     }
 }
 
@@ -223,6 +227,7 @@ extension SubscriberResponse.Subscription {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encodeNil(forKey: .autoResumeDate)
         try container.encode(billingIssuesDetectedAt, forKey: .billingIssuesDetectedAt)
+        try container.encode(displayName, forKey: .displayName)
         try container.encode(expiresDate, forKey: .expiresDate)
         try container.encode(gracePeriodExpiresDate, forKey: .gracePeriodExpiresDate)
         try container.encode(isSandbox, forKey: .isSandbox)
@@ -279,7 +284,8 @@ extension SubscriberResponse {
                     gracePeriodExpiresDate: state.gracePeriodExpiresDate.map(format),
                     refundedAt: state.revocationDate.map(format),
                     ownershipType: state.ownershipType,
-                    storeTransactionId: state.storeTransactionId
+                    storeTransactionId: state.storeTransactionId,
+                    displayName: state.displayName
                 )
             },
             nonSubscriptions: entitlements.nonSubscriptions.mapValues { purchases in

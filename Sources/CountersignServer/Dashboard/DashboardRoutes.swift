@@ -121,7 +121,7 @@ struct DashboardRoutes: Sendable {
     private func grant(_ signedIn: SignedIn, _ form: FormBody?, _ request: Request) async throws -> Response {
         let user = try Self.user(request)
         let entitlement = try AdminRoutes.entitlement(named: form?["entitlement"] ?? "", app: signedIn.app)
-        let duration = try AdminRoutes.PromotionalDuration.named(form?["duration"] ?? "")
+        let duration = try PromotionalDuration.named(form?["duration"] ?? "")
         try await requireCustomer(user, of: signedIn)
         let start = now()
         try await store.grantPromotional(app: signedIn.app, user: user, entitlement: entitlement, expires: duration.end(from: start), now: start)
@@ -414,7 +414,7 @@ struct DashboardRoutes: Sendable {
             "transactions": transactions, "hasTransactions": !transactions.isEmpty,
             "grants": grants, "hasGrants": !grants.isEmpty,
             "allEntitlements": Set(app.products.flatMap(\.entitlements)).sorted().map { ["id": $0] },
-            "durations": AdminRoutes.PromotionalDuration.allCases.map { ["id": $0.rawValue, "selected": $0 == .monthly] },
+            "durations": PromotionalDuration.allCases.map { ["id": $0.rawValue, "selected": $0 == .monthly] },
             "openGrants": openGrants.map { ["id": $0] }, "hasOpenGrants": !openGrants.isEmpty,
             "events": events, "hasEvents": !events.isEmpty, "deliveries": deliveries, "hasDeliveries": !deliveries.isEmpty,
         ]

@@ -39,38 +39,6 @@ struct AdminRoutes: Sendable {
     let storeAPI: StoreServerAPI
     let now: @Sendable () -> Date
 
-    /// Promotional durations, as RevenueCat names them.
-    enum PromotionalDuration: String, CaseIterable {
-        case daily, threeDay = "three_day", weekly, twoWeek = "two_week", monthly, twoMonth = "two_month"
-        case threeMonth = "three_month", sixMonth = "six_month", yearly, lifetime
-
-        /// The duration a request names, or the refusal that lists the known ones.
-        static func named(_ name: String) throws(APIError) -> PromotionalDuration {
-            guard let duration = PromotionalDuration(rawValue: name) else {
-                throw APIError(.invalidField, "duration must be one of \(allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            return duration
-        }
-
-        func end(from start: Date) -> Date? {
-            let calendar = Calendar(identifier: .gregorian)
-            let (component, value): (Calendar.Component, Int)
-            switch self {
-            case .daily: (component, value) = (.day, 1)
-            case .threeDay: (component, value) = (.day, 3)
-            case .weekly: (component, value) = (.day, 7)
-            case .twoWeek: (component, value) = (.day, 14)
-            case .monthly: (component, value) = (.month, 1)
-            case .twoMonth: (component, value) = (.month, 2)
-            case .threeMonth: (component, value) = (.month, 3)
-            case .sixMonth: (component, value) = (.month, 6)
-            case .yearly: (component, value) = (.year, 1)
-            case .lifetime: return nil
-            }
-            return calendar.date(byAdding: component, value: value, to: start)
-        }
-    }
-
     struct GrantRequest: Decodable {
         var duration: String?
         var endTimeMs: Int64?
@@ -358,5 +326,15 @@ struct DiagnosticsRoutes: Sendable {
             guard (1...10_000).contains(count) else { throw APIError(.invalidField, "count must be 1 to 10000") }
             return (failure.reason, failure.mode, count)
         }
+    }
+}
+
+extension PromotionalDuration {
+    /// The duration a request names, or the refusal that lists the known ones.
+    static func named(_ name: String) throws(APIError) -> PromotionalDuration {
+        guard let duration = PromotionalDuration(rawValue: name) else {
+            throw APIError(.invalidField, "duration must be one of \(allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return duration
     }
 }
