@@ -290,10 +290,20 @@ extension CustomerDatabase {
 }
 
 extension CustomerDatabase {
-    /// Stores an `EXPIRATION` for every owned subscription whose latest period ended since the
-    /// last check (at most `limit` a call; the rest next time), and returns how many. A chain
-    /// renewed, refunded or in a grace period at its expiry is not reported; its event id is the
-    /// one Apple's `EXPIRED` notification makes, so the two never both count. The first check
+    /// A subscription period, or grace period, that ended: its `EXPIRATION` to report.
+    struct Expired {
+        var app: String
+        var owner: String
+        var transaction: EventTransaction
+        var reason: String
+        var ends: Int64
+    }
+
+    /// Stores an `EXPIRATION` for every owned subscription whose latest period, or billing grace
+    /// period, ended since the last check (at most `limit` a call; the rest next time), and
+    /// returns how many. A chain renewed or refunded is not reported, nor one whose grace period
+    /// runs on past its expiry until that ends; the event id is the one Apple's `EXPIRED` or
+    /// `GRACE_PERIOD_EXPIRED` notification makes, so the two never both count. The first check
     /// of a database only notes the time: expiries before it are history, not news.
     public func recordExpirations(apps: [AppConfiguration], now: Date, limit: Int = 500) async throws -> Int {
         let time = now.epochMilliseconds
@@ -305,36 +315,44 @@ extension CustomerDatabase {
                 return 0
             }
             guard through < time else { return 0 }
-            // Periods that ended, and grace periods that ended without a renewal (the chain's
-            // latest transaction expired before its grace period did): both `EXPIRATION`s, at
+            // Periods that ended (read by `purchases_by_expiry`), and grace periods that ended
+            // without a renewal (read by `subscription_states_by_grace` on PostgreSQL, migration
+            // 13): both `EXPIRATION`s, at
             // the period's or the grace period's end, with the event id Apple's notification makes.
-            let rows = try await sql.all(
-                """
-                SELECT p.app_id, \(raw: EventTransaction.storedColumns), o.app_user_id, s.auto_renew_status, s.in_billing_retry, \
-                CASE WHEN s.grace_period_expires_ms > p.expires_date_ms THEN s.grace_period_expires_ms ELSE p.expires_date_ms END AS ends_ms \
-                FROM purchases p \
+            let chains = """
                 JOIN purchase_owners o ON o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id \
-                LEFT JOIN subscription_states s ON s.app_id = p.app_id AND s.original_transaction_id = p.original_transaction_id \
-                WHERE p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL \
-                AND ((p.expires_date_ms > \(bind: through) AND p.expires_date_ms <= \(bind: time) \
-                AND (s.grace_period_expires_ms IS NULL OR s.grace_period_expires_ms <= p.expires_date_ms)) \
-                OR (s.grace_period_expires_ms > p.expires_date_ms AND s.grace_period_expires_ms > \(bind: through) \
-                AND s.grace_period_expires_ms <= \(bind: time))) \
-                AND NOT EXISTS (SELECT 1 FROM purchases q WHERE q.app_id = p.app_id \
-                AND q.original_transaction_id = p.original_transaction_id AND q.expires_date_ms > p.expires_date_ms) \
-                ORDER BY ends_ms LIMIT \(bind: limit)
+                LEFT JOIN subscription_states s ON s.app_id = p.app_id AND s.original_transaction_id = p.original_transaction_id
                 """
-            ) { row in
-                let transaction = try EventTransaction(stored: row)
+            let newest = """
+                p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM purchases q \
+                WHERE q.app_id = p.app_id AND q.original_transaction_id = p.original_transaction_id AND q.expires_date_ms > p.expires_date_ms)
+                """
+            let columns = "p.app_id, \(EventTransaction.storedColumns), o.app_user_id, s.auto_renew_status, s.in_billing_retry"
+            func ended(_ row: any StoredRow) throws -> Expired {
                 let reason =
                     try row.integer("in_billing_retry") ?? 0 != 0
                     ? "BILLING_ERROR"
                     : try row.integer("auto_renew_status") == 0 ? "UNSUBSCRIBE" : "UNKNOWN"
-                return (
-                    app: try row.string("app_id"), owner: try row.string("app_user_id"), transaction: transaction, reason: reason,
-                    ends: try row.int64("ends_ms")
-                )
+                return Expired(
+                    app: try row.string("app_id"), owner: try row.string("app_user_id"), transaction: try EventTransaction(stored: row),
+                    reason: reason, ends: try row.int64("ends_ms"))
             }
+            let periods = try await sql.all(
+                """
+                SELECT \(raw: columns), p.expires_date_ms AS ends_ms FROM purchases p \(raw: chains) \
+                WHERE p.expires_date_ms > \(bind: through) AND p.expires_date_ms <= \(bind: time) \
+                AND (s.grace_period_expires_ms IS NULL OR s.grace_period_expires_ms <= p.expires_date_ms) AND \(raw: newest) \
+                ORDER BY p.expires_date_ms LIMIT \(bind: limit)
+                """, ended)
+            let graces = try await sql.all(
+                """
+                SELECT \(raw: columns), s.grace_period_expires_ms AS ends_ms FROM subscription_states g \
+                JOIN purchases p ON p.app_id = g.app_id AND p.original_transaction_id = g.original_transaction_id \(raw: chains) \
+                WHERE g.grace_period_expires_ms > \(bind: through) AND g.grace_period_expires_ms <= \(bind: time) \
+                AND g.grace_period_expires_ms > p.expires_date_ms AND \(raw: newest) \
+                ORDER BY g.grace_period_expires_ms LIMIT \(bind: limit)
+                """, ended)
+            let rows = (periods + graces).sorted { $0.ends < $1.ends }.prefix(limit)
             // Nothing expired: leave the mark where it is for up to a minute (the next look scans a
             // slightly longer window) rather than write it every second.
             if rows.isEmpty, time - through < 60_000 { return 0 }

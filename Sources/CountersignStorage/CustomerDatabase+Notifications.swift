@@ -35,7 +35,9 @@ extension CustomerDatabase {
             }
             try await Self.applyStoreState(sql, transaction: transaction, renewal: notification.renewalInfo, app: app, now: now)
             let chain = transaction?.originalTransactionId ?? notification.renewalInfo?.originalTransactionId
-            if let (subject, owner) = try await Self.eventSubject(sql, transaction: transaction, chain: chain, app: app) {
+            if Self.typesWithEvents.contains(payload.notificationType),
+                let (subject, owner) = try await Self.eventSubject(sql, transaction: transaction, chain: chain, app: app)
+            {
                 let events = Self.notificationEvents(
                     payload, renewal: notification.renewalInfo, app: app, owner: owner, subject: subject, now: now)
                 try await Self.emit(events, on: sql, app: app, now: now)
@@ -118,6 +120,9 @@ extension CustomerDatabase {
         subject.renewalNumber = (place?.earlier ?? 0) + 1
         subject.previousPeriodType = place?.previous
     }
+
+    /// The notification types that make events of their own (``notificationEvents(_:renewal:app:owner:subject:now:)``).
+    static let typesWithEvents: Set<NotificationType> = [.expired, .gracePeriodExpired, .didChangeRenewalPref, .renewalExtended]
 
     /// Events a notification's type stands for by itself (the transaction and renewal state it
     /// carries make theirs as they are stored): `EXPIRED` and `GRACE_PERIOD_EXPIRED` an

@@ -275,9 +275,9 @@ enum Migrations {
                 "ALTER TABLE purchase_owners ADD COLUMN moved_at_ms BIGINT"
             ]),
         // The ids a customer was known by before logIn merged them (RevenueCat's `aliases`),
-        // read by customer when a webhook is delivered. One statement: a second DDL statement in
-        // this migration left SQLite re-preparing the writer's BEGIN on later purchases
-        // (PurchaseRecordingTests, "prepared once, never again").
+        // read by customer when a webhook is delivered; the primary key serves those reads (a
+        // separate index here left SQLite re-preparing the writer's BEGIN on later purchases:
+        // PurchaseRecordingTests, "prepared once, never again").
         Migration(
             version: 11, name: "customer aliases",
             statements: [
@@ -295,6 +295,13 @@ enum Migrations {
         Migration(
             version: 12, name: "the offering a purchase was made from",
             statements: ["ALTER TABLE purchases ADD COLUMN presented_offering_id TEXT"]),
+        // The expiry check finds billing grace periods that ended by their end, on PostgreSQL
+        // (the scale-out path). On SQLite the index is left out: its creation left SQLite
+        // re-preparing the writer's BEGIN on later purchases (PurchaseRecordingTests, "prepared
+        // once, never again"), and a scan of the renewal states is in-process there.
+        Migration(
+            version: 13, name: "subscription states by grace period end", statements: [],
+            postgresStatements: ["CREATE INDEX subscription_states_by_grace ON subscription_states (grace_period_expires_ms)"]),
     ]
 
     /// Version 6 with `seq`, the one column whose definition differs between the databases.

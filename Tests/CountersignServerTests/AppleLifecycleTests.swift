@@ -142,6 +142,19 @@ struct AppleLifecycleTests {
         return payload
     }
 
+    /// A renewal of `original`'s chain paying for the current period (bought 5 days ago, 25 days
+    /// left), signed `offset` seconds from now.
+    static func currentPeriod(_ harness: Harness, of original: TransactionPayload, signedIn offset: TimeInterval) throws -> (
+        jws: String, payload: TransactionPayload
+    ) {
+        var purchase = TestStoreCA.Purchase(productId: "pro_monthly", type: .autoRenewable, bundleId: harness.app.bundleId)
+        purchase.originalTransactionId = original.originalTransactionId
+        purchase.purchaseDate = Date().addingTimeInterval(-5 * day)
+        purchase.expiresDate = Date().addingTimeInterval(25 * day)
+        purchase.price = 9_990
+        return try harness.ca.mintTransaction(purchase, signedDate: Date().addingTimeInterval(offset))
+    }
+
     /// `payload` signed again `offset` seconds from now, changed by `change`.
     static func copy(
         _ harness: Harness, _ payload: TransactionPayload, signedIn offset: TimeInterval, _ change: (inout TransactionPayload) -> Void = { _ in }
@@ -195,12 +208,7 @@ struct AppleLifecycleTests {
             return (minted.jws, renewal(minted.payload, signedIn: 0))
         case .renewal:
             let original = try await subscribe(harness, ageDays: 35, expiresInDays: -5)
-            var purchase = TestStoreCA.Purchase(productId: "pro_monthly", type: .autoRenewable, bundleId: harness.app.bundleId)
-            purchase.originalTransactionId = original.originalTransactionId
-            purchase.purchaseDate = Date().addingTimeInterval(-5 * day)
-            purchase.expiresDate = Date().addingTimeInterval(25 * day)
-            purchase.price = 9_990
-            return (try harness.ca.mintTransaction(purchase, signedDate: Date()).jws, renewal(original, signedIn: 0))
+            return (try currentPeriod(harness, of: original, signedIn: 0).jws, renewal(original, signedIn: 0))
         case .refunded:
             let original = try await subscribe(harness)
             return (
@@ -319,12 +327,7 @@ struct AppleLifecycleTests {
         for kind in TestDatabaseKind.available {
             try await ReceiptTests.withHarness(kind) { harness in
                 let original = try await Self.subscribe(harness, ageDays: 35, expiresInDays: -5)
-                var purchase = TestStoreCA.Purchase(productId: "pro_monthly", type: .autoRenewable, bundleId: harness.app.bundleId)
-                purchase.originalTransactionId = original.originalTransactionId
-                purchase.purchaseDate = Date().addingTimeInterval(-5 * Self.day)
-                purchase.expiresDate = Date().addingTimeInterval(25 * Self.day)
-                purchase.price = 9_990
-                let current = try harness.ca.mintTransaction(purchase, signedDate: Date().addingTimeInterval(-300))
+                let current = try Self.currentPeriod(harness, of: original, signedIn: -300)
                 #expect(try await ReceiptTests.notify(harness, .didRenew, transaction: current.jws) == 200)
                 let before = try await Self.events(harness)
                 #expect(before.map(\.name) == ["INITIAL_PURCHASE", "RENEWAL"])
@@ -349,12 +352,7 @@ struct AppleLifecycleTests {
         for kind in TestDatabaseKind.available {
             try await ReceiptTests.withHarness(kind) { harness in
                 let original = try await Self.subscribe(harness, ageDays: 35, expiresInDays: -5)
-                var purchase = TestStoreCA.Purchase(productId: "pro_monthly", type: .autoRenewable, bundleId: harness.app.bundleId)
-                purchase.originalTransactionId = original.originalTransactionId
-                purchase.purchaseDate = Date().addingTimeInterval(-5 * Self.day)
-                purchase.expiresDate = Date().addingTimeInterval(25 * Self.day)
-                purchase.price = 9_990
-                let renewal = try harness.ca.mintTransaction(purchase, signedDate: Date().addingTimeInterval(-300))
+                let renewal = try Self.currentPeriod(harness, of: original, signedIn: -300)
                 let refunded = try Self.copy(harness, renewal.payload, signedIn: 0) { $0.revocationDate = Date().addingTimeInterval(-60) }
                 #expect(try await ReceiptTests.notify(harness, .refund, transaction: refunded.jws) == 200)
                 #expect(try await Self.events(harness).map(\.name) == ["INITIAL_PURCHASE", "CANCELLATION (CUSTOMER_SUPPORT)"])
@@ -384,6 +382,35 @@ struct AppleLifecycleTests {
                 #expect(try await Self.proActive(harness) == false)
                 let expired = Self.renewal(original, signedIn: 0) { $0.autoRenewStatus = 0 }
                 #expect(try await ReceiptTests.notify(harness, .expired, subtype: .billingRetry, renewal: expired) == 200)
+                #expect(
+                    try await Self.events(harness).map(\.name) == [
+                        "INITIAL_PURCHASE", "BILLING_ISSUE", "CANCELLATION (BILLING_ERROR)", "EXPIRATION (BILLING_ERROR)",
+                    ])
+            }
+        }
+    }
+
+    @Test("without Apple's notification, the server's own check reports the end of a grace period, once, and Apple's later one adds nothing")
+    func graceEndByTheServer() async throws {
+        for kind in TestDatabaseKind.available {
+            try await ReceiptTests.withHarness(kind) { harness in
+                let store = harness.server.store
+                let original = try await Self.subscribe(harness, ageDays: 31, expiresInDays: -1)
+                let graceEnd = Date().addingTimeInterval(3_600)
+                let grace = Self.renewal(original, signedIn: -300) {
+                    $0.isInBillingRetryPeriod = true
+                    $0.gracePeriodExpiresDate = graceEnd
+                }
+                #expect(try await ReceiptTests.notify(harness, .didFailToRenew, subtype: .gracePeriod, renewal: grace) == 200)
+                _ = try await store.recordExpirations(apps: [harness.app], now: Date())  // the first check notes the time
+                #expect(try await store.recordExpirations(apps: [harness.app], now: graceEnd.addingTimeInterval(-60)) == 0)
+                #expect(try await store.recordExpirations(apps: [harness.app], now: graceEnd.addingTimeInterval(61)) == 1)
+                #expect(try await store.recordExpirations(apps: [harness.app], now: graceEnd.addingTimeInterval(200)) == 0)
+                let ended = Self.renewal(original, signedIn: 0) {
+                    $0.isInBillingRetryPeriod = true
+                    $0.gracePeriodExpiresDate = graceEnd
+                }
+                #expect(try await ReceiptTests.notify(harness, .gracePeriodExpired, renewal: ended) == 200)
                 #expect(
                     try await Self.events(harness).map(\.name) == [
                         "INITIAL_PURCHASE", "BILLING_ISSUE", "CANCELLATION (BILLING_ERROR)", "EXPIRATION (BILLING_ERROR)",
