@@ -422,6 +422,8 @@ struct WebhookTests {
             #"{"url":"https://backend.example/#x"}"#, #"{"url":"https://backend.example/","authorization":"a\nb"}"#,
             #"{"url":"https://backend.example/","retryScheduleSeconds":[-1]}"#,
             #"{"url":"https://backend.example/"},{"url":"https://backend.example/"}"#,
+            #"{"url":"https://backend.example/","eventTypes":["PURCHASE"]}"#, #"{"url":"https://backend.example/","eventTypes":[]}"#,
+            #"{"url":"https://backend.example/","environments":["STAGING"]}"#,
         ] {
             #expect(throws: ConfigurationError.self, "\(bad)") { _ = try decode(bad) }
         }
@@ -432,5 +434,31 @@ struct WebhookTests {
         #expect(
             WebhookSignature.requestParts(appId: "demo", url: "http://backend.example:8080/h")?.headersHash
                 == FieldsHash.headerValue([("app_id", "demo"), ("endpoint", "backend.example:8080/h")]))
+    }
+
+    @Test("an endpoint's eventTypes and environments choose the events that get a delivery to it")
+    func endpointFilters() throws {
+        var app = AppConfiguration.makeDemo()
+        app.webhooks = [
+            .init(url: "https://all.example/h"),
+            .init(url: "https://renewals.example/h", eventTypes: ["RENEWAL", "TEST"]),
+            .init(url: "https://production.example/h", environments: ["PRODUCTION"]),
+        ]
+        func endpoints(_ type: WebhookEventType, environment: String) -> [String] {
+            let transaction = EventTransaction(
+                transactionId: "2", originalTransactionId: "1", productId: "pro_monthly", environment: environment, periodType: "normal",
+                purchasedAtMs: 1, expiresAtMs: 2)
+            let event = WebhookEvent(type, subject: "s", app: app, user: "u", transaction: transaction, now: Date())
+            return CustomerDatabase.eventStatements(event, app: app, now: Date()).dropFirst().compactMap { statement in
+                if case .text(let url?) = statement.values[1] { url } else { nil }
+            }
+        }
+        #expect(endpoints(.renewal, environment: "Production") == app.webhooks!.map(\.url))
+        #expect(endpoints(.renewal, environment: "TestStore") == ["https://all.example/h", "https://renewals.example/h"])
+        #expect(endpoints(.initialPurchase, environment: "Production") == ["https://all.example/h", "https://production.example/h"])
+        #expect(endpoints(.initialPurchase, environment: "Sandbox") == ["https://all.example/h"])
+        // A TEST event has no environment: every endpoint that takes its type gets it.
+        let test = WebhookEvent.test(app: app, now: Date())
+        #expect(CustomerDatabase.eventStatements(test, app: app, now: Date()).count == 4)
     }
 }
