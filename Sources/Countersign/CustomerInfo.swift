@@ -87,6 +87,9 @@ public struct CustomerInfo: Sendable, Hashable {
     public var managementURL: URL?
     /// The customer's first purchase, when the server gives it.
     public var originalPurchaseDate: Date?
+    /// The app version the customer first downloaded, when the server gives it (RevenueCat's
+    /// reads it from the app receipt; Countersign's server sends null).
+    public var originalApplicationVersion: String?
     /// Purchases that are not subscriptions, oldest first.
     public var nonSubscriptions: [NonSubscriptionTransaction] = []
     /// When each subscription product ends (nil: no end known).
@@ -94,6 +97,12 @@ public struct CustomerInfo: Sendable, Hashable {
 
     /// The latest expiration of any subscription, as in RevenueCat.
     public var latestExpirationDate: Date? { subscriptionExpirations.values.max() }
+
+    /// When the subscription product ends; nil for a product that is not a subscription or has
+    /// no end.
+    public func expirationDate(forProductIdentifier productIdentifier: String) -> Date? {
+        subscriptionExpirations[productIdentifier]
+    }
 
     /// When the entitlement ends; nil for an unknown entitlement or one for life.
     public func expirationDate(forEntitlement identifier: String) -> Date? {
@@ -152,6 +161,7 @@ public struct CustomerInfo: Sendable, Hashable {
         rawData = body
         managementURL = subscriber.managementUrl.flatMap(URL.init(string:))
         originalPurchaseDate = subscriber.originalPurchaseDate.flatMap(WireDate.parse)
+        originalApplicationVersion = subscriber.originalApplicationVersion
         nonSubscriptions = subscriber.nonSubscriptions.flatMap { productId, purchases in
             purchases.map { purchase in
                 NonSubscriptionTransaction(

@@ -74,7 +74,8 @@ struct LeanJSONTests {
             subscriber: .init(
                 entitlements: entitlements, subscriptions: subscriptions, nonSubscriptions: nonSubscriptions,
                 firstSeen: randomString(&random), lastSeen: randomString(&random), originalAppUserId: randomString(&random),
-                managementUrl: maybe(&random), originalPurchaseDate: maybe(&random), subscriberAttributes: attributes
+                managementUrl: maybe(&random), originalPurchaseDate: maybe(&random), originalApplicationVersion: maybe(&random),
+                subscriberAttributes: attributes
             )
         )
     }

@@ -182,7 +182,7 @@ extension SubscriberResponse.Subscriber {
             writer.byte(UInt8(ascii: "]"))
         }
         writer.member("original_app_user_id", originalAppUserId, first: &first)
-        writer.nullable("original_application_version", nil, first: &first)
+        writer.nullable("original_application_version", originalApplicationVersion, first: &first)
         writer.nullable("original_purchase_date", originalPurchaseDate, first: &first)
         writer.member("other_purchases", first: &first)
         writer.raw("{}")

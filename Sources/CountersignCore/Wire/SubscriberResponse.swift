@@ -24,6 +24,9 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         public var managementUrl: String?
         /// RevenueCat's `original_purchase_date` of the customer (read when present).
         public var originalPurchaseDate: String?
+        /// The app version of the customer's first download, from an app receipt (RevenueCat's;
+        /// the server does not know it and writes null).
+        public var originalApplicationVersion: String? = nil
         /// The customer's attributes: in answers to the app's secret key only, as RevenueCat's.
         public var subscriberAttributes: [String: SubscriberAttributeValue]? = nil
 
@@ -151,6 +154,7 @@ extension SubscriberResponse.Subscriber {
         managementUrl = container.lenient(String.self, .managementUrl)
         originalPurchaseDate = container.lenient(String.self, .originalPurchaseDate)
         subscriberAttributes = container.lenient([String: SubscriberAttributeValue].self, .subscriberAttributes)
+        originalApplicationVersion = container.lenient(String.self, .originalApplicationVersion)
     }
 }
 
@@ -206,7 +210,7 @@ extension SubscriberResponse.Subscriber {
         try container.encode(originalAppUserId, forKey: .originalAppUserId)
         try container.encode(managementUrl, forKey: .managementUrl)
         try container.encode(originalPurchaseDate, forKey: .originalPurchaseDate)
-        try container.encodeNil(forKey: .originalApplicationVersion)
+        try container.encode(originalApplicationVersion, forKey: .originalApplicationVersion)
         try container.encode([String: String](), forKey: .otherPurchases)
         try container.encodeIfPresent(subscriberAttributes, forKey: .subscriberAttributes)
     }
