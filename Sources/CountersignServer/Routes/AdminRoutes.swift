@@ -95,11 +95,11 @@ struct AdminRoutes: Sendable {
         let subscriber = "/v1/subscribers/:app_user_id"
         route(router, .post, RouterPath(subscriber + "/entitlements/:entitlement/promotional")) { app, request, context in
             try await grant(app, request, context)
-            return try await Self.json(try await revenueCatAnswer(app, context), status: .created)
+            return try await Self.json(try await existingInfo(app, context), status: .created)
         }
         route(router, .post, RouterPath(subscriber + "/entitlements/:entitlement/revoke_promotionals")) { app, request, context in
             try await revoke(app, context)
-            return try await Self.json(try await revenueCatAnswer(app, context))
+            return try await Self.json(try await existingInfo(app, context))
         }
         route(router, .delete, RouterPath(subscriber), deleteCustomer)
         route(router, .post, "/v1/admin/dashboard/sessions/end", endDashboardSessions)
@@ -114,10 +114,7 @@ struct AdminRoutes: Sendable {
     }
 
     private func customerInfo(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> Response {
-        guard let info = try await store.existingCustomerInfo(app: app, user: try Self.user(context), now: now()) else {
-            throw Self.unknownCustomer
-        }
-        return try await Self.json(info)
+        try await Self.json(try await existingInfo(app, context))
     }
 
     private func grantPromotional(_ app: AppConfiguration, _ request: Request, _ context: ServerRequestContext) async throws -> Response {
@@ -125,9 +122,9 @@ struct AdminRoutes: Sendable {
         return try await Self.json(try await existing(app: app, context: context), status: .created)
     }
 
-    /// The customer's CustomerInfo, as RevenueCat's REST API answers a change (404 for a
-    /// customer the server does not know).
-    private func revenueCatAnswer(_ app: AppConfiguration, _ context: ServerRequestContext) async throws -> SubscriberResponse {
+    /// The customer's CustomerInfo (404 for a customer the server does not know): the admin
+    /// route's answer, and RevenueCat's REST API's answer to a change.
+    private func existingInfo(_ app: AppConfiguration, _ context: ServerRequestContext) async throws -> SubscriberResponse {
         guard let info = try await store.existingCustomerInfo(app: app, user: try Self.user(context), now: now()) else {
             throw Self.unknownCustomer
         }
