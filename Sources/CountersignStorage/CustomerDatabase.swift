@@ -150,14 +150,16 @@ public struct CustomerDatabase: Sendable {
                 .integer(now.epochMilliseconds),
                 .integer((payload.isUpgraded ?? false) ? 1 : 0), .text(payload.periodType),
                 .text(payload.inAppOwnershipType == .familyShared ? "FAMILY_SHARED" : "PURCHASED"), .text(transaction.presentedOfferingId),
+                .integer(payload.currency == nil ? nil : payload.price), .text(payload.price == nil ? nil : payload.currency),
             ])
     }
 
     static let insertPurchaseSQL = """
         INSERT INTO purchases (transaction_id, app_id, original_transaction_id, product_id, product_type, environment,
             purchase_date_ms, expires_date_ms, revocation_date_ms, signed_date_ms, app_account_token,
-            signed_transaction, recorded_at_ms, is_upgraded, period_type, ownership_type, presented_offering_id)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+            signed_transaction, recorded_at_ms, is_upgraded, period_type, ownership_type, presented_offering_id,
+            price_milliunits, currency)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
         """
 
     /// A copy of a stored transaction signed later than the stored one: every field Apple may
@@ -226,7 +228,7 @@ public struct CustomerDatabase: Sendable {
     /// need (on PostgreSQL each subscription chain's newest transaction and every one-time
     /// purchase; on SQLite every purchase of the user's chains), their
     /// chains' renewal states and their grants, each row tagged by `kind` (0 customer,
-    /// 1 purchase, 2 state, 3 grant) in the columns `kind, t1…t7, i1…i6` (``UnionRow`` maps them
+    /// 1 purchase, 2 state, 3 grant) in the columns `kind, t1…t7, i1…i6, t8, i7` (``UnionRow`` maps them
     /// back). One statement is one round trip on PostgreSQL and, on SQLite, one consistent
     /// read without `BEGIN … COMMIT`.
     ///
@@ -263,35 +265,39 @@ public struct CustomerDatabase: Sendable {
             "transaction_id", "original_transaction_id", "product_id", "product_type", "environment", "period_type", "ownership_type",
             "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms", "is_upgraded",
         ]
+        let paid = ["currency", "price_milliunits"]
         let purchases: String
         switch dialect {
         case .sqlite:
             // Every row: SQLite reads them in-process, and ranking them (below) measured slower
             // than handing all of them to the rules (BENCHMARKS.md, decision 7).
-            purchases = chainRows(1, "purchases", columns + ["NULL"])
+            purchases = chainRows(1, "purchases", columns + ["NULL"] + paid)
         case .postgres:
-            purchases = newestOfEachChain(columns, app: app, user: user)
+            purchases = newestOfEachChain(columns, trailing: paid, app: app, user: user)
         }
         let states = chainRows(
             2, "subscription_states",
             [
                 "original_transaction_id", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL",
-                "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "NULL", "NULL", "NULL",
+                "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "NULL", "NULL", "NULL", "NULL", "NULL",
             ])
         return """
             SELECT 0 AS kind, CAST(NULL AS TEXT) AS t1, CAST(NULL AS TEXT) AS t2, CAST(NULL AS TEXT) AS t3, CAST(NULL AS TEXT) AS t4, \
             CAST(NULL AS TEXT) AS t5, CAST(NULL AS TEXT) AS t6, CAST(NULL AS TEXT) AS t7, first_seen_ms AS i1, last_seen_ms AS i2, \
-            CAST(NULL AS BIGINT) AS i3, CAST(NULL AS BIGINT) AS i4, CAST(NULL AS BIGINT) AS i5, CAST(NULL AS BIGINT) AS i6 \
+            CAST(NULL AS BIGINT) AS i3, CAST(NULL AS BIGINT) AS i4, CAST(NULL AS BIGINT) AS i5, CAST(NULL AS BIGINT) AS i6, \
+            CAST(NULL AS TEXT) AS t8, CAST(NULL AS BIGINT) AS i7 \
             FROM customers WHERE app_id = \(app) AND app_user_id = \(user) \
             UNION ALL \(purchases) \
             UNION ALL \(states) \
-            UNION ALL SELECT 3, grant_id, entitlement, NULL, NULL, NULL, NULL, NULL, starts_ms, expires_ms, revoked_ms, NULL, NULL, NULL \
+            UNION ALL SELECT 3, grant_id, entitlement, NULL, NULL, NULL, NULL, NULL, starts_ms, expires_ms, revoked_ms, NULL, NULL, NULL, \
+            NULL, NULL \
             FROM promotional_grants WHERE app_id = \(app) AND app_user_id = \(user)
             """
     }
 
-    /// PostgreSQL's purchase rows of the lean statement (kind 1).
-    static func newestOfEachChain(_ columns: [String], app: String, user: String) -> String {
+    /// PostgreSQL's purchase rows of the lean statement (kind 1): `columns`, the chain's first
+    /// purchase date, then `trailing`.
+    static func newestOfEachChain(_ columns: [String], trailing: [String], app: String, user: String) -> String {
         // Of a subscription chain only its newest transaction (rank 1 in the order of
         // `PurchaseRecord.chainOrder`, upgraded ones last, as the rules pick it) with the
         // chain's first purchase date (`first_ms`); every one-time purchase. Rows cross the
@@ -301,8 +307,8 @@ public struct CustomerDatabase: Sendable {
             "product_type IN ('\(AppConfiguration.ProductKind.autoRenewable.rawValue)', '\(AppConfiguration.ProductKind.nonRenewing.rawValue)')"
         let purchaseDate = "COALESCE(purchase_date_ms, recorded_at_ms)"
         return
-            "SELECT 1, \((columns + ["first_ms"]).map { "c." + $0 }.joined(separator: ", ")) FROM purchase_owners o "
-            + "CROSS JOIN LATERAL (SELECT \(columns.joined(separator: ", ")), "
+            "SELECT 1, \((columns + ["first_ms"] + trailing).map { "c." + $0 }.joined(separator: ", ")) FROM purchase_owners o "
+            + "CROSS JOIN LATERAL (SELECT \((columns + trailing).joined(separator: ", ")), "
             + "row_number() OVER (PARTITION BY \(subscription) ORDER BY is_upgraded <> 0, \(purchaseDate) DESC, "
             + "COALESCE(expires_date_ms, \(purchaseDate)) DESC, transaction_id COLLATE \"C\" DESC) AS chain_rank, "
             + "min(\(purchaseDate)) OVER (PARTITION BY \(subscription)) AS first_ms "
@@ -330,7 +336,7 @@ public struct CustomerDatabase: Sendable {
         var grants: [PromotionalGrant] = []
 
         private static let customer: [Int32] = [8, 9]
-        private static let purchase: [Int32] = [1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 6, 7, 13]
+        private static let purchase: [Int32] = [1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 6, 7, 13, 14, 15]
         private static let state: [Int32] = [8, 9, 10, 1]
         private static let grant: [Int32] = [1, 2, 8, 9, 10]
 
@@ -346,8 +352,11 @@ public struct CustomerDatabase: Sendable {
                 let purchase = UnionRow(row: row, map: Self.purchase)
                 let count = purchases.count
                 try readPurchase(purchase, into: &purchases)
-                if purchases.count > count, let first = try purchase.integer(12, "first_ms") {
-                    purchases[count].originalPurchaseDate = Date(epochMilliseconds: first)
+                if purchases.count > count {
+                    if let first = try purchase.integer(12, "first_ms") { purchases[count].originalPurchaseDate = Date(epochMilliseconds: first) }
+                    if let currency = try purchase.text(13, "currency"), let price = try purchase.integer(14, "price_milliunits") {
+                        purchases[count].price = PaidPrice(currency: currency, milliunits: price)
+                    }
                 }
             case 2: try readState(UnionRow(row: row, map: Self.state), at: 0, into: &statuses)
             default: grants.append(try readGrantRow(UnionRow(row: row, map: Self.grant)))
@@ -444,7 +453,7 @@ public struct CustomerDatabase: Sendable {
         /// A constant: PostgresNIO's default (the type's name) is built anew on every execution.
         static let name = "countersign_lean_customer_infos"
         /// The column of a row's position in the batch (1-based), after the single statement's.
-        static let positionColumn = 14
+        static let positionColumn = 16
         /// The positions come from `generate_subscripts`, not `unnest`: PostgreSQL estimates
         /// `unnest` of a known array by its length, so a plan made for the values of one call
         /// always looked cheaper than the plan kept for every call, and each call was planned

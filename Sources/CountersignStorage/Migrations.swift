@@ -302,6 +302,13 @@ enum Migrations {
         Migration(
             version: 13, name: "subscription states by grace period end", statements: [],
             postgresStatements: ["CREATE INDEX subscription_states_by_grace ON subscription_states (grace_period_expires_ms)"]),
+        // What the customer paid (the signed transaction's `price` in milliunits and its
+        // `currency`), for RevenueCat's `price` of a subscription or purchase. Rows recorded
+        // before read null.
+        Migration(
+            version: 14, name: "the price paid", statements: ["ALTER TABLE purchases ADD COLUMN price_milliunits BIGINT"]),
+        Migration(
+            version: 15, name: "the currency paid in", statements: ["ALTER TABLE purchases ADD COLUMN currency TEXT"]),
     ]
 
     /// Version 6 with `seq`, the one column whose definition differs between the databases.

@@ -35,6 +35,15 @@ struct LeanJSONTests {
 
     static func randomResponse(_ random: inout SeededGenerator) -> SubscriberResponse {
         func maybe(_ random: inout SeededGenerator) -> String? { Bool.random(using: &random) ? randomString(&random) : nil }
+        /// Prices as the server makes them (thousandths, refunds negative, up to a billion).
+        func price(_ random: inout SeededGenerator) -> SubscriberResponse.Price? {
+            guard Bool.random(using: &random) else { return nil }
+            let milliunits: Int64 = [0, 990, 4_990, 12_000, -25, 1, 999_999_999_999].randomElement(using: &random)!
+            return .init(
+                PaidPrice(
+                    currency: randomString(&random),
+                    milliunits: Bool.random(using: &random) ? milliunits : .random(in: -1_000_000...1_000_000_000_000, using: &random)))
+        }
         var entitlements: [String: SubscriberResponse.Entitlement] = [:]
         for _ in 0..<Int.random(in: 0...5, using: &random) {
             entitlements[randomString(&random)] = .init(
@@ -49,7 +58,7 @@ struct LeanJSONTests {
                 periodType: randomString(&random), store: randomString(&random), isSandbox: Bool.random(using: &random),
                 unsubscribeDetectedAt: maybe(&random), billingIssuesDetectedAt: maybe(&random),
                 gracePeriodExpiresDate: maybe(&random), refundedAt: maybe(&random), ownershipType: maybe(&random),
-                storeTransactionId: maybe(&random), displayName: maybe(&random)
+                storeTransactionId: maybe(&random), displayName: maybe(&random), price: price(&random)
             )
         }
         var nonSubscriptions: [String: [SubscriberResponse.NonSubscription]] = [:]
@@ -57,7 +66,7 @@ struct LeanJSONTests {
             nonSubscriptions[randomString(&random)] = (0..<Int.random(in: 0...3, using: &random)).map { _ in
                 .init(
                     id: randomString(&random), purchaseDate: randomString(&random), store: randomString(&random),
-                    isSandbox: Bool.random(using: &random))
+                    isSandbox: Bool.random(using: &random), price: price(&random))
             }
         }
         var attributes: [String: SubscriberAttributeValue]?

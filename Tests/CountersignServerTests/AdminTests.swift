@@ -1,3 +1,4 @@
+import CountersignAppStore
 import CountersignCore
 import CountersignTesting
 import Foundation
@@ -75,6 +76,28 @@ struct AdminTests {
             #expect((granted.json["subscriber"] as? [String: Any])?["original_app_user_id"] as? String == "u9")
             #expect(ReceiptTests.isActive(granted.json, "pro"))
             #expect(ReceiptTests.isActive(try await harness.customerInfo("u9"), "pro"))
+            // RevenueCat lists a grant as a subscription of store `promotional` named rc_promo_….
+            let promotional = Self.subscriptions(granted.json)["rc_promo_pro_monthly"]
+            #expect(promotional?["store"] as? String == "promotional")
+            #expect(promotional?["is_sandbox"] as? Bool == false)
+            #expect(promotional?["price"] is NSNull && promotional?["unsubscribe_detected_at"] is NSNull)
+            // What a purchase cost, from its signed transaction: `price` {amount, currency}.
+            var coins = TestStoreCA.Purchase(productId: "coins_100", type: .consumable, bundleId: harness.app.bundleId)
+            coins.price = 12_990
+            coins.currency = "EUR"
+            let bought = try await harness.post(user: "u9", jws: try harness.ca.mintTransaction(coins).jws)
+            let paid =
+                (((bought.json["subscriber"] as? [String: Any])?["non_subscriptions"] as? [String: Any])?["coins_100"] as? [[String: Any]])?
+                .first?["price"] as? [String: Any]
+            #expect(paid?["amount"] as? Double == 12.99 && paid?["currency"] as? String == "EUR")
+            var monthly = TestStoreCA.Purchase(productId: "pro_monthly", type: .autoRenewable, bundleId: harness.app.bundleId)
+            monthly.price = 0
+            monthly.currency = "JPY"
+            _ = try await harness.post(user: "u8", jws: try harness.ca.mintTransaction(monthly).jws)
+            let read = try await harness.send(.get, "/v1/subscribers/u8", key: harness.secretKey)
+            let subscription = Self.subscriptions(read.json)["pro_monthly"]
+            #expect((subscription?["price"] as? [String: Any])?["amount"] as? Double == 0)
+            #expect((subscription?["price"] as? [String: Any])?["currency"] as? String == "JPY")
             // A public key opens none of them.
             #expect(
                 try await harness.send(.post, "/v1/subscribers/u9/entitlements/pro/revoke_promotionals", key: harness.key).code
@@ -91,6 +114,10 @@ struct AdminTests {
             #expect(try await harness.send(.get, "/v1/admin/customers/u9", key: harness.secretKey).status == 404)
             #expect(try await harness.send(.delete, "/v1/subscribers/u9", key: harness.secretKey).status == 404)
         }
+    }
+
+    static func subscriptions(_ json: [String: Any]) -> [String: [String: Any]] {
+        ((json["subscriber"] as? [String: Any])?["subscriptions"] as? [String: [String: Any]]) ?? [:]
     }
 
     @Test("bad grants are refused and store nothing")

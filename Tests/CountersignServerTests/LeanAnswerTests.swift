@@ -37,8 +37,25 @@ struct LeanAnswerTests {
 
     @Test("a CustomerInfo answer's body is its golden bytes and its ETag covers the subscriber alone")
     func customerInfoAnswer() throws {
+        // A subscription and a one-time purchase with their prices, one without, and a
+        // promotional grant (listed as a subscription of store `promotional`).
+        var monthly = PurchaseRecord(
+            transactionId: "20", originalTransactionId: "10", productId: "pro.monthly", kind: .autoRenewable, environment: "Production",
+            purchaseDate: Date(timeIntervalSince1970: 1_799_000_000), expiresDate: Date(timeIntervalSince1970: 1_801_000_000))
+        monthly.price = PaidPrice(currency: "EUR", milliunits: 4_990)
+        var coins = PurchaseRecord(
+            transactionId: "30", originalTransactionId: "30", productId: "coins", kind: .consumable, environment: "Sandbox",
+            purchaseDate: Date(timeIntervalSince1970: 1_790_000_000))
+        coins.price = PaidPrice(currency: "JPY", milliunits: 120_000)
+        let lifetime = PurchaseRecord(
+            transactionId: "40", originalTransactionId: "40", productId: "lifetime", kind: .nonConsumable, environment: "Production",
+            purchaseDate: Date(timeIntervalSince1970: 1_780_000_000))
+        let grant = PromotionalGrant(
+            grantId: "g", entitlement: "pro", startsDate: Date(timeIntervalSince1970: 1_799_500_000),
+            expiresDate: Date(timeIntervalSince1970: 1_799_500_000 + 7 * 86_400))
         let entitlements = EntitlementRules.evaluate(
-            purchases: [], statuses: [], grants: [], products: [], at: Date(timeIntervalSince1970: 1_800_000_000))
+            purchases: [monthly, coins, lifetime], statuses: [], grants: [grant],
+            products: [.init(id: "pro.monthly", type: .autoRenewable, entitlements: ["pro"])], at: Date(timeIntervalSince1970: 1_800_000_000))
         let info = SubscriberResponse(
             appUserId: "user \"1\"/é", firstSeen: Date(timeIntervalSince1970: 1_700_000_000.25),
             lastSeen: Date(timeIntervalSince1970: 1_800_000_000), entitlements: entitlements,

@@ -58,13 +58,9 @@ public enum EntitlementRules {
             subscription.periodType = latest.periodType
             subscription.ownershipType = latest.ownershipType
             subscription.storeTransactionId = latest.transactionId
+            subscription.price = latest.price
             subscription.displayName = products.first { $0.id == latest.productId }?.displayName
-            // One product may have several chains (e.g. after a lapse): show the most relevant.
-            if let existing = result.subscriptions[latest.productId], !subscription.isMoreRelevant(than: existing) {
-                // keep the existing one
-            } else {
-                result.subscriptions[latest.productId] = subscription
-            }
+            result.show(subscription)
             for entitlement in entitlementsByProduct[latest.productId] ?? [] {
                 candidates[entitlement, default: []].append(
                     EntitlementGrant(
@@ -80,7 +76,7 @@ public enum EntitlementRules {
             result.nonSubscriptions[purchase.productId, default: []].append(
                 NonSubscriptionPurchase(
                     transactionId: purchase.transactionId, purchaseDate: purchase.purchaseDate,
-                    revocationDate: purchase.revocationDate, environment: purchase.environment
+                    revocationDate: purchase.revocationDate, environment: purchase.environment, price: purchase.price
                 ))
             guard purchase.kind == .nonConsumable || !(entitlementsByProduct[purchase.productId] ?? []).isEmpty else { continue }
             for entitlement in entitlementsByProduct[purchase.productId] ?? [] {
@@ -100,10 +96,18 @@ public enum EntitlementRules {
             }
         }
 
-        // Promotional grants.
+        // Promotional grants: an entitlement, and a subscription of store `promotional` under
+        // RevenueCat's product identifier (`rc_promo_<entitlement>_<duration>`), as RevenueCat
+        // lists them.
         for grant in grants {
             let end = [grant.expiresDate, grant.revokedDate].compactMap { $0 }.min()
             let active = now >= grant.startsDate && (end.map { now < $0 } ?? true)
+            var subscription = SubscriptionState(
+                productId: grant.productIdentifier, purchaseDate: grant.startsDate, originalPurchaseDate: grant.startsDate,
+                expiresDate: end, gracePeriodExpiresDate: nil, revocationDate: nil, willRenew: false, isInBillingRetry: false,
+                isActive: active, environment: "Production")
+            subscription.isPromotional = true
+            result.show(subscription)
             candidates[grant.entitlement, default: []].append(
                 EntitlementGrant(
                     productId: grant.productIdentifier, purchaseDate: grant.startsDate, expiresDate: end,
@@ -154,6 +158,13 @@ public struct CustomerEntitlements: Sendable, Hashable {
     public var activeEntitlementIds: Set<String> {
         Set(entitlements.filter(\.value.isActive).keys)
     }
+
+    /// Lists `subscription` under its product unless one listed there is more relevant (one
+    /// product may have several chains, e.g. after a lapse, or several grants).
+    mutating func show(_ subscription: SubscriptionState) {
+        if let existing = subscriptions[subscription.productId], !subscription.isMoreRelevant(than: existing) { return }
+        subscriptions[subscription.productId] = subscription
+    }
 }
 
 /// Why a customer has (or had) an entitlement.
@@ -200,6 +211,10 @@ public struct SubscriptionState: Sendable, Hashable {
     public var storeTransactionId: String?
     /// The product's display name in the app's configuration.
     public var displayName: String?
+    /// What the shown transaction cost.
+    public var price: PaidPrice?
+    /// A promotional grant shown as RevenueCat shows one (store `promotional`).
+    public var isPromotional = false
 
     /// Active first, then the later expiry.
     func isMoreRelevant(than other: SubscriptionState) -> Bool {
@@ -214,4 +229,5 @@ public struct NonSubscriptionPurchase: Sendable, Hashable {
     public var purchaseDate: Date
     public var revocationDate: Date?
     public var environment: String
+    public var price: PaidPrice?
 }

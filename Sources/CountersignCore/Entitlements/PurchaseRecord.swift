@@ -23,6 +23,9 @@ public struct PurchaseRecord: Sendable, Hashable {
     public var periodType = "normal"
     /// `PURCHASED`, or `FAMILY_SHARED` for a purchase shared by the family organizer.
     public var ownershipType = "PURCHASED"
+    /// What the customer paid, from the signed transaction (nil for purchases recorded before
+    /// the server kept it, or when the store did not say).
+    public var price: PaidPrice?
 
     public init(
         transactionId: String, originalTransactionId: String, productId: String, kind: AppConfiguration.ProductKind,
@@ -69,6 +72,19 @@ public struct SubscriptionStatus: Sendable, Hashable {
         self.willRenew = willRenew
         self.gracePeriodExpiresDate = gracePeriodExpiresDate
         self.isInBillingRetry = isInBillingRetry
+    }
+}
+
+/// A price as the store charged it: Apple's `price` (thousandths of the currency unit) and
+/// its ISO 4217 `currency`.
+public struct PaidPrice: Sendable, Hashable {
+    public var currency: String
+    /// Thousandths of a unit: 4990 is 4.99.
+    public var milliunits: Int64
+
+    public init(currency: String, milliunits: Int64) {
+        self.currency = currency
+        self.milliunits = milliunits
     }
 }
 

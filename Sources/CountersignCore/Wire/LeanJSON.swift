@@ -100,6 +100,20 @@ public struct LeanJSONWriter {
         if let value { string(value) } else { raw("null") }
     }
 
+    /// RevenueCat's `price` member: `{"amount":…,"currency":…}`, or `null`. The amount is written
+    /// as Foundation writes a `Double` (its shortest form, without a trailing `.0`).
+    mutating func price(_ value: SubscriberResponse.Price?, first: inout Bool) {
+        member("price", first: &first)
+        guard let value else { return raw("null") }
+        var amount = value.amount.description
+        if amount.hasSuffix(".0") { amount.removeLast(2) }
+        raw("{\"amount\":")
+        bytes.append(contentsOf: Array(amount.utf8))
+        raw(",\"currency\":")
+        string(value.currency)
+        byte(UInt8(ascii: "}"))
+    }
+
     /// A JSON object of a dictionary, keys in UTF-8 byte order.
     public mutating func dictionary<Value>(_ dictionary: [String: Value], value write: (inout LeanJSONWriter, Value) -> Void) {
         bytes.append(UInt8(ascii: "{"))
@@ -174,6 +188,7 @@ extension SubscriberResponse.Subscriber {
                 writer.member("id", purchase.id, first: &first)
                 writer.member("is_sandbox", first: &first)
                 writer.bool(purchase.isSandbox)
+                writer.price(purchase.price, first: &first)
                 writer.member("purchase_date", purchase.purchaseDate, first: &first)
                 writer.member("store", purchase.store, first: &first)
                 writer.member("store_transaction_id", purchase.id, first: &first)
@@ -211,6 +226,7 @@ extension SubscriberResponse.Subscriber {
             writer.member("original_purchase_date", subscription.originalPurchaseDate, first: &first)
             writer.nullable("ownership_type", subscription.ownershipType, first: &first)
             writer.member("period_type", subscription.periodType, first: &first)
+            writer.price(subscription.price, first: &first)
             writer.member("purchase_date", subscription.purchaseDate, first: &first)
             writer.nullable("refunded_at", subscription.refundedAt, first: &first)
             writer.member("store", subscription.store, first: &first)

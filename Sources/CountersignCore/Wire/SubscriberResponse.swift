@@ -77,8 +77,11 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         public var storeTransactionId: String? = nil
         /// The product's display name, as the app's configuration gives it (read when present).
         public var displayName: String? = nil
+        /// What the shown transaction cost (null when unknown, and for promotional grants).
+        public var price: Price? = nil
 
         enum CodingKeys: String, CodingKey {
+            case price
             case ownershipType = "ownership_type"
             case storeTransactionId = "store_transaction_id"
             case autoResumeDate = "auto_resume_date"
@@ -101,13 +104,32 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         public var purchaseDate: String
         public var store: String
         public var isSandbox: Bool
+        public var price: Price? = nil
 
         enum CodingKeys: String, CodingKey {
-            case id
+            case id, price
             case purchaseDate = "purchase_date"
             case store
             case isSandbox = "is_sandbox"
             case storeTransactionId = "store_transaction_id"
+        }
+    }
+}
+
+extension SubscriberResponse {
+    /// RevenueCat's price of a purchase: `{"amount": 4.99, "currency": "USD"}`.
+    public struct Price: Codable, Sendable, Hashable {
+        public var amount: Double
+        public var currency: String
+
+        public init(amount: Double, currency: String) {
+            self.amount = amount
+            self.currency = currency
+        }
+
+        init(_ paid: PaidPrice) {
+            // Correctly rounded: the nearest double to the decimal the lean writer writes.
+            self.init(amount: Double(paid.milliunits) / 1000, currency: paid.currency)
         }
     }
 }
@@ -184,6 +206,7 @@ extension SubscriberResponse.Subscription {
         ownershipType = container.lenient(String.self, .ownershipType)
         storeTransactionId = container.lenient(String.self, .storeTransactionId)
         displayName = container.lenient(String.self, .displayName)
+        price = container.lenient(SubscriberResponse.Price.self, .price)
     }
 }
 
@@ -194,6 +217,7 @@ extension SubscriberResponse.NonSubscription {
         purchaseDate = container.lenient(String.self, .purchaseDate, default: "")
         store = container.lenient(String.self, .store, default: "app_store")
         isSandbox = container.lenient(Bool.self, .isSandbox, default: false)
+        price = container.lenient(SubscriberResponse.Price.self, .price)
     }
 }
 
@@ -238,6 +262,7 @@ extension SubscriberResponse.Subscription {
         try container.encode(originalPurchaseDate, forKey: .originalPurchaseDate)
         try container.encode(ownershipType, forKey: .ownershipType)
         try container.encode(periodType, forKey: .periodType)
+        try container.encode(price, forKey: .price)
         try container.encode(purchaseDate, forKey: .purchaseDate)
         try container.encode(refundedAt, forKey: .refundedAt)
         try container.encode(store, forKey: .store)
@@ -251,6 +276,7 @@ extension SubscriberResponse.NonSubscription {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(id, forKey: .id)
         try container.encode(isSandbox, forKey: .isSandbox)
+        try container.encode(price, forKey: .price)
         try container.encode(purchaseDate, forKey: .purchaseDate)
         try container.encode(store, forKey: .store)
         try container.encode(id, forKey: .storeTransactionId)
@@ -281,29 +307,31 @@ extension SubscriberResponse {
                     purchaseDate: format(state.purchaseDate),
                     originalPurchaseDate: format(state.originalPurchaseDate),
                     periodType: state.periodType,
-                    store: WireDate.store(of: state.environment),
+                    store: state.isPromotional ? "promotional" : WireDate.store(of: state.environment),
                     isSandbox: state.environment != "Production",
-                    unsubscribeDetectedAt: state.willRenew || !state.isActive ? nil : format(state.purchaseDate),
+                    unsubscribeDetectedAt: state.willRenew || !state.isActive || state.isPromotional ? nil : format(state.purchaseDate),
                     billingIssuesDetectedAt: state.isInBillingRetry ? format(state.expiresDate ?? state.purchaseDate) : nil,
                     gracePeriodExpiresDate: state.gracePeriodExpiresDate.map(format),
                     refundedAt: state.revocationDate.map(format),
                     ownershipType: state.ownershipType,
                     storeTransactionId: state.storeTransactionId,
-                    displayName: state.displayName
+                    displayName: state.displayName,
+                    price: state.price.map(Price.init)
                 )
             },
             nonSubscriptions: entitlements.nonSubscriptions.mapValues { purchases in
                 purchases.map {
                     NonSubscription(
                         id: $0.transactionId, purchaseDate: format($0.purchaseDate),
-                        store: WireDate.store(of: $0.environment), isSandbox: $0.environment != "Production")
+                        store: WireDate.store(of: $0.environment), isSandbox: $0.environment != "Production",
+                        price: $0.price.map(Price.init))
                 }
             },
             firstSeen: format(firstSeen),
             lastSeen: format(lastSeen),
             originalAppUserId: appUserId,
             // RevenueCat's: where the customer manages the active subscription; none without one.
-            managementUrl: entitlements.subscriptions.values.contains { $0.isActive && $0.environment != "TestStore" }
+            managementUrl: entitlements.subscriptions.values.contains { $0.isActive && !$0.isPromotional && $0.environment != "TestStore" }
                 ? WireDate.appStoreSubscriptionsURL : nil
         )
     }
