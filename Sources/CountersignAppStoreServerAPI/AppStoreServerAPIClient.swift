@@ -79,6 +79,18 @@ public final class AppStoreServerAPIClient: Sendable {
         try await get("/inApps/v1/subscriptions/\(try Self.pathComponent(transactionId))")
     }
 
+    /// Send Consumption Information: answers a `CONSUMPTION_REQUEST` about `transactionId` (the
+    /// transaction the notification names). Apple answers 202 Accepted.
+    public func sendConsumptionInformation(transactionId: String, _ request: ConsumptionRequest) async throws(AppStoreServerAPIError) {
+        let body: Data
+        do {
+            body = try JSONEncoder().encode(request)
+        } catch {
+            throw AppStoreServerAPIError(.badRequest, message: "the consumption request cannot be encoded")
+        }
+        _ = try await send(.PUT, "/inApps/v2/transactions/consumption/\(try Self.pathComponent(transactionId))", body: body)
+    }
+
     /// Transaction ids are digits; anything else is refused before it reaches a URL.
     static func pathComponent(_ transactionId: String) throws(AppStoreServerAPIError) -> String {
         guard !transactionId.isEmpty, transactionId.count <= 64, transactionId.allSatisfy(\.isASCII), transactionId.allSatisfy({ $0.isNumber }) else {
@@ -88,6 +100,16 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     private func get<Response: Decodable>(_ path: String) async throws(AppStoreServerAPIError) -> Response {
+        let bytes = try await send(.GET, path, body: nil)
+        do {
+            return try JSONDecoder().decode(Response.self, from: bytes)
+        } catch {
+            throw AppStoreServerAPIError(.invalidResponse, message: "answer is not a valid \(Response.self)")
+        }
+    }
+
+    /// Sends one request with a fresh bearer token; the body of a 2xx answer, or the error.
+    private func send(_ method: HTTPMethod, _ path: String, body: Data?) async throws(AppStoreServerAPIError) -> Data {
         let token: String
         do {
             token = try await tokens.token()
@@ -95,9 +117,13 @@ public final class AppStoreServerAPIClient: Sendable {
             throw AppStoreServerAPIError(.unauthorized, message: "cannot sign a bearer token: \(error)")
         }
         var request = HTTPClientRequest(url: configuration.baseURL + path)
-        request.method = .GET
+        request.method = method
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         request.headers.add(name: "User-Agent", value: "Countersign")
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: body))
+        }
         let response: HTTPClientResponse
         let body: ByteBuffer
         do {
@@ -107,15 +133,11 @@ public final class AppStoreServerAPIClient: Sendable {
             throw AppStoreServerAPIError(.transport, message: "\(error)")
         }
         let bytes = Data(body.readableBytesView)
-        guard response.status == .ok else {
+        guard response.status.code / 100 == 2 else {
             if response.status == .unauthorized { await tokens.invalidate() }
             throw Self.error(status: response.status, headers: response.headers, body: bytes)
         }
-        do {
-            return try JSONDecoder().decode(Response.self, from: bytes)
-        } catch {
-            throw AppStoreServerAPIError(.invalidResponse, message: "answer is not a valid \(Response.self)")
-        }
+        return bytes
     }
 
     static func error(status: HTTPResponseStatus, headers: HTTPHeaders, body: Data) -> AppStoreServerAPIError {

@@ -77,3 +77,30 @@ public struct APIErrorBody: Codable, Sendable, Hashable {
         self.errorMessage = errorMessage
     }
 }
+
+/// The body of Send Consumption Information (Apple's `ConsumptionRequest`): what the app knows
+/// of a purchase whose refund a customer asked for.
+public struct ConsumptionRequest: Codable, Sendable, Hashable {
+    /// Apple refuses any value but true: the customer consented to sharing this.
+    public var customerConsented: Bool
+    /// `DELIVERED`, `UNDELIVERED_QUALITY_ISSUE`, `UNDELIVERED_WRONG_ITEM`,
+    /// `UNDELIVERED_SERVER_OUTAGE` or `UNDELIVERED_OTHER`.
+    public var deliveryStatus: String
+    public var sampleContentProvided: Bool
+    /// Thousandths of a percent consumed (0...100000); never for auto-renewable subscriptions,
+    /// whose consumption Apple works out itself.
+    public var consumptionPercentage: Int?
+    /// `DECLINE`, `GRANT_FULL` or `GRANT_PRORATED`; nil: no preference.
+    public var refundPreference: String?
+
+    public init(
+        customerConsented: Bool, deliveryStatus: String, sampleContentProvided: Bool, consumptionPercentage: Int? = nil,
+        refundPreference: String? = nil
+    ) {
+        self.customerConsented = customerConsented
+        self.deliveryStatus = deliveryStatus
+        self.sampleContentProvided = sampleContentProvided
+        self.consumptionPercentage = consumptionPercentage
+        self.refundPreference = refundPreference
+    }
+}

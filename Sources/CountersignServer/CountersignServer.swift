@@ -38,6 +38,9 @@ public struct ServerConfiguration: Sendable {
     /// How often subscriptions in doubt are checked with the App Store Server API (apps with an
     /// In-App Purchase key only).
     public var reconciliationInterval: Duration = .seconds(3_600)
+    /// How often Apple's consumption requests waiting for an answer are sent (apps with
+    /// `refundRequests` only).
+    public var consumptionAnswerInterval: Duration = .seconds(30)
     /// Dashboard sessions and figures.
     public var dashboard = DashboardSettings()
     /// How webhook deliveries are sent (tests poll often and hold leases briefly).
@@ -250,6 +253,9 @@ public struct CountersignServer: Sendable {
                 webhookService,
                 ReconciliationService(
                     store: store, storeAPI: storeAPI, deployment: deployment, interval: configuration.reconciliationInterval,
+                    now: configuration.now, logger: logger),
+                ConsumptionAnswerService(
+                    store: store, storeAPI: storeAPI, deployment: deployment, interval: configuration.consumptionAnswerInterval,
                     now: configuration.now, logger: logger),
             ],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },

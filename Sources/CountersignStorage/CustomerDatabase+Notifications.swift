@@ -34,6 +34,10 @@ extension CustomerDatabase {
                 transaction = try? VerifiedTransaction(jws: jws, payload: transactionPayload, app: app)
             }
             try await Self.applyStoreState(sql, transaction: transaction, renewal: notification.renewalInfo, app: app, now: now)
+            if payload.notificationType == .consumptionRequest, app.refundRequests != nil, let transaction {
+                try await Self.recordConsumptionRequest(
+                    sql, notificationUUID: payload.notificationUUID, transaction: transaction, app: app.id, now: now)
+            }
             let chain = transaction?.originalTransactionId ?? notification.renewalInfo?.originalTransactionId
             if Self.typesWithEvents.contains(payload.notificationType),
                 let (subject, owner) = try await Self.eventSubject(sql, transaction: transaction, chain: chain, app: app)

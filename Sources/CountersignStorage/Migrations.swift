@@ -309,6 +309,26 @@ enum Migrations {
             version: 14, name: "the price paid", statements: ["ALTER TABLE purchases ADD COLUMN price_milliunits BIGINT"]),
         Migration(
             version: 15, name: "the currency paid in", statements: ["ALTER TABLE purchases ADD COLUMN currency TEXT"]),
+        // Apple's CONSUMPTION_REQUESTs to answer, kept with the notification until answered.
+        Migration(
+            version: 16, name: "consumption requests",
+            statements: [
+                """
+                CREATE TABLE consumption_requests (
+                    notification_uuid TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    transaction_id TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    received_at_ms BIGINT NOT NULL,
+                    status TEXT NOT NULL,
+                    attempts INTEGER NOT NULL,
+                    next_attempt_ms BIGINT NOT NULL,
+                    answered_at_ms BIGINT,
+                    last_status INTEGER,
+                    last_error TEXT
+                )
+                """
+            ]),
     ]
 
     /// Version 6 with `seq`, the one column whose definition differs between the databases.

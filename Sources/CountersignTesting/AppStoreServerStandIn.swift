@@ -17,6 +17,8 @@ public actor AppStoreServerStandIn {
     private var transactions: [(payload: TransactionPayload, jws: String)] = []
     private var rateLimited: (remaining: Int, retryAfter: Int) = (0, 0)
     public private(set) var requestCount = 0
+    /// The consumption information sent, by transaction id, in the order it came.
+    public private(set) var consumptionAnswers: [(transactionId: String, body: ConsumptionRequest)] = []
 
     public init(ca: TestStoreCA, bundleId: String, apiKeyPEM: String) async throws {
         self.ca = ca
@@ -32,6 +34,11 @@ public actor AppStoreServerStandIn {
         let (jws, payload) = try ca.mintTransaction(purchase, signedDate: Date())
         transactions.append((payload, jws))
         return payload
+    }
+
+    /// The signed copy the stand-in holds of a transaction.
+    public func signed(_ transactionId: String) -> String? {
+        find(transactionId)?.jws
     }
 
     /// Apple refunds a transaction: its stored copy is replaced by one with a revocation date.
@@ -60,6 +67,12 @@ public actor AppStoreServerStandIn {
         router.get("/inApps/v1/subscriptions/:id") { request, context in
             try await self.answer(request, context) { id in try await self.statuses(id) }
         }
+        router.put("/inApps/v2/transactions/consumption/:id") { request, context in
+            var request = request
+            let body = try await request.collectBody(upTo: 64 * 1024)
+            return try await self.consumption(
+                id: context.parameters.get("id") ?? "", body: Data(body.readableBytesView), authorization: request.headers[.authorization])
+        }
         return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
     }
 
@@ -79,6 +92,34 @@ public actor AppStoreServerStandIn {
         }
         return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
+
+    /// Send Consumption Information as Apple answers it: 202 for a known transaction with a
+    /// valid body, 400 for a body Apple refuses (consent other than true, a value out of its set),
+    /// 404 for an unknown transaction.
+    private func consumption(id: String, body: Data, authorization: String?) async throws -> Response {
+        if let limited = takeRateLimit() {
+            return Self.response(
+                .tooManyRequests, APIErrorBody(errorCode: 4_290_000, errorMessage: "Rate limit exceeded."), headers: [.retryAfter: "\(limited)"])
+        }
+        guard await isAuthorized(authorization) else { return Response(status: .unauthorized) }
+        guard let sent = try? JSONDecoder().decode(ConsumptionRequest.self, from: body), sent.customerConsented,
+            Self.deliveryStatuses.contains(sent.deliveryStatus),
+            sent.refundPreference.map(Self.refundPreferences.contains) ?? true,
+            sent.consumptionPercentage.map((0...100_000).contains) ?? true
+        else {
+            return Self.response(.badRequest, APIErrorBody(errorCode: 4_000_000, errorMessage: "Invalid request."))
+        }
+        guard find(id) != nil else {
+            return Self.response(.notFound, APIErrorBody(errorCode: 4_040_010, errorMessage: "Transaction id not found."))
+        }
+        consumptionAnswers.append((id, sent))
+        return Response(status: .accepted)
+    }
+
+    static let deliveryStatuses: Set = [
+        "DELIVERED", "UNDELIVERED_QUALITY_ISSUE", "UNDELIVERED_WRONG_ITEM", "UNDELIVERED_SERVER_OUTAGE", "UNDELIVERED_OTHER",
+    ]
+    static let refundPreferences: Set = ["DECLINE", "GRANT_FULL", "GRANT_PRORATED"]
 
     private static func response(_ status: HTTPResponse.Status, _ body: APIErrorBody, headers: HTTPFields = [:]) -> Response {
         var fields = headers

@@ -87,7 +87,7 @@ extension ReceiptTests.Harness {
     func snapshot() async throws -> [String] {
         let tables = [
             "customers", "purchases", "purchase_owners", "subscription_states", "notifications",
-            "promotional_grants", "verification_failures", "subscriber_attributes", "customer_aliases",
+            "promotional_grants", "verification_failures", "subscriber_attributes", "customer_aliases", "consumption_requests",
         ]
         return try await server.database.withConnection { sql in
             var lines: [String] = []

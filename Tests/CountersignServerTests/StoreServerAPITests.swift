@@ -31,6 +31,7 @@ struct StoreServerAPITests {
 
     static func withSetup(
         _ kind: TestDatabaseKind, legacyReceipts: Bool = true, rateLimits: RateLimitSettings? = nil,
+        refundRequests: AppConfiguration.RefundRequests? = nil, consumptionAnswerInterval: Duration = .seconds(30),
         _ body: @Sendable @escaping (Setup) async throws -> Void
     ) async throws {
         try await FreshDatabase.with(kind) { location, directory in
@@ -40,6 +41,7 @@ struct StoreServerAPITests {
             var app = AppConfiguration.makeDemo()
             app.inAppPurchaseKey = .init(keyId: "TESTKEY123", issuerId: "57246542-96fe-1a63-e053-0824d011072a", privateKeyFile: "iap.p8")
             app.legacyReceipts = legacyReceipts
+            app.refundRequests = refundRequests
             let configuredApp = app
             let standIn = try await AppStoreServerStandIn(ca: ca, bundleId: configuredApp.bundleId, apiKeyPEM: apiKey.pemRepresentation)
             try await standIn.makeApplication().test(.live) { standInClient in
@@ -48,6 +50,7 @@ struct StoreServerAPITests {
                 var configuration = ServerConfiguration(dataDirectory: directory)
                 configuration.database = location
                 configuration.rateLimits = rateLimits
+                configuration.consumptionAnswerInterval = consumptionAnswerInterval
                 try await LiveServer.run(configuration) { server, client in
                     let harness = ReceiptTests.Harness(server: server, client: client, app: configuredApp, ca: ca)
                     try await body(Setup(harness: harness, standIn: standIn))
@@ -239,6 +242,128 @@ struct StoreServerAPITests {
             #expect(await setup.standIn.requestCount == asked)
             // A signed transaction posted directly does not spend the lookup budget.
             #expect(try await setup.harness.post(user: "alice", jws: try setup.harness.mint("pro_monthly").jws).status == 200)
+        }
+    }
+
+    // MARK: Refund requests
+
+    @Test(
+        "CONSUMPTION_REQUEST is answered through Send Consumption Information: once per notification, what the server knows, retried after a 429",
+        arguments: TestDatabaseKind.available)
+    func consumptionRequests(_ kind: TestDatabaseKind) async throws {
+        let settings = AppConfiguration.RefundRequests(preference: .decline, sampleContentProvided: true)
+        try await Self.withSetup(kind, refundRequests: settings, consumptionAnswerInterval: .seconds(3_600)) { setup in
+            let harness = setup.harness
+            let bundle = harness.app.bundleId
+            // Alice bought coins on her device (delivered) and prefers refunds granted.
+            let coins = try #require(
+                try await setup.standIn.add(.init(productId: "coins_100", type: .consumable, bundleId: bundle)).transactionId)
+            #expect(try await harness.post(user: "alice", jws: try #require(await setup.standIn.signed(coins))).status == 200)
+            let attribute = try await harness.send(
+                .post, "/v1/subscribers/alice/attributes", key: harness.key,
+                body: Data(#"{"attributes":{"$appleRefundHandlingPreference":{"value":"grant_full","updated_at_ms":5}}}"#.utf8),
+                headers: [SignatureHeader.nonce: SignedRequestParts.makeNonce().base64EncodedString()])
+            #expect(attribute.status == 200)
+            // A non-renewing pass, 30 days of which 6 have gone, that no device ever posted.
+            var pass = TestStoreCA.Purchase(
+                productId: "season_pass", type: .nonRenewing, bundleId: bundle, purchaseDate: Date().addingTimeInterval(-6 * 86_400))
+            pass.expiresDate = Date().addingTimeInterval(24 * 86_400)
+            let passId = try #require(try await setup.standIn.add(pass).transactionId)
+
+            let coinsRequest = UUID().uuidString
+            for (uuid, id) in [(coinsRequest, coins), (coinsRequest, coins), (UUID().uuidString, passId)] {
+                #expect(
+                    try await ReceiptTests.notify(
+                        harness, .consumptionRequest, uuid: uuid, transaction: try #require(await setup.standIn.signed(id))) == 200)
+            }
+            #expect(try await harness.server.store.consumptionRequests(app: harness.app.id).map(\.status) == ["pending", "pending"])
+
+            let clock = ManualClock(Date())
+            let service = ConsumptionAnswerService(
+                store: harness.server.store, storeAPI: harness.server.storeAPI, deployment: harness.server.deployment, interval: .seconds(1),
+                now: { clock.now }, logger: harness.server.logger)
+            // Apple is busy: nothing is sent, both wait for their next attempt.
+            await setup.standIn.rateLimitNext(2, retryAfter: 90)
+            #expect(try await service.answer(harness.app) == 0)
+            #expect(await setup.standIn.consumptionAnswers.isEmpty)
+            let waiting = try await harness.server.store.consumptionRequests(app: harness.app.id)
+            #expect(waiting.map(\.status) == ["pending", "pending"] && waiting.map(\.attempts) == [1, 1])
+            #expect(waiting.allSatisfy { $0.lastError?.contains("rateLimited") == true })
+            // Not yet due a minute later (Apple asked for 90 seconds), sent after.
+            clock.now += 60
+            #expect(try await service.answer(harness.app) == 0)
+            clock.now += 60
+            #expect(try await service.answer(harness.app) == 2)
+            #expect(try await service.answer(harness.app) == 0)
+            let answers = await setup.standIn.consumptionAnswers
+            #expect(answers.count == 2)
+            let coinsAnswer = try #require(answers.first { $0.transactionId == coins }?.body)
+            #expect(coinsAnswer.customerConsented && coinsAnswer.sampleContentProvided)
+            #expect(coinsAnswer.deliveryStatus == "DELIVERED")
+            #expect(coinsAnswer.refundPreference == "GRANT_FULL")
+            #expect(coinsAnswer.consumptionPercentage == nil)
+            let passAnswer = try #require(answers.first { $0.transactionId == passId }?.body)
+            #expect(passAnswer.deliveryStatus == "UNDELIVERED_OTHER")
+            #expect(passAnswer.refundPreference == "DECLINE")
+            #expect(
+                passAnswer.consumptionPercentage.map { abs($0 - 20_000) < 200 } == true, "\(String(describing: passAnswer.consumptionPercentage))")
+            #expect(try await harness.server.store.consumptionRequests(app: harness.app.id).map(\.status) == ["sent", "sent"])
+
+            // One that cannot be sent before Apple's 12 hours are up fails for good.
+            let late = Date()
+            #expect(
+                try await ReceiptTests.notify(harness, .consumptionRequest, transaction: try #require(await setup.standIn.signed(coins))) == 200)
+            await setup.standIn.rateLimitNext(1, retryAfter: 0)
+            clock.now = late.addingTimeInterval(12 * 3_600 - 10)
+            #expect(try await service.answer(harness.app) == 0)
+            let expired = try #require(try await harness.server.store.consumptionRequests(app: harness.app.id).first)
+            #expect(expired.status == "failed" && expired.lastError?.contains("12 hours") == true)
+            clock.now += 3_600
+            #expect(try await service.answer(harness.app) == 0)
+            #expect(await setup.standIn.consumptionAnswers.count == 2)
+        }
+    }
+
+    @Test("refundRequests is read from countersign.json; without an In-App Purchase key, or with another preference, it is refused at start")
+    func refundRequestsConfiguration() throws {
+        func decode(_ refundRequests: String, key: Bool = true) throws -> DeploymentConfiguration {
+            var app = AppConfiguration.makeDemo()
+            app.commissionPercentage = 0.3
+            if key { app.inAppPurchaseKey = .init(keyId: "K", issuerId: "I", privateKeyFile: "iap.p8") }
+            let encoded = String(decoding: try JSONEncoder().encode(DeploymentConfiguration(apps: [app])), as: UTF8.self)
+                .replacingOccurrences(of: #""commissionPercentage":0.3"#, with: #""refundRequests":\#(refundRequests)"#)
+            return try DeploymentConfiguration.decode(Data(encoded.utf8), source: "test")
+        }
+        #expect(try decode(#"{"preference":"noPreference"}"#).apps[0].refundRequests == .init(preference: .noPreference))
+        #expect(try decode(#"{"preference":"grant","sampleContentProvided":true}"#).apps[0].refundRequests?.sampleContentProvided == true)
+        #expect(throws: ConfigurationError.self) { _ = try decode(#"{"preference":"decline"}"#, key: false) }
+        #expect(throws: (any Error).self) { _ = try decode(#"{"preference":"GRANT_FULL"}"#) }
+        #expect(throws: (any Error).self) { _ = try decode(#"{}"#) }
+    }
+
+    @Test("the running service answers consumption requests by itself; one Apple refuses (unknown transaction) fails at once")
+    func consumptionRequestFailures() async throws {
+        let settings = AppConfiguration.RefundRequests(preference: .noPreference)
+        try await Self.withSetup(.sqlite, refundRequests: settings, consumptionAnswerInterval: .milliseconds(100)) { setup in
+            let harness = setup.harness
+            let bundle = harness.app.bundleId
+            let lifetime = try #require(
+                try await setup.standIn.add(.init(productId: "lifetime", type: .nonConsumable, bundleId: bundle)).transactionId)
+            #expect(
+                try await ReceiptTests.notify(harness, .consumptionRequest, transaction: try #require(await setup.standIn.signed(lifetime)))
+                    == 200)
+            #expect(try await waitUntil { await !setup.standIn.consumptionAnswers.isEmpty })
+            let answer = try #require(await setup.standIn.consumptionAnswers.first?.body)
+            #expect(answer.refundPreference == nil && !answer.sampleContentProvided)
+            #expect(try await waitUntil { try await harness.server.store.consumptionRequests(app: harness.app.id).first?.status == "sent" })
+
+            // A transaction the App Store does not know (signed by the test store, never added
+            // to the stand-in): Apple answers 404, and the request fails at once.
+            let unknown = try harness.mint("lifetime", type: .nonConsumable)
+            #expect(try await ReceiptTests.notify(harness, .consumptionRequest, transaction: unknown.jws) == 200)
+            #expect(try await waitUntil { try await harness.server.store.consumptionRequests(app: harness.app.id).first?.status == "failed" })
+            let failed = try #require(try await harness.server.store.consumptionRequests(app: harness.app.id).first)
+            #expect(failed.transactionId == unknown.payload.transactionId && failed.attempts == 1)
         }
     }
 }

@@ -38,6 +38,32 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
     /// US dollars per unit of each currency, as of a date the operator chose: webhook events'
     /// `price` (in USD). Never fetched at run time; a currency missing here gives a null `price`.
     public var usdExchangeRates: ExchangeRates?
+    /// How the server answers Apple's `CONSUMPTION_REQUEST` (a customer asked Apple for a
+    /// refund); not answered when unset. Needs ``inAppPurchaseKey`` (docs/webhooks.md, "Refund
+    /// requests").
+    public var refundRequests: RefundRequests?
+
+    /// RevenueCat's "Handling of refund requests": the preference sent with the consumption
+    /// information Apple asks for. Setting it states that the app's terms obtain the customer's
+    /// consent to share that information (Apple refuses an answer without it).
+    public struct RefundRequests: Codable, Sendable, Hashable {
+        /// `grant` (prefer that Apple grants the refund), `decline`, or `noPreference` (send the
+        /// consumption information and let Apple decide). A customer's
+        /// `$appleRefundHandlingPreference` attribute overrides it.
+        public var preference: Preference
+        /// Whether the app offers a free sample or trial, or describes the content, before the
+        /// purchase (Apple's `sampleContentProvided`). False when unset.
+        public var sampleContentProvided: Bool?
+
+        public enum Preference: String, Codable, Sendable, Hashable {
+            case grant, decline, noPreference
+        }
+
+        public init(preference: Preference, sampleContentProvided: Bool? = nil) {
+            self.preference = preference
+            self.sampleContentProvided = sampleContentProvided
+        }
+    }
 
     /// A dated table of exchange rates to the US dollar.
     public struct ExchangeRates: Codable, Sendable, Hashable {
@@ -374,6 +400,10 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
                         throw ConfigurationError(
                             "app '\(app.id)': usdExchangeRates.usdPerUnit['\(currency)'] must be a positive rate for an ISO 4217 code")
                     }
+                }
+                if app.refundRequests != nil && app.inAppPurchaseKey == nil {
+                    throw ConfigurationError(
+                        "app '\(app.id)': refundRequests needs inAppPurchaseKey (the answer goes to the App Store Server API)")
                 }
                 var urls = Set<String>()
                 for webhook in app.webhooks ?? [] {
