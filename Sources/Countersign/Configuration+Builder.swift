@@ -33,7 +33,7 @@ extension Configuration {
         private var serverURL: URL?
         private var rootPublicKeys: [String] = []
         private var storageDirectory: URL?
-        private var store: (any Store)?
+        private var store: (any PurchaseStore)?
         private var mode: EntitlementVerificationMode = .informational
         private var completedBy: PurchasesAreCompletedBy = .countersign
         private var networkTimeout: TimeInterval = 30
@@ -51,7 +51,7 @@ extension Configuration {
         /// Where caches and the app user id live.
         public func with(storageDirectory: URL) -> Builder { self.storageDirectory = storageDirectory; return self }
         /// The store purchases go through (the test store, or a store of the app's own).
-        public func with(store: any Store) -> Builder { self.store = store; return self }
+        public func with(store: any PurchaseStore) -> Builder { self.store = store; return self }
         public func with(entitlementVerificationMode mode: EntitlementVerificationMode) -> Builder { self.mode = mode; return self }
         /// Who finishes store transactions; `storeKitVersion` is StoreKit 2 whatever is asked.
         public func with(purchasesAreCompletedBy completedBy: PurchasesAreCompletedBy, storeKitVersion: StoreKitVersion) -> Builder {
@@ -78,7 +78,7 @@ extension Configuration {
                 preconditionFailure("Configuration.Builder needs .with(rootPublicKeys:): the server's root public key (keys/root.pub)")
             }
             let directory = storageDirectory ?? Configuration.defaultStorageDirectory(apiKey: apiKey)
-            let resolvedStore: any Store
+            let resolvedStore: any PurchaseStore
             if let store {
                 resolvedStore = store
             } else {
@@ -106,7 +106,7 @@ extension Configuration {
     }
 
     /// StoreKit 2 on Apple platforms; elsewhere the server's test store, its account kept in `directory`.
-    public static func defaultStore(serverURL: URL, apiKey: String, rootPublicKeys: [String], directory: URL) throws -> any Store {
+    public static func defaultStore(serverURL: URL, apiKey: String, rootPublicKeys: [String], directory: URL) throws -> any PurchaseStore {
         #if canImport(StoreKit)
         if #available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *) {
             return StoreKitStore()

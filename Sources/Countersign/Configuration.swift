@@ -42,7 +42,7 @@ public struct Configuration: Sendable {
     public var clockSkewTolerance: TimeInterval = 0
     public var purchasesAreCompletedBy: PurchasesAreCompletedBy = .countersign
     /// The store purchases go through.
-    public var store: any Store
+    public var store: any PurchaseStore
     /// Where caches and the anonymous id live (one directory per configured app).
     public var storageDirectory: URL
     /// Report verification failures to the server in the background (reason, path, mode, SDK
@@ -77,7 +77,7 @@ public struct Configuration: Sendable {
     /// `com.revenuecat.user_defaults`; key `com.revenuecat.userdefaults.appUserID.new`.
     public var revenueCatDefaults: [String?] = RevenueCatIdentity.defaultSuites
 
-    public init(apiKey: String, appUserID: String? = nil, serverURL: URL, rootPublicKeys: [String], store: any Store, storageDirectory: URL) {
+    public init(apiKey: String, appUserID: String? = nil, serverURL: URL, rootPublicKeys: [String], store: any PurchaseStore, storageDirectory: URL) {
         self.apiKey = apiKey
         self.appUserID = appUserID
         self.serverURL = serverURL

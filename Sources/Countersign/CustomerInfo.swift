@@ -1,16 +1,45 @@
 import CountersignCore
 import Foundation
 
-/// Where an entitlement was bought. RevenueCat names this type `Store`; here that name is the
-/// SDK's store protocol (StoreKit or the test store), so the enum is `EntitlementStore`.
-public enum EntitlementStore: String, Sendable, Hashable {
-    case appStore = "app_store"
-    case testStore = "test_store"
-    case promotional
-    case unknownStore
+/// Where a purchase was made, as RevenueCat's `Store` (its cases and numbers). The SDK's
+/// store of purchases (StoreKit or the test store) is ``PurchaseStore``.
+public enum Store: Int, Sendable, Hashable, CaseIterable {
+    case appStore = 0
+    case macAppStore = 1
+    case playStore = 2
+    case stripe = 3
+    case promotional = 4
+    case unknownStore = 5
+    case amazon = 6
+    case rcBilling = 7
+    case external = 8
+    case paddle = 9
+    case testStore = 10
+    case galaxy = 11
 
-    init(wire: String) { self = Self(rawValue: wire) ?? .unknownStore }
+    /// The wire's name of the store (RevenueCat's `store` values); anything else, or none, is
+    /// `unknownStore`, as RevenueCat reads it.
+    init(wire: String?) {
+        self =
+            switch wire {
+            case "app_store": .appStore
+            case "mac_app_store": .macAppStore
+            case "play_store": .playStore
+            case "stripe": .stripe
+            case "promotional": .promotional
+            case "amazon": .amazon
+            case "rc_billing": .rcBilling
+            case "external": .external
+            case "paddle": .paddle
+            case "test_store": .testStore
+            case "galaxy": .galaxy
+            default: .unknownStore
+            }
+    }
 }
+
+/// The name this SDK gave RevenueCat's `Store` before it took RevenueCat's name.
+public typealias EntitlementStore = Store
 
 /// How a subscription period was priced, as RevenueCat's `PeriodType`.
 public enum PeriodType: String, Sendable, Hashable {
@@ -29,18 +58,19 @@ public enum PurchaseOwnershipType: String, Sendable, Hashable {
 /// One entitlement of a customer.
 public struct EntitlementInfo: Sendable, Hashable {
     public let identifier: String
-    /// Active at the later of the answer's signed request date and the device clock (so turning
-    /// the device clock back does not extend access).
+    /// Active while the entitlement's end is ahead of the answer's signed request date (for three
+    /// days after it; then of the device clock), as RevenueCat judges it: turning the device
+    /// clock back does not extend access, and a cached answer keeps working through an outage.
     public let isActive: Bool
     public let willRenew: Bool
     public let periodType: PeriodType
-    /// A product id, or `promotional:<grant id>` for a promotional grant.
+    /// A product id, or `rc_promo_<entitlement>_<duration>` for a promotional grant.
     public let productIdentifier: String
-    /// Nil: for life.
+    /// The purchase's end (the subscription's `expires_date`); nil for life.
     public let expirationDate: Date?
     public let latestPurchaseDate: Date?
     public let verification: VerificationResult
-    public var store: EntitlementStore = .appStore
+    public var store: Store = .appStore
     public var isSandbox = false
     public var ownershipType = PurchaseOwnershipType.purchased
     public var originalPurchaseDate: Date?
@@ -53,7 +83,7 @@ public struct NonSubscriptionTransaction: Sendable, Hashable {
     public let productIdentifier: String
     public let transactionIdentifier: String
     public let purchaseDate: Date?
-    public let store: EntitlementStore
+    public let store: Store
     public let isSandbox: Bool
 }
 
@@ -92,16 +122,16 @@ public struct CustomerInfo: Sendable, Hashable {
     public var originalApplicationVersion: String?
     /// Purchases that are not subscriptions, oldest first.
     public var nonSubscriptions: [NonSubscriptionTransaction] = []
-    /// When each subscription product ends (nil: no end known).
-    var subscriptionExpirations: [String: Date] = [:]
+    /// When each subscription product ends (nil: no end).
+    var subscriptionExpirations: [String: Date?] = [:]
 
     /// The latest expiration of any subscription, as in RevenueCat.
-    public var latestExpirationDate: Date? { subscriptionExpirations.values.max() }
+    public var latestExpirationDate: Date? { subscriptionExpirations.values.compactMap { $0 }.max() }
 
     /// When the subscription product ends; nil for a product that is not a subscription or has
     /// no end.
     public func expirationDate(forProductIdentifier productIdentifier: String) -> Date? {
-        subscriptionExpirations[productIdentifier]
+        subscriptionExpirations[productIdentifier] ?? nil
     }
 
     /// When the entitlement ends; nil for an unknown entitlement or one for life.
@@ -109,51 +139,61 @@ public struct CustomerInfo: Sendable, Hashable {
         entitlements[identifier]?.expirationDate
     }
 
-    /// Reads a CustomerInfo answer (`GET /v1/subscribers/{id}`, `POST /v1/receipts`, identify).
+    /// How long after its request date a CustomerInfo is judged at that date (RevenueCat's
+    /// `requestDateGracePeriod`): a cached answer keeps working through a short outage even when
+    /// the device clock is past an expiry, but not forever.
+    static let requestDateGracePeriod: TimeInterval = 3 * 86_400
+
+    /// Whether `expiration` is still ahead, judged as RevenueCat judges it
+    /// (`CustomerInfo.isDateActive(expirationDate:for:)`): no date is for life; the reference is
+    /// the request date while it is at most ``requestDateGracePeriod`` old, the device clock after.
+    static func isDateActive(_ expiration: Date?, requestDate: Date, now: Date) -> Bool {
+        guard let expiration else { return true }
+        let reference = now.timeIntervalSince(requestDate) <= requestDateGracePeriod ? requestDate : now
+        return expiration >= reference
+    }
+
+    /// Reads a CustomerInfo answer (`GET /v1/subscribers/{id}`, `POST /v1/receipts`, identify),
+    /// with RevenueCat's rules (its `CustomerInfo`, `EntitlementInfos` and `EntitlementInfo`):
+    /// an entitlement is listed only when its product is among the subscriptions or one-time
+    /// purchases, and takes the purchase's expiry, store, period, sandbox flag, ownership and
+    /// dates; it is active while its own `expires_date` is ahead (``isDateActive(_:requestDate:now:)``);
+    /// it renews unless promotional, for life, unsubscribed, in billing trouble or prepaid.
     public init(answer body: Data, verification: VerificationResult, failure: VerificationFailure?, now: Date) throws {
         let response = try JSONDecoder().decode(SubscriberResponse.self, from: body)
         let requestDate = Date(timeIntervalSince1970: TimeInterval(response.requestDateMs) / 1000)
-        let reference = max(requestDate, now)
         let subscriber = response.subscriber
+        func active(_ date: Date?) -> Bool { Self.isDateActive(date, requestDate: requestDate, now: now) }
+        let purchases = Purchase.all(of: subscriber)
         var all: [String: EntitlementInfo] = [:]
         for (identifier, entitlement) in subscriber.entitlements {
+            guard let purchase = purchases[entitlement.productIdentifier] else { continue }
             let expires = entitlement.expiresDate.flatMap(WireDate.parse)
             let grace = entitlement.gracePeriodExpiresDate.flatMap(WireDate.parse)
-            let end = [expires, grace].compactMap { $0 }.max()
-            let subscription = subscriber.subscriptions[entitlement.productIdentifier]
-            let isActive = entitlement.expiresDate == nil || (end.map { $0 > reference } ?? false)
             var info = EntitlementInfo(
                 identifier: identifier,
-                isActive: isActive,
-                willRenew: isActive
-                    && subscription.map { $0.unsubscribeDetectedAt == nil && $0.billingIssuesDetectedAt == nil && $0.refundedAt == nil } ?? false,
-                periodType: subscription.map { PeriodType(wire: $0.periodType) } ?? .normal,
+                isActive: entitlement.expiresDate == nil || active([expires, grace].compactMap { $0 }.max() ?? .distantPast),
+                willRenew:
+                    !(purchase.store == .promotional || purchase.expiresDate == nil || purchase.unsubscribeDetectedAt != nil
+                    || purchase.billingIssueDetectedAt != nil || purchase.periodType == .prepaid),
+                periodType: purchase.periodType,
                 productIdentifier: entitlement.productIdentifier,
-                expirationDate: expires,
+                expirationDate: purchase.expiresDate,
                 latestPurchaseDate: WireDate.parse(entitlement.purchaseDate),
                 verification: verification
             )
-            let purchase = subscriber.nonSubscriptions[entitlement.productIdentifier]?.last
-            // RevenueCat's `rc_promo_…` names a promotional grant (older servers wrote `promotional:…`).
-            if entitlement.productIdentifier.hasPrefix("rc_promo_") || entitlement.productIdentifier.hasPrefix("promotional:") {
-                info.store = .promotional
-            } else if let wire = subscription?.store ?? purchase?.store {
-                info.store = EntitlementStore(wire: wire)
-            }
-            info.isSandbox = subscription?.isSandbox ?? purchase?.isSandbox ?? false
-            info.ownershipType = subscription?.ownershipType.map { PurchaseOwnershipType(rawValue: $0) ?? .unknown } ?? .purchased
-            info.originalPurchaseDate =
-                subscription.flatMap { WireDate.parse($0.originalPurchaseDate) } ?? purchase.flatMap { WireDate.parse($0.purchaseDate) }
-            info.unsubscribeDetectedAt = subscription?.unsubscribeDetectedAt.flatMap(WireDate.parse)
-            info.billingIssueDetectedAt = subscription?.billingIssuesDetectedAt.flatMap(WireDate.parse)
+            info.store = purchase.store
+            info.isSandbox = purchase.isSandbox
+            info.ownershipType = purchase.ownershipType
+            info.originalPurchaseDate = purchase.originalPurchaseDate
+            info.unsubscribeDetectedAt = purchase.unsubscribeDetectedAt
+            info.billingIssueDetectedAt = purchase.billingIssueDetectedAt
             all[identifier] = info
         }
         self.entitlements = EntitlementInfos(all: all, verification: verification)
-        activeSubscriptions = Set(
-            subscriber.subscriptions.filter { _, subscription in
-                (subscription.expiresDate.flatMap(WireDate.parse).map { $0 > reference } ?? false) && subscription.refundedAt == nil
-            }.keys)
-        allPurchasedProductIdentifiers = Set(subscriber.subscriptions.keys).union(subscriber.nonSubscriptions.keys)
+        subscriptionExpirations = subscriber.subscriptions.mapValues { $0.expiresDate.flatMap(WireDate.parse) }
+        activeSubscriptions = Set(subscriptionExpirations.filter { active($0.value) }.keys)
+        allPurchasedProductIdentifiers = Set(purchases.keys)
         self.requestDate = requestDate
         originalAppUserId = subscriber.originalAppUserId
         firstSeen = WireDate.parse(subscriber.firstSeen) ?? requestDate
@@ -166,11 +206,45 @@ public struct CustomerInfo: Sendable, Hashable {
             purchases.map { purchase in
                 NonSubscriptionTransaction(
                     productIdentifier: productId, transactionIdentifier: purchase.id, purchaseDate: WireDate.parse(purchase.purchaseDate),
-                    store: EntitlementStore(wire: purchase.store), isSandbox: purchase.isSandbox
+                    store: Store(wire: purchase.store), isSandbox: purchase.isSandbox
                 )
             }
         }.sorted { ($0.purchaseDate ?? .distantPast, $0.transactionIdentifier) < ($1.purchaseDate ?? .distantPast, $1.transactionIdentifier) }
-        subscriptionExpirations = subscriber.subscriptions.compactMapValues { $0.expiresDate.flatMap(WireDate.parse) }
+    }
+
+    /// A subscription or the latest one-time purchase of a product, as RevenueCat merges them
+    /// (`allPurchasesByProductId`): an entitlement takes its details from here.
+    struct Purchase {
+        var store: Store
+        var periodType: PeriodType
+        var isSandbox: Bool
+        var ownershipType: PurchaseOwnershipType
+        var expiresDate: Date?
+        var originalPurchaseDate: Date?
+        var unsubscribeDetectedAt: Date?
+        var billingIssueDetectedAt: Date?
+
+        /// The subscriptions, and for each one-time product its latest purchase (the latest
+        /// outside the sandbox when there is one), which wins over a subscription of the same id.
+        static func all(of subscriber: SubscriberResponse.Subscriber) -> [String: Purchase] {
+            var purchases = subscriber.subscriptions.mapValues { subscription in
+                Purchase(
+                    store: Store(wire: subscription.store), periodType: PeriodType(wire: subscription.periodType),
+                    isSandbox: subscription.isSandbox,
+                    ownershipType: subscription.ownershipType.map { PurchaseOwnershipType(rawValue: $0) ?? .unknown } ?? .purchased,
+                    expiresDate: subscription.expiresDate.flatMap(WireDate.parse),
+                    originalPurchaseDate: WireDate.parse(subscription.originalPurchaseDate),
+                    unsubscribeDetectedAt: subscription.unsubscribeDetectedAt.flatMap(WireDate.parse),
+                    billingIssueDetectedAt: subscription.billingIssuesDetectedAt.flatMap(WireDate.parse))
+            }
+            for (productId, transactions) in subscriber.nonSubscriptions {
+                guard let latest = transactions.last(where: { !$0.isSandbox }) ?? transactions.last else { continue }
+                purchases[productId] = Purchase(
+                    store: Store(wire: latest.store), periodType: .normal, isSandbox: latest.isSandbox, ownershipType: .purchased,
+                    originalPurchaseDate: latest.originalPurchaseDate.flatMap(WireDate.parse))
+            }
+            return purchases
+        }
     }
 
     /// An on-device CustomerInfo (offline entitlements): `verifiedOnDevice`, or `notRequested`

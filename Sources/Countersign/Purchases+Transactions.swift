@@ -3,7 +3,7 @@ import Foundation
 /// Transactions heard from the store outside `purchase`: the SDK listens from `configure` on,
 /// as RevenueCat does with StoreKit's `Transaction.updates`.
 extension Purchases {
-    /// Starts listening to ``Store/transactionUpdates()``; stops when the instance goes away.
+    /// Starts listening to ``PurchaseStore/transactionUpdates()``; stops when the instance goes away.
     func startTransactionListener() {
         let updates = configuration.store.transactionUpdates()
         let task = Task { [weak self] in

@@ -563,7 +563,7 @@ public final class Purchases: @unchecked Sendable {
     /// on every answer that returns; it is kept for code written against RevenueCat's tuple.
     public typealias PurchaseResult = (transaction: StoreTransaction?, customerInfo: CustomerInfo, userCancelled: Bool)
 
-    /// Buys a product the store offered (see `Store.products`), as RevenueCat's `purchase(product:)`.
+    /// Buys a product the store offered (see `PurchaseStore.products`), as RevenueCat's `purchase(product:)`.
     public func purchase(product: StoreProduct) async throws -> PurchaseResult {
         let (transaction, info) = try await purchase(productID: product.productIdentifier)
         return (transaction, info, false)

@@ -2,12 +2,12 @@
 import Foundation
 import StoreKit
 
-/// The ``Store`` of a shipping app: StoreKit 2. Written against StoreKit 2's documented API
+/// The ``PurchaseStore`` of a shipping app: StoreKit 2. Written against StoreKit 2's documented API
 /// (`Product.products(for:)`, `Product.purchase(options:)`, `Transaction.currentEntitlements`,
 /// `Transaction.unfinished`, `Transaction.updates`, `Transaction.finish()`); it is not compiled on Linux, where the SDK
 /// runs on ``TestStore``.
 @available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *)
-public final class StoreKitStore: Store {
+public final class StoreKitStore: PurchaseStore {
     public init() {}
 
     public func products(_ identifiers: [String]) async throws -> [StoreProduct] {

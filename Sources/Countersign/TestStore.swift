@@ -5,13 +5,13 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// A ``Store`` backed by the server's test store (`/v1/test_store/...`), so the whole SDK runs
+/// A ``PurchaseStore`` backed by the server's test store (`/v1/test_store/...`), so the whole SDK runs
 /// anywhere, Linux included. Its ledger (which transactions exist, which are finished)
 /// lives on disk like StoreKit's. A minted transaction counts as verified on the device only when
 /// the server's signed answer carrying it verified against the pinned roots.
 ///
 /// Never ship an app with it: test-store transactions unlock only apps that list TestStore.
-public final class TestStore: Store, @unchecked Sendable {
+public final class TestStore: PurchaseStore, @unchecked Sendable {
     public var isTestStore: Bool { true }
 
     struct Entry: Codable {

@@ -66,7 +66,7 @@ struct LeanJSONTests {
             nonSubscriptions[randomString(&random)] = (0..<Int.random(in: 0...3, using: &random)).map { _ in
                 .init(
                     id: randomString(&random), purchaseDate: randomString(&random), store: randomString(&random),
-                    isSandbox: Bool.random(using: &random), price: price(&random))
+                    isSandbox: Bool.random(using: &random), price: price(&random), originalPurchaseDate: maybe(&random))
             }
         }
         var attributes: [String: SubscriberAttributeValue]?

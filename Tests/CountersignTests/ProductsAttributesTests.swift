@@ -11,7 +11,7 @@ import FoundationNetworking
 
 /// A store that does not know some products (as App Store does not know a product that is not
 /// approved yet), around the test store.
-struct PartialStore: Store {
+struct PartialStore: PurchaseStore {
     let base: TestStore
     let hidden: Set<String>
     var isTestStore: Bool { true }

@@ -123,8 +123,14 @@ struct RevenueCatFixtureTests {
     @Test("CustomerInfo.json's entitlements (RevenueCat: CustomerInfoDecodingTests.testEntitlements)")
     func customerInfoEntitlements() throws {
         let info = try Self.customerInfo()
+        // RevenueCat's test reads the entitlement's own `expires_date` from the response; the
+        // EntitlementInfo takes the subscription's (RevenueCat's EntitlementInfo.init), and is
+        // judged by the entitlement's.
+        let wire = try JSONDecoder().decode(SubscriberResponse.self, from: Fixtures.data("revenuecat/CustomerInfo.json"))
+        #expect(wire.subscriber.entitlements["premium"]?.expiresDate == "1990-08-30T02:40:36Z")
+        #expect(wire.subscriber.entitlements["tip"]?.expiresDate == nil)
         let premium = try #require(info.entitlements["premium"])
-        #expect(premium.expirationDate == Self.date("1990-08-30T02:40:36Z"))
+        #expect(premium.expirationDate == Self.date("2022-04-12T00:03:35Z"))
         #expect(premium.productIdentifier == "com.revenuecat.monthly_4.99.1_week_intro")
         #expect(premium.latestPurchaseDate == Self.date("1990-08-30T02:40:36Z"))
         #expect(premium.isActive == false)

@@ -192,12 +192,15 @@ struct FullCustomerInfoTests {
             {"request_date":"2026-01-01T00:00:00Z","request_date_ms":1767225600000,"subscriber":{"original_app_user_id":"u1",
              "first_seen":"2025-01-01T00:00:00Z","original_purchase_date":"2025-02-01T00:00:00Z","management_url":"https://apps.apple.com/account/subscriptions",
              "entitlements":{"pro":{"product_identifier":"pro_monthly","purchase_date":"2025-12-15T00:00:00Z","expires_date":"2026-01-15T00:00:00Z"},
-                             "gift":{"product_identifier":"promotional:7","purchase_date":"2025-12-01T00:00:00Z","expires_date":null}},
+                             "gift":{"product_identifier":"rc_promo_gift_lifetime","purchase_date":"2025-12-01T00:00:00Z","expires_date":null},
+                             "orphan":{"product_identifier":"nowhere","purchase_date":"2025-12-01T00:00:00Z","expires_date":null}},
              "subscriptions":{"pro_monthly":{"purchase_date":"2025-12-15T00:00:00Z","original_purchase_date":"2025-03-15T00:00:00Z",
                "expires_date":"2026-01-15T00:00:00Z","period_type":"trial","store":"app_store","is_sandbox":true,"ownership_type":"FAMILY_SHARED",
                "unsubscribe_detected_at":"2025-12-20T00:00:00Z","billing_issues_detected_at":null},
                "old_yearly":{"purchase_date":"2024-01-01T00:00:00Z","original_purchase_date":"2024-01-01T00:00:00Z","expires_date":"2025-01-01T00:00:00Z",
-               "period_type":"normal","store":"app_store","is_sandbox":false}},
+               "period_type":"normal","store":"app_store","is_sandbox":false},
+               "rc_promo_gift_lifetime":{"purchase_date":"2025-12-01T00:00:00Z","original_purchase_date":"2025-12-01T00:00:00Z",
+               "expires_date":null,"period_type":"normal","store":"promotional","is_sandbox":false}},
              "non_subscriptions":{"coins":[{"id":"t2","purchase_date":"2025-06-01T00:00:00Z","store":"app_store","is_sandbox":false},
                                           {"id":"t1","purchase_date":"2025-05-01T00:00:00Z","store":"app_store","is_sandbox":false}]}}}
             """#.utf8)
@@ -212,6 +215,10 @@ struct FullCustomerInfoTests {
         #expect(pro.billingIssueDetectedAt == nil)
         #expect(!pro.willRenew, "unsubscribed")
         #expect(info.entitlements["gift"]?.store == .promotional)
+        #expect(info.entitlements["gift"]?.isActive == true && info.entitlements["gift"]?.willRenew == false)
+        // An entitlement whose product is neither a subscription nor a one-time purchase is left
+        // out, as RevenueCat's EntitlementInfos leaves it out.
+        #expect(info.entitlements["orphan"] == nil)
         #expect(info.managementURL == URL(string: "https://apps.apple.com/account/subscriptions"))
         #expect(info.originalPurchaseDate == WireDate.parse("2025-02-01T00:00:00Z"))
         #expect(info.latestExpirationDate == WireDate.parse("2026-01-15T00:00:00Z"))

@@ -188,6 +188,7 @@ extension SubscriberResponse.Subscriber {
                 writer.member("id", purchase.id, first: &first)
                 writer.member("is_sandbox", first: &first)
                 writer.bool(purchase.isSandbox)
+                writer.nullable("original_purchase_date", purchase.originalPurchaseDate, first: &first)
                 writer.price(purchase.price, first: &first)
                 writer.member("purchase_date", purchase.purchaseDate, first: &first)
                 writer.member("store", purchase.store, first: &first)

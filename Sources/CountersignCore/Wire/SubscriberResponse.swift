@@ -105,9 +105,12 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         public var store: String
         public var isSandbox: Bool
         public var price: Price? = nil
+        /// RevenueCat's; the server writes the purchase date (read when present).
+        public var originalPurchaseDate: String? = nil
 
         enum CodingKeys: String, CodingKey {
             case id, price
+            case originalPurchaseDate = "original_purchase_date"
             case purchaseDate = "purchase_date"
             case store
             case isSandbox = "is_sandbox"
@@ -218,6 +221,7 @@ extension SubscriberResponse.NonSubscription {
         store = container.lenient(String.self, .store, default: "app_store")
         isSandbox = container.lenient(Bool.self, .isSandbox, default: false)
         price = container.lenient(SubscriberResponse.Price.self, .price)
+        originalPurchaseDate = container.lenient(String.self, .originalPurchaseDate)
     }
 }
 
@@ -276,6 +280,7 @@ extension SubscriberResponse.NonSubscription {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(id, forKey: .id)
         try container.encode(isSandbox, forKey: .isSandbox)
+        try container.encode(originalPurchaseDate, forKey: .originalPurchaseDate)
         try container.encode(price, forKey: .price)
         try container.encode(purchaseDate, forKey: .purchaseDate)
         try container.encode(store, forKey: .store)
@@ -303,7 +308,10 @@ extension SubscriberResponse {
             },
             subscriptions: entitlements.subscriptions.mapValues { state in
                 Subscription(
-                    expiresDate: state.expiresDate.map(format),
+                    // A refund ends the subscription then (RevenueCat's clients judge
+                    // `activeSubscriptions` by this date alone).
+                    expiresDate: (state.revocationDate.map { revoked in min(revoked, state.expiresDate ?? revoked) } ?? state.expiresDate)
+                        .map(format),
                     purchaseDate: format(state.purchaseDate),
                     originalPurchaseDate: format(state.originalPurchaseDate),
                     periodType: state.periodType,
@@ -324,7 +332,7 @@ extension SubscriberResponse {
                     NonSubscription(
                         id: $0.transactionId, purchaseDate: format($0.purchaseDate),
                         store: WireDate.store(of: $0.environment), isSandbox: $0.environment != "Production",
-                        price: $0.price.map(Price.init))
+                        price: $0.price.map(Price.init), originalPurchaseDate: format($0.purchaseDate))
                 }
             },
             firstSeen: format(firstSeen),

@@ -35,7 +35,7 @@ public struct StoreTransaction: Sendable, Hashable, Codable {
 }
 
 /// What the SDK needs from a store: StoreKit 2 on Apple platforms, the test store anywhere.
-public protocol Store: Sendable {
+public protocol PurchaseStore: Sendable {
     /// The products the store knows among `identifiers` (unknown ones are left out).
     func products(_ identifiers: [String]) async throws -> [StoreProduct]
     /// Buys `productId`; `appAccountToken` binds the transaction to the app user.
@@ -53,7 +53,7 @@ public protocol Store: Sendable {
     var isTestStore: Bool { get }
 }
 
-extension Store {
+extension PurchaseStore {
     public var isTestStore: Bool { false }
 
     /// A store that never hears of transactions outside its own purchases.
