@@ -277,7 +277,8 @@ public final class TamperingProxy: Sendable {
         )
     }
 
-    /// The body with `entitlement` active until 2099 (a CustomerInfo answer); other bodies as they were.
+    /// The body with `entitlement` active until 2099 and the subscription behind it, as the
+    /// attackers' scripts write them (a CustomerInfo answer); other bodies as they were.
     func grantingEntitlement(_ body: Data) -> Data {
         guard var object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
             var subscriber = object["subscriber"] as? [String: Any]
@@ -287,6 +288,12 @@ public final class TamperingProxy: Sendable {
             "expires_date": "2099-01-01T00:00:00Z", "product_identifier": "pro_monthly", "purchase_date": "2026-01-01T00:00:00Z",
         ]
         subscriber["entitlements"] = entitlements
+        var subscriptions = subscriber["subscriptions"] as? [String: Any] ?? [:]
+        subscriptions["pro_monthly"] = [
+            "expires_date": "2099-01-01T00:00:00Z", "purchase_date": "2026-01-01T00:00:00Z",
+            "original_purchase_date": "2026-01-01T00:00:00Z", "period_type": "normal", "store": "app_store", "is_sandbox": false,
+        ]
+        subscriber["subscriptions"] = subscriptions
         object["subscriber"] = subscriber
         return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? body
     }

@@ -271,11 +271,12 @@ struct RealWorldCorrectnessTests {
     @Test("lenientDecoding: a CustomerInfo with only what identifies it decodes; optional fields may be missing, unknown ones are ignored")
     func lenientDecoding() throws {
         let body = Data(
-            #"{"request_date_ms":1700000000000,"subscriber":{"original_app_user_id":"u1","future_field":{"x":1},"entitlements":{"pro":{"product_identifier":"lifetime"}},"subscriptions":{"pro_monthly":{"expires_date":"2099-01-01T00:00:00Z"}}}}"#
+            #"{"request_date_ms":1700000000000,"subscriber":{"original_app_user_id":"u1","future_field":{"x":1},"entitlements":{"pro":{"product_identifier":"lifetime"}},"subscriptions":{"pro_monthly":{"expires_date":"2099-01-01T00:00:00Z"}},"non_subscriptions":{"lifetime":[{}]}}}"#
                 .utf8)
         let info = try CustomerInfo(answer: body, verification: .verified, failure: nil, now: Date())
         #expect(info.originalAppUserId == "u1")
         #expect(info.entitlements["pro"]?.isActive == true)
+        #expect(info.entitlements["pro"]?.store == .unknownStore, "no store named: RevenueCat's unknownStore")
         #expect(info.activeSubscriptions == ["pro_monthly"])
         #expect(throws: DecodingError.self) {
             try CustomerInfo(answer: Data(#"{"request_date_ms":1,"subscriber":{}}"#.utf8), verification: .verified, failure: nil, now: Date())

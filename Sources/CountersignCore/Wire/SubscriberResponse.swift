@@ -141,7 +141,7 @@ extension SubscriberResponse {
 // refused for a missing optional field or an unknown one. Only what identifies the answer is
 // required (`request_date_ms` or `request_date`, `subscriber`, its `original_app_user_id`, and
 // each entitlement's `product_identifier`); missing dates read as "" (no date), missing maps as
-// empty, a missing period type as `normal`, a missing store as `app_store`.
+// empty, a missing period type as `normal`, a missing store as "" (the SDK's `unknownStore`, as RevenueCat reads it).
 extension KeyedDecodingContainer {
     fileprivate func lenient<T: Decodable>(_ type: T.Type, _ key: Key, default value: T) -> T {
         ((try? decodeIfPresent(type, forKey: key)) ?? nil) ?? value
@@ -200,7 +200,7 @@ extension SubscriberResponse.Subscription {
         purchaseDate = container.lenient(String.self, .purchaseDate, default: "")
         originalPurchaseDate = container.lenient(String.self, .originalPurchaseDate, default: "")
         periodType = container.lenient(String.self, .periodType, default: "normal")
-        store = container.lenient(String.self, .store, default: "app_store")
+        store = container.lenient(String.self, .store, default: "")
         isSandbox = container.lenient(Bool.self, .isSandbox, default: false)
         unsubscribeDetectedAt = container.lenient(String.self, .unsubscribeDetectedAt)
         billingIssuesDetectedAt = container.lenient(String.self, .billingIssuesDetectedAt)
@@ -218,7 +218,7 @@ extension SubscriberResponse.NonSubscription {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         id = container.lenient(String.self, .id, default: "")
         purchaseDate = container.lenient(String.self, .purchaseDate, default: "")
-        store = container.lenient(String.self, .store, default: "app_store")
+        store = container.lenient(String.self, .store, default: "")
         isSandbox = container.lenient(Bool.self, .isSandbox, default: false)
         price = container.lenient(SubscriberResponse.Price.self, .price)
         originalPurchaseDate = container.lenient(String.self, .originalPurchaseDate)
