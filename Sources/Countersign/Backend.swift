@@ -145,8 +145,9 @@ final class Backend: Sendable {
         response.value(forHTTPHeaderField: "Retry-After").flatMap { TimeInterval($0.trimmingCharacters(in: .whitespaces)) }
     }
 
-    /// One attempt.
-    private func send(_ endpoint: Endpoint) async throws -> Answer {
+    /// One attempt; `sendETag` false leaves the cached answer's ETag out (the attempt after a
+    /// 304 that had nothing to vouch for).
+    private func send(_ endpoint: Endpoint, sendETag: Bool = true) async throws -> Answer {
         guard let url = URL(string: serverURL.absoluteString.trimmingSuffix("/") + endpoint.path + (endpoint.query.map { "?" + $0 } ?? "")) else {
             throw PurchasesError.configuration("cannot form a URL from \(serverURL) and \(endpoint.path)")
         }
@@ -169,7 +170,7 @@ final class Backend: Sendable {
             request.setValue(postParamsHash, forHTTPHeaderField: WireHeader.postParamsHash)
         }
         // Only an ETag whose cached answer this mode accepts is sent back.
-        let cached = endpoint.cacheable ? etags?.entry(for: endpoint.path, acceptable: acceptableCached) : nil
+        let cached = endpoint.cacheable && sendETag ? etags?.entry(for: endpoint.path, acceptable: acceptableCached) : nil
         if let cached { request.setValue(cached.etag, forHTTPHeaderField: WireHeader.etag) }
 
         let data: Data
@@ -241,9 +242,13 @@ final class Backend: Sendable {
             return Answer(status: status, body: data, verification: verification, failure: failure)
         }
         if status == 304 {
-            // A 304 inherits the cached body and takes its own verification result.
+            // A 304 inherits the cached body and takes its own verification result. With nothing
+            // cached to inherit, the request goes again without an ETag, as RevenueCat's
+            // ETagManager does; a second such 304 is a malformed answer.
             guard let cached else {
-                throw PurchasesError.malformedAnswer(path: endpoint.path)
+                guard sendETag else { throw PurchasesError.malformedAnswer(path: endpoint.path) }
+                SDKLog.log(.warn, "\(endpoint.method) \(endpoint.path) answered 304 with nothing cached; asking again without an ETag")
+                return try await send(endpoint, sendETag: false)
             }
             return Answer(status: 200, body: cached.body, verification: verification, failure: failure)
         }

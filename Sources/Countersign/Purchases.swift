@@ -8,15 +8,20 @@ public protocol PurchasesDelegate: AnyObject {
     func purchases(_ purchases: Purchases, receivedUpdated customerInfo: CustomerInfo)
 }
 
-/// Where `customerInfo(fetchPolicy:)` may get its answer.
+/// What a purchase answers, as RevenueCat's `PurchaseResultData`.
+public typealias PurchaseResultData = (transaction: StoreTransaction?, customerInfo: CustomerInfo, userCancelled: Bool)
+
+/// Where `customerInfo(fetchPolicy:)` may get its answer, as RevenueCat's `CacheFetchPolicy`.
+/// The cache is stale after 5 minutes while the app is in the foreground, 25 hours in the
+/// background.
 public enum CacheFetchPolicy: Sendable {
-    /// The cache at once, fresh or stale; a stale one (older than 5 minutes) is refreshed in the
-    /// background. Without a cache, the server. (RevenueCat's default.)
+    /// The cache at once, fresh or stale; a stale one is refreshed in the background. Without a
+    /// cache, the server. (RevenueCat's default.)
     case cachedOrFetched
-    /// The cache while it is fresh (5 minutes), else the server, waited for (the cache again
-    /// when offline).
+    /// The cache while it is fresh, else the server, waited for (offline: on-device
+    /// entitlements, else the error; never the stale cache).
     case notStaleCachedOrFetched
-    /// The server (the cache, or on-device entitlements, when offline).
+    /// The server (offline: on-device entitlements, else the error; never the cache).
     case fetchCurrent
     /// The cache only.
     case fromCacheOnly
@@ -29,8 +34,11 @@ public enum CacheFetchPolicy: Sendable {
 /// `for await info in Purchases.shared.customerInfoStream` need no `await`. Its mutable state
 /// sits behind one lock, never held across an `await` or a call into app code.
 public final class Purchases: @unchecked Sendable {
-    /// How long a cached CustomerInfo stays fresh.
+    /// How long a cached CustomerInfo or offerings stay fresh while the app is in the foreground
+    /// (RevenueCat's 5 minutes)…
     public static let cacheFreshness: TimeInterval = 5 * 60
+    /// …and while it is in the background (RevenueCat's 25 hours).
+    public static let backgroundCacheFreshness: TimeInterval = 25 * 3_600
 
     public let configuration: Configuration
     public var appUserID: String { state.withLock { $0.appUserID } }
@@ -62,6 +70,10 @@ public final class Purchases: @unchecked Sendable {
         var purchasesInProgress: Set<String> = []
         /// The offerings fetched last, for whom and when.
         var offerings: (offerings: Offerings, user: String, fetchedAt: Date)?
+        /// Between ``applicationDidEnterBackground()`` and ``applicationWillEnterForeground()``.
+        var isBackgrounded = false
+        /// The app lifecycle notifications observed (Apple platforms).
+        var lifecycleObservers: [any NSObjectProtocol] = []
     }
 
     let state: LockedState<State>
@@ -181,7 +193,10 @@ public final class Purchases: @unchecked Sendable {
                 Data("Countersign: WARNING: running against the TEST STORE. Never ship an app configured with a test-store app or API key.\n".utf8))
         }
         startTransactionListener()
-        if configuration.launchRequests { startLaunchWork() }
+        if configuration.launchRequests {
+            startLaunchWork()
+            observeAppLifecycle()
+        }
     }
 
     /// At configure, as RevenueCat does: once per device, post the store's current entitlements
@@ -225,7 +240,26 @@ public final class Purchases: @unchecked Sendable {
     /// notification the SDK hears itself): refreshes a CustomerInfo older than the cache's
     /// freshness, for the delegate and the stream, as RevenueCat does.
     public func applicationWillEnterForeground() {
+        state.withLock { $0.isBackgrounded = false }
         Task { [weak self] in await self?.refreshIfStale() }
+    }
+
+    /// Called when the app goes to the background (on Apple platforms the SDK hears it itself):
+    /// caches stay fresh for 25 hours instead of 5 minutes until it returns, as RevenueCat's.
+    public func applicationDidEnterBackground() {
+        state.withLock { $0.isBackgrounded = true }
+    }
+
+    /// Observes the platform's app lifecycle notifications (``applicationWillEnterForeground()``
+    /// and ``applicationDidEnterBackground()``); elsewhere the app calls them.
+    func observeAppLifecycle() {
+        guard let names = AppLifecycle.notificationNames else { return }
+        let center = NotificationCenter.default
+        let observers = [
+            center.addObserver(forName: names.foreground, object: nil, queue: nil) { [weak self] _ in self?.applicationWillEnterForeground() },
+            center.addObserver(forName: names.background, object: nil, queue: nil) { [weak self] _ in self?.applicationDidEnterBackground() },
+        ]
+        state.withLock { $0.lifecycleObservers = observers }
     }
 
     /// Fetches the CustomerInfo unless the cache is fresh, and delivers it (a refusal or an
@@ -235,7 +269,10 @@ public final class Purchases: @unchecked Sendable {
     }
 
     deinit {
-        let (listener, continuations) = state.withLock { ($0.transactionListener, Array($0.continuations.values)) }
+        let (listener, continuations, observers) = state.withLock {
+            ($0.transactionListener, Array($0.continuations.values), $0.lifecycleObservers)
+        }
+        for observer in observers { NotificationCenter.default.removeObserver(observer) }
         listener?.cancel()
         for continuation in continuations { continuation.finish() }
     }
@@ -308,11 +345,11 @@ public final class Purchases: @unchecked Sendable {
             return cached.info
         case .cachedOrFetched:
             if let cached {
-                if !Self.isFresh(cached.fetchedAt, now: now) { refreshInBackground() }
+                if !isFresh(cached.fetchedAt, now: now) { refreshInBackground() }
                 return cached.info
             }
         case .notStaleCachedOrFetched:
-            if let cached, Self.isFresh(cached.fetchedAt, now: now) { return cached.info }
+            if let cached, isFresh(cached.fetchedAt, now: now) { return cached.info }
         case .fetchCurrent:
             break
         }
@@ -327,7 +364,10 @@ public final class Purchases: @unchecked Sendable {
             await refreshMappingIfNeeded()
             return info
         } catch PurchasesError.offline(let detail) {
-            if let cached { return cached.info }
+            // Only `cachedOrFetched` settles for a stale cache (it reaches here without one); the
+            // other policies asked for a current answer, and, as RevenueCat's, get on-device
+            // entitlements or the error rather than what they refused.
+            if fetchPolicy == .cachedOrFetched, let cached { return cached.info }
             if let offline = try await offlineCustomerInfo(for: user) {
                 deliver(offline)
                 return offline
@@ -352,9 +392,11 @@ public final class Purchases: @unchecked Sendable {
         }
     }
 
-    /// Fetched within ``cacheFreshness``, and not in the future (a clock turned back).
-    private static func isFresh(_ fetchedAt: Date, now: Date) -> Bool {
-        now.timeIntervalSince(fetchedAt) < cacheFreshness && now >= fetchedAt
+    /// Fetched within ``cacheFreshness`` (``backgroundCacheFreshness`` while the app is in the
+    /// background), and not in the future (a clock turned back).
+    private func isFresh(_ fetchedAt: Date, now: Date) -> Bool {
+        let freshness = state.withLock { $0.isBackgrounded } ? Self.backgroundCacheFreshness : Self.cacheFreshness
+        return now.timeIntervalSince(fetchedAt) < freshness && now >= fetchedAt
     }
 
     /// Fetches the current user's CustomerInfo in the background, one fetch at a time; the
@@ -506,7 +548,7 @@ public final class Purchases: @unchecked Sendable {
     public func offerings() async throws -> Offerings {
         let user = appUserID
         let now = configuration.now()
-        if let held = state.withLock({ $0.offerings }), AppUserID.same(held.user, user), Self.isFresh(held.fetchedAt, now: now) {
+        if let held = state.withLock({ $0.offerings }), AppUserID.same(held.user, user), isFresh(held.fetchedAt, now: now) {
             return held.offerings
         }
         let file = CacheFiles.fileName("offerings", user)
@@ -561,7 +603,7 @@ public final class Purchases: @unchecked Sendable {
     /// What a purchase answers, in RevenueCat's shape. A cancel or a pending purchase throws
     /// (`ErrorCode.purchaseCancelledError`, `.paymentPendingError`), so `userCancelled` is false
     /// on every answer that returns; it is kept for code written against RevenueCat's tuple.
-    public typealias PurchaseResult = (transaction: StoreTransaction?, customerInfo: CustomerInfo, userCancelled: Bool)
+    public typealias PurchaseResult = PurchaseResultData
 
     /// Buys a product the store offered (see `PurchaseStore.products`), as RevenueCat's `purchase(product:)`.
     public func purchase(product: StoreProduct) async throws -> PurchaseResult {

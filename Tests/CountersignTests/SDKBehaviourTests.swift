@@ -30,10 +30,14 @@ struct SDKBehaviourTests {
             let fetched = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
             #expect(fetched.entitlements.verification == .verified)
             harness.proxy.attack = .serverDown
-            let cached = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            // The cache answers the default policy; a current answer asked for is never the
+            // cache, as RevenueCat's: on-device entitlements stand in.
+            let cached = try await purchases.customerInfo(fetchPolicy: .cachedOrFetched)
             #expect(cached.entitlements.verification == .verified)
             #expect(cached.entitlements["pro"]?.isActive == true)
             #expect(cached.requestDate == fetched.requestDate)
+            let current = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            #expect(current.entitlements.verification == .verifiedOnDevice && current.entitlements["pro"]?.isActive == true)
         }
     }
 
@@ -52,10 +56,18 @@ struct SDKBehaviourTests {
             // The device clock runs past the intermediate's expiry (the server's does not).
             let expiry = harness.server.keys.currentSigner.key.certificate.expirationDate
             harness.clock.now = expiry.addingTimeInterval(86_400)
-            let fallback = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            // A current answer was asked for: not the unverifiable one, and not the cache.
+            do {
+                let fallback = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+                #expect(fallback.entitlements.verification == .verifiedOnDevice)
+            } catch let error as PurchasesError {
+                guard case .offline = error else { Issue.record("threw \(error)"); return }
+            }
+            #expect(failures.all.map(\.reason) == [.deviceClockOutsideValidity])
+            // The default policy answers from the verified cache.
+            let fallback = try await purchases.customerInfo(fetchPolicy: .cachedOrFetched)
             #expect(fallback.entitlements.verification == .verified)
             #expect(fallback.requestDate == fetched.requestDate, "the cached answer, not the unverifiable one")
-            #expect(failures.all.map(\.reason) == [.deviceClockOutsideValidity])
             // Nothing of it was cached: the cache still holds the first answer.
             #expect(try await purchases.customerInfo(fetchPolicy: .fromCacheOnly).requestDate == fetched.requestDate)
 
@@ -226,6 +238,31 @@ struct SDKBehaviourTests {
             let restarted = try harness.purchases(mode: .enforced, user: "current", storage: "current")
             var again = await restarted.customerInfoStream.makeAsyncIterator()
             #expect(await again.next()?.entitlements["pro"]?.isActive == true)
+        }
+    }
+
+    @Test("a cached CustomerInfo is fresh for 5 minutes in the foreground and 25 hours in the background, as RevenueCat's")
+    func backgroundFreshness() async throws {
+        try await SDKHarness.run { harness in
+            try await harness.givePro(to: "backgrounded")
+            let purchases = try harness.purchases(mode: .enforced, user: "backgrounded", storage: "backgrounded")
+            func asked() -> Int { harness.proxy.seenRequests.filter { $0.path == "/v1/subscribers/backgrounded" }.count }
+            _ = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            let start = asked()
+            purchases.applicationDidEnterBackground()
+            harness.clock.now += 3_600
+            #expect(try await purchases.customerInfo(fetchPolicy: .notStaleCachedOrFetched).entitlements["pro"]?.isActive == true)
+            #expect(asked() == start, "an hour old in the background: fresh")
+            harness.clock.now += 25 * 3_600
+            _ = try await purchases.customerInfo(fetchPolicy: .notStaleCachedOrFetched)
+            #expect(asked() == start + 1, "26 hours old: stale")
+            // Back in the foreground the cache (just fetched) is fresh; five minutes later it is not.
+            purchases.applicationWillEnterForeground()
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(asked() == start + 1)
+            harness.clock.now += 6 * 60
+            _ = try await purchases.customerInfo(fetchPolicy: .notStaleCachedOrFetched)
+            #expect(asked() == start + 2, "six minutes old in the foreground: stale")
         }
     }
 }
