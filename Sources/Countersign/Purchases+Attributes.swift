@@ -12,6 +12,10 @@ extension Purchases {
     public func setDisplayName(_ displayName: String?) { set(["$displayName": displayName]) }
     public func setPhoneNumber(_ phoneNumber: String?) { set(["$phoneNumber": phoneNumber]) }
 
+    /// RevenueCat's `Purchases.shared.attribution`, where its current documentation sets
+    /// attributes (`Purchases.shared.attribution.setEmail(…)`): the same setters as above.
+    public var attribution: Attribution { Attribution(purchases: self) }
+
     /// Keeps the attributes that pass ``SubscriberAttributeRules`` (an empty value is nil,
     /// which deletes) and queues them for sending; logs each one left out.
     private func set(_ attributes: [String: String?]) {
@@ -98,3 +102,14 @@ extension Configuration {
     /// The clock in milliseconds since 1970, as the wire carries times.
     var nowMilliseconds: Int64 { now().epochMilliseconds }
 }
+
+/// The attribute setters under RevenueCat's `Purchases.shared.attribution`.
+public struct Attribution: Sendable {
+    let purchases: Purchases
+
+    public func setAttributes(_ attributes: [String: String]) { purchases.setAttributes(attributes) }
+    public func setEmail(_ email: String?) { purchases.setEmail(email) }
+    public func setDisplayName(_ displayName: String?) { purchases.setDisplayName(displayName) }
+    public func setPhoneNumber(_ phoneNumber: String?) { purchases.setPhoneNumber(phoneNumber) }
+}
+

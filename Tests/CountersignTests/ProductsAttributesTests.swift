@@ -105,7 +105,8 @@ struct ProductsAttributesTests {
         try await SDKHarness.run(database: database) { harness in
             let purchases = try harness.purchases(mode: .enforced, user: "attributed", storage: "attributed")
             purchases.setAttributes(["favourite_colour": "blue", "$bogus": "x", "": "empty key"])
-            purchases.setEmail("someone@example.com")
+            // RevenueCat's current form (`Purchases.shared.attribution.…`) and its older one.
+            purchases.attribution.setEmail("someone@example.com")
             purchases.setDisplayName("Someone")
             #expect(purchases.unsyncedAttributes.keys.sorted().allSatisfy { ["favourite_colour", "$email", "$displayName"].contains($0) })
             try await purchases.syncAttributes()
