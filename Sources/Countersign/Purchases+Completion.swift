@@ -1,29 +1,29 @@
 import CountersignCore
 import Foundation
 
-/// RevenueCat's completion-handler calls, for code written against them (each runs the async
-/// call and hands its outcome to `completion`, on an unspecified thread: RevenueCat calls back on
-/// the main thread, which a Linux command-line app may not run).
+/// RevenueCat's completion-handler calls, for code written against them: each runs the async
+/// call and hands its outcome to `completion` on the main actor (the main thread), as RevenueCat
+/// calls back, on every platform (a Linux program with an `async` main runs it).
 extension Purchases {
     public func getCustomerInfo(
         fetchPolicy: CacheFetchPolicy = .cachedOrFetched,
         completion: @escaping @Sendable (CustomerInfo?, (any Error)?) -> Void
     ) {
-        Task {
+        Task { @MainActor in
             let (value, error) = await Self.outcome { try await self.customerInfo(fetchPolicy: fetchPolicy) }
             completion(value, error)
         }
     }
 
     public func getOfferings(completion: @escaping @Sendable (Offerings?, (any Error)?) -> Void) {
-        Task {
+        Task { @MainActor in
             let (value, error) = await Self.outcome { try await self.offerings() }
             completion(value, error)
         }
     }
 
     public func getProducts(_ productIdentifiers: [String], completion: @escaping @Sendable ([StoreProduct]) -> Void) {
-        Task { completion(await self.products(productIdentifiers)) }
+        Task { @MainActor in completion(await self.products(productIdentifiers)) }
     }
 
     /// RevenueCat's `purchase(package:)` with a completion: `(transaction, customerInfo, error, userCancelled)`.
@@ -31,32 +31,32 @@ extension Purchases {
         package: Offerings.Package,
         completion: @escaping @Sendable (StoreTransaction?, CustomerInfo?, (any Error)?, Bool) -> Void
     ) {
-        Task { Self.complete(await Self.outcome { try await self.purchase(package: package) }, completion) }
+        Task { @MainActor in Self.complete(await Self.outcome { try await self.purchase(package: package) }, completion) }
     }
 
     public func purchase(
         product: StoreProduct,
         completion: @escaping @Sendable (StoreTransaction?, CustomerInfo?, (any Error)?, Bool) -> Void
     ) {
-        Task { Self.complete(await Self.outcome { try await self.purchase(product: product) }, completion) }
+        Task { @MainActor in Self.complete(await Self.outcome { try await self.purchase(product: product) }, completion) }
     }
 
     public func restorePurchases(completion: (@Sendable (CustomerInfo?, (any Error)?) -> Void)? = nil) {
-        Task {
+        Task { @MainActor in
             let (value, error) = await Self.outcome { try await self.restorePurchases() }
             completion?(value, error)
         }
     }
 
     public func syncPurchases(completion: (@Sendable (CustomerInfo?, (any Error)?) -> Void)?) {
-        Task {
+        Task { @MainActor in
             let (value, error) = await Self.outcome { try await self.syncPurchases() }
             completion?(value, error)
         }
     }
 
     public func logIn(_ appUserID: String, completion: @escaping @Sendable (CustomerInfo?, Bool, (any Error)?) -> Void) {
-        Task {
+        Task { @MainActor in
             do {
                 let (info, created) = try await self.logIn(appUserID)
                 completion(info, created, nil)
@@ -67,7 +67,7 @@ extension Purchases {
     }
 
     public func logOut(completion: (@Sendable (CustomerInfo?, (any Error)?) -> Void)?) {
-        Task {
+        Task { @MainActor in
             let (value, error) = await Self.outcome { try await self.logOut() }
             completion?(value, error)
         }
@@ -77,7 +77,7 @@ extension Purchases {
         productIdentifiers: [String],
         completion: @escaping @Sendable ([String: IntroEligibility]) -> Void
     ) {
-        Task { completion(await self.checkTrialOrIntroDiscountEligibility(productIdentifiers: productIdentifiers)) }
+        Task { @MainActor in completion(await self.checkTrialOrIntroDiscountEligibility(productIdentifiers: productIdentifiers)) }
     }
 
     /// The store's products among `productIdentifiers` (unknown ones left out; none when the
@@ -104,7 +104,7 @@ extension Purchases {
     }
 
     /// An async call's outcome as RevenueCat's completions take it: `(value, nil)` or `(nil, error)`.
-    private static func outcome<Value>(_ body: () async throws -> Value) async -> (Value?, (any Error)?) {
+    private static func outcome<Value: Sendable>(_ body: @Sendable () async throws -> Value) async -> (Value?, (any Error)?) {
         do {
             return (try await body(), nil)
         } catch {

@@ -2,7 +2,7 @@ import CountersignCore
 import Foundation
 
 /// Receives CustomerInfo updates (the same ones ``Purchases/customerInfoStream`` yields), on the
-/// thread that made the update. Not `Sendable`, so an app's existing delegate class conforms as
+/// main actor (the main thread), as RevenueCat's delegate does. Not `Sendable`, so an app's existing delegate class conforms as
 /// it conforms to RevenueCat's.
 public protocol PurchasesDelegate: AnyObject {
     func purchases(_ purchases: Purchases, receivedUpdated customerInfo: CustomerInfo)
@@ -304,7 +304,7 @@ public final class Purchases: @unchecked Sendable {
     /// Sets ``delegate``.
     public func setDelegate(_ delegate: (any PurchasesDelegate)?) {
         state.withLock { $0.delegate = delegate }
-        if let delegate, let current = currentCustomerInfo { delegate.purchases(self, receivedUpdated: current) }
+        if let delegate, let current = currentCustomerInfo { callOnMain(delegate, with: current) }
     }
 
     /// The last CustomerInfo delivered for the current user, else the cached one.
@@ -326,7 +326,14 @@ public final class Purchases: @unchecked Sendable {
         }
         guard let receivers else { return }
         for continuation in receivers.continuations { continuation.yield(info) }
-        receivers.delegate?.purchases(self, receivedUpdated: info)
+        if let delegate = receivers.delegate { callOnMain(delegate, with: info) }
+    }
+
+    /// Hands `info` to `delegate` on the main actor (the main thread), as RevenueCat calls its
+    /// delegate; updates reach it in the order they were delivered.
+    private func callOnMain(_ delegate: any PurchasesDelegate, with info: CustomerInfo) {
+        let held = UncheckedDelegate(delegate: delegate)
+        Task { @MainActor in held.delegate.purchases(self, receivedUpdated: info) }
     }
 
     // MARK: CustomerInfo
@@ -747,4 +754,10 @@ extension CustomerInfo {
             && allPurchasedProductIdentifiers == other.allPurchasedProductIdentifiers && AppUserID.same(originalAppUserId, other.originalAppUserId)
     }
 
+}
+
+/// A delegate carried to the main actor. App delegates are not `Sendable` (RevenueCat's protocol
+/// does not ask it); the SDK only ever calls them there.
+private struct UncheckedDelegate: @unchecked Sendable {
+    let delegate: any PurchasesDelegate
 }

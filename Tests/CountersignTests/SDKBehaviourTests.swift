@@ -219,7 +219,18 @@ struct SDKBehaviourTests {
 
     final class Received: PurchasesDelegate, Sendable {
         let infos = Collected<CustomerInfo>()
-        func purchases(_ purchases: Purchases, receivedUpdated customerInfo: CustomerInfo) { infos.add(customerInfo) }
+        /// Whether each call came on the main queue (the main actor's).
+        let onMain = Collected<Bool>()
+        func purchases(_ purchases: Purchases, receivedUpdated customerInfo: CustomerInfo) {
+            onMain.add(Received.isOnMainQueue)
+            infos.add(customerInfo)
+        }
+
+        /// The main actor runs its jobs on the main dispatch queue; on Linux a program's async
+        /// main hands that queue to a thread other than its first, so `Thread.isMainThread`
+        /// cannot tell, and the queue's own mark is asked instead.
+        static let mainQueueKey = DispatchSpecificKey<Bool>()
+        static var isOnMainQueue: Bool { DispatchQueue.getSpecific(key: mainQueueKey) == true }
     }
 
     @Test("a new stream subscriber and a newly set delegate get the current value first")
@@ -231,9 +242,17 @@ struct SDKBehaviourTests {
             let first = await iterator.next()
             #expect(first?.originalAppUserId == "current")
             #expect(first?.entitlements["pro"]?.isActive == true)
+            DispatchQueue.main.setSpecific(key: Received.mainQueueKey, value: true)
             let delegate = Received()
             await purchases.setDelegate(delegate)
+            #expect(try await waitUntil(limit: .seconds(30)) { !delegate.infos.all.isEmpty })
             #expect(delegate.infos.all.map(\.originalAppUserId) == ["current"])
+            // On the main actor, as RevenueCat calls its delegate; so are completion handlers.
+            #expect(delegate.onMain.all == [true])
+            let onMain = Collected<Bool>()
+            purchases.getCustomerInfo { info, _ in onMain.add(Received.isOnMainQueue && info != nil) }
+            #expect(try await waitUntil(limit: .seconds(30)) { !onMain.all.isEmpty })
+            #expect(onMain.all == [true])
             // After a restart (a new instance on the same storage) the cached value is the current one.
             let restarted = try harness.purchases(mode: .enforced, user: "current", storage: "current")
             var again = await restarted.customerInfoStream.makeAsyncIterator()
