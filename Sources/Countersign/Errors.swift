@@ -26,6 +26,9 @@ public enum PurchasesError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A purchase of this product is already under way (RevenueCat's
     /// `operationAlreadyInProgressForProductError`): the second is refused before the store is asked.
     case operationAlreadyInProgress(productId: String)
+    /// The store refused or failed, with the code RevenueCat gives the store's error
+    /// (``StoreFailure/errorCode``).
+    case store(StoreFailure, detail: String)
 
     public var description: String {
         switch self {
@@ -41,6 +44,7 @@ public enum PurchasesError: Error, Sendable, Hashable, CustomStringConvertible {
         case .paymentPending(let productId): "purchase of \(productId) is pending approval or payment"
         case .configuration(let detail): "configuration: \(detail)"
         case .operationAlreadyInProgress(let productId): "a purchase of \(productId) is already in progress"
+        case .store(let failure, let detail): "the store failed (\(failure)): \(detail)"
         }
     }
 
@@ -95,9 +99,11 @@ public struct ErrorCode: RawRepresentable, Error, Hashable, Sendable, CustomStri
     public static let invalidAppUserIdError = Self(14, "invalidAppUserIdError")
     public static let operationAlreadyInProgressForProductError = Self(15, "operationAlreadyInProgressForProductError")
     public static let unknownBackendError = Self(16, "unknownBackendError")
+    public static let ineligibleError = Self(18, "ineligibleError")
     public static let paymentPendingError = Self(20, "paymentPendingError")
     public static let invalidSubscriberAttributesError = Self(21, "invalidSubscriberAttributesError")
     public static let configurationError = Self(23, "configurationError")
+    public static let invalidPromotionalOfferError = Self(34, "invalidPromotionalOfferError")
     public static let offlineConnectionError = Self(35, "offlineConnectionError")
     public static let signatureVerificationFailed = Self(37, "signatureVerificationFailed")
     /// `fromCacheOnly` with nothing cached (RevenueCat has no cache-only policy).
@@ -107,8 +113,8 @@ public struct ErrorCode: RawRepresentable, Error, Hashable, Sendable, CustomStri
         .unknownError, .purchaseCancelledError, .storeProblemError, .purchaseNotAllowedError, .purchaseInvalidError,
         .productNotAvailableForPurchaseError, .productAlreadyPurchasedError, .receiptAlreadyInUseError, .invalidReceiptError,
         .missingReceiptFileError, .networkError, .invalidCredentialsError, .unexpectedBackendResponseError, .invalidAppUserIdError,
-        .operationAlreadyInProgressForProductError, .unknownBackendError, .paymentPendingError, .invalidSubscriberAttributesError,
-        .configurationError,
+        .operationAlreadyInProgressForProductError, .unknownBackendError, .ineligibleError, .paymentPendingError,
+        .invalidSubscriberAttributesError, .configurationError, .invalidPromotionalOfferError,
         .offlineConnectionError, .signatureVerificationFailed, .noCachedCustomerInfo,
     ]
 }
@@ -129,6 +135,7 @@ extension PurchasesError {
         case .paymentPending: return .paymentPendingError
         case .configuration: return .configurationError
         case .operationAlreadyInProgress: return .operationAlreadyInProgressForProductError
+        case .store(let failure, _): return failure.errorCode
         case .server(let status, let code, _):
             switch code.flatMap(APIErrorCode.init(rawValue:)) {
             case .purchaseOwnedByAnotherUser?, .purchaseBoundToAnotherUser?: return .receiptAlreadyInUseError
@@ -148,4 +155,34 @@ extension PurchasesError {
 public func ~= (pattern: ErrorCode, error: any Error) -> Bool {
     if let code = error as? ErrorCode { return code == pattern }
     return (error as? PurchasesError)?.errorCode == pattern
+}
+
+/// The ways StoreKit 2 fails a purchase (its `StoreKitError` and `Product.PurchaseError`
+/// cases), named so the table from them to RevenueCat's codes is the same on every platform.
+public enum StoreFailure: String, Sendable, Hashable {
+    // StoreKitError
+    case userCancelled, networkError, systemError, notAvailableInStorefront, notEntitled, unknown, unsupported
+    // Product.PurchaseError
+    case invalidQuantity, productUnavailable, purchaseNotAllowed, ineligibleForOffer
+    case invalidOfferIdentifier, invalidOfferPrice, invalidOfferSignature, missingOfferParameters
+
+    /// RevenueCat's code for the failure (its `StoreKitError+Extensions.swift`).
+    public var errorCode: ErrorCode {
+        switch self {
+        case .userCancelled: .purchaseCancelledError
+        case .networkError: .networkError
+        case .systemError, .notEntitled, .unknown, .invalidQuantity: .storeProblemError
+        case .notAvailableInStorefront, .productUnavailable: .productNotAvailableForPurchaseError
+        case .unsupported: .unknownError
+        case .purchaseNotAllowed: .purchaseNotAllowedError
+        case .ineligibleForOffer: .ineligibleError
+        case .invalidOfferIdentifier, .invalidOfferPrice, .invalidOfferSignature, .missingOfferParameters: .invalidPromotionalOfferError
+        }
+    }
+
+    /// The SDK's error for the failure: a cancel is ``PurchasesError/purchaseCancelled(productId:)``
+    /// (so `userCancelled` is true in a completion), anything else ``PurchasesError/store(_:detail:)``.
+    public func error(productId: String, detail: String) -> PurchasesError {
+        self == .userCancelled ? .purchaseCancelled(productId: productId) : .store(self, detail: detail)
+    }
 }

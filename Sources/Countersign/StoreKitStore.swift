@@ -72,7 +72,13 @@ public final class StoreKitStore: PurchaseStore {
         guard let product = try await Product.products(for: [productId]).first else {
             throw PurchasesError.purchaseNotCompleted("the App Store does not know product '\(productId)'")
         }
-        switch try await product.purchase(options: [.appAccountToken(appAccountToken)]) {
+        let result: Product.PurchaseResult
+        do {
+            result = try await product.purchase(options: [.appAccountToken(appAccountToken)])
+        } catch {
+            throw Self.failure(error, productId: productId)
+        }
+        switch result {
         case .success(let verification):
             return Self.transaction(verification)
         case .userCancelled:
@@ -83,6 +89,37 @@ public final class StoreKitStore: PurchaseStore {
         @unknown default:
             throw PurchasesError.purchaseNotCompleted("unknown purchase result")
         }
+    }
+
+    /// StoreKit's error as the SDK's, with RevenueCat's code (``StoreFailure``); another error as it is.
+    static func failure(_ error: any Error, productId: String) -> any Error {
+        let failure: StoreFailure
+        if let storeKit = error as? StoreKitError {
+            switch storeKit {
+            case .userCancelled: failure = .userCancelled
+            case .networkError: failure = .networkError
+            case .systemError: failure = .systemError
+            case .notAvailableInStorefront: failure = .notAvailableInStorefront
+            case .notEntitled: failure = .notEntitled
+            case .unknown: failure = .unknown
+            @unknown default: failure = .unsupported
+            }
+        } else if let purchase = error as? Product.PurchaseError {
+            switch purchase {
+            case .invalidQuantity: failure = .invalidQuantity
+            case .productUnavailable: failure = .productUnavailable
+            case .purchaseNotAllowed: failure = .purchaseNotAllowed
+            case .ineligibleForOffer: failure = .ineligibleForOffer
+            case .invalidOfferIdentifier: failure = .invalidOfferIdentifier
+            case .invalidOfferPrice: failure = .invalidOfferPrice
+            case .invalidOfferSignature: failure = .invalidOfferSignature
+            case .missingOfferParameters: failure = .missingOfferParameters
+            @unknown default: failure = .unsupported
+            }
+        } else {
+            return error
+        }
+        return failure.error(productId: productId, detail: error.localizedDescription)
     }
 
     public func currentEntitlements() async throws -> [StoreTransaction] {

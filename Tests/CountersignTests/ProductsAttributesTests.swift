@@ -160,3 +160,55 @@ struct ProductsAttributesTests {
         return try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
     }
 }
+
+/// A store whose purchases fail as StoreKit can fail them.
+struct FailingStore: PurchaseStore {
+    let base: TestStore
+    let failure: StoreFailure
+    var isTestStore: Bool { true }
+    func products(_ identifiers: [String]) async throws -> [StoreProduct] { try await base.products(identifiers) }
+    func purchase(_ productId: String, appUserID: String, appAccountToken: UUID) async throws -> StoreTransaction {
+        throw failure.error(productId: productId, detail: "the store said no")
+    }
+    func currentEntitlements() async throws -> [StoreTransaction] { [] }
+    func unfinishedTransactions() async throws -> [StoreTransaction] { [] }
+    func finish(_ transaction: StoreTransaction) async throws {}
+}
+
+@Suite("StoreKit's errors as RevenueCat's")
+struct StoreFailureTests {
+    @Test("each StoreKit failure has RevenueCat's code (StoreKitError+Extensions.swift); a cancel is userCancelled in the completion")
+    func storeFailures() async throws {
+        let expected: [StoreFailure: ErrorCode] = [
+            .userCancelled: .purchaseCancelledError, .networkError: .networkError, .systemError: .storeProblemError,
+            .notAvailableInStorefront: .productNotAvailableForPurchaseError, .notEntitled: .storeProblemError, .unknown: .storeProblemError,
+            .unsupported: .unknownError, .invalidQuantity: .storeProblemError, .productUnavailable: .productNotAvailableForPurchaseError,
+            .purchaseNotAllowed: .purchaseNotAllowedError, .ineligibleForOffer: .ineligibleError,
+            .invalidOfferIdentifier: .invalidPromotionalOfferError, .invalidOfferPrice: .invalidPromotionalOfferError,
+            .invalidOfferSignature: .invalidPromotionalOfferError, .missingOfferParameters: .invalidPromotionalOfferError,
+        ]
+        for (failure, code) in expected {
+            #expect(failure.error(productId: "p", detail: "").errorCode == code, "\(failure)")
+        }
+        #expect(ErrorCode.ineligibleError.rawValue == 18 && ErrorCode.invalidPromotionalOfferError.rawValue == 34)
+
+        try await SDKHarness.run { harness in
+            for failure in [StoreFailure.userCancelled, .networkError] {
+                var configuration = try harness.configuration(mode: .enforced, user: "failing", storage: "failing-\(failure)")
+                let base = try TestStore(
+                    serverURL: harness.serverURL, apiKey: harness.apiKey, rootPublicKeys: [harness.rootKey],
+                    directory: configuration.storageDirectory)
+                configuration.store = FailingStore(base: base, failure: failure)
+                let purchases = try Purchases(configuration: configuration)
+                let product = try #require(await purchases.products(["pro_monthly"]).first)
+                let outcome = Collected<(code: ErrorCode?, userCancelled: Bool)>()
+                purchases.purchase(product: product) { _, _, error, userCancelled in
+                    outcome.add(((error as? PurchasesError)?.errorCode, userCancelled))
+                }
+                #expect(try await waitUntil(limit: .seconds(30)) { !outcome.all.isEmpty })
+                #expect(outcome.all.first?.code == expected[failure])
+                #expect(outcome.all.first?.userCancelled == (failure == .userCancelled))
+            }
+        }
+    }
+}
