@@ -38,23 +38,30 @@ public final class StoreKitStore: PurchaseStore {
             }
         let currency = product.priceFormatStyle.currencyCode
         let subscription = product.subscription
-        return StoreProduct(
+        var converted = StoreProduct(
             productIdentifier: product.id, localizedTitle: product.displayName, localizedDescription: product.description,
             price: product.price, localizedPriceString: product.displayPrice, currencyCode: currency, productType: type,
             subscriptionPeriod: subscription.map { period($0.subscriptionPeriod) },
             subscriptionGroupIdentifier: subscription?.subscriptionGroupID,
-            introductoryDiscount: subscription?.introductoryOffer.map { offer in
-                let mode: StoreProductDiscount.PaymentMode =
-                    switch offer.paymentMode {
-                    case .freeTrial: .freeTrial
-                    case .payUpFront: .payUpFront
-                    default: .payAsYouGo
-                    }
-                return StoreProductDiscount(
-                    offerIdentifier: offer.id, currencyCode: currency, price: offer.price, paymentMode: mode,
-                    subscriptionPeriod: period(offer.period), numberOfPeriods: offer.periodCount, type: .introductory)
-            }
+            introductoryDiscount: subscription?.introductoryOffer.map { discount($0, currency: currency, type: .introductory) }
         )
+        converted.discounts = subscription?.promotionalOffers.map { discount($0, currency: currency, type: .promotional) } ?? []
+        return converted
+    }
+
+    /// An offer of a subscription (`Product.SubscriptionOffer`) as RevenueCat's discount.
+    static func discount(
+        _ offer: Product.SubscriptionOffer, currency: String, type: StoreProductDiscount.DiscountType
+    ) -> StoreProductDiscount {
+        let mode: StoreProductDiscount.PaymentMode =
+            switch offer.paymentMode {
+            case .freeTrial: .freeTrial
+            case .payUpFront: .payUpFront
+            default: .payAsYouGo
+            }
+        return StoreProductDiscount(
+            offerIdentifier: offer.id, currencyCode: currency, price: offer.price, paymentMode: mode,
+            subscriptionPeriod: period(offer.period), numberOfPeriods: offer.periodCount, type: type)
     }
 
     static func period(_ period: Product.SubscriptionPeriod) -> SubscriptionPeriod {

@@ -23,6 +23,10 @@ public struct StoreProduct: Sendable, Hashable {
     /// The subscription's introductory offer, if it has one (whether this customer may have it:
     /// ``Purchases/checkTrialOrIntroDiscountEligibility(productIdentifiers:)``).
     public let introductoryDiscount: StoreProductDiscount?
+    /// The subscription's promotional offers as the store describes them (StoreKit's
+    /// `promotionalOffers`); sign one with ``Purchases/promotionalOffer(forProductDiscount:product:)``.
+    /// The test store's catalogue describes none.
+    public var discounts: [StoreProductDiscount] = []
 
     public init(
         productIdentifier: String, localizedTitle: String, localizedDescription: String = "", price: Decimal,
@@ -78,6 +82,65 @@ public struct SubscriptionPeriod: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "\(value) \(unit)\(value == 1 ? "" : "s")" }
+
+    /// The period's length in `unit`s, with RevenueCat's calendar (30-day months, 365-day
+    /// years, 365 / 12 / 7 weeks a month), as its `numberOfUnitsAs(unit:)`.
+    public func numberOfUnitsAs(unit target: Unit) -> Decimal {
+        Decimal(value) * units(per: target)
+    }
+
+    private static func days(in unit: Unit) -> Decimal {
+        switch unit {
+        case .day: 1
+        case .week: 7
+        case .month: 30
+        case .year: 365
+        }
+    }
+
+    /// `price` spread over periods of one `unit`, rounded to cents (half up), as RevenueCat's
+    /// `pricePerDay/Week/Month/Year(withTotalPrice:)`.
+    func price(_ price: Decimal, per unit: Unit) -> Decimal {
+        // Rounded by NSDecimalRound: Linux's NSDecimalNumber.dividing(by:withBehavior:) leaves
+        // the quotient unrounded.
+        var exact = price / (units(per: unit) * Decimal(value))
+        var rounded = Decimal()
+        NSDecimalRound(&rounded, &exact, 2, .plain)
+        return rounded
+    }
+
+    /// How many periods of one `unit` this period's unit is. Weeks and months are related as
+    /// RevenueCat relates them (365 / 12 / 7 weeks a month), not through days.
+    private func units(per target: Unit) -> Decimal {
+        let weeksPerMonth = Decimal(365) / 12 / 7
+        let weeksPerYear = Decimal(365) / 7
+        switch (unit, target) {
+        case (.week, .month): return 1 / weeksPerMonth
+        case (.month, .week): return weeksPerMonth
+        case (.week, .year): return 1 / weeksPerYear
+        case (.year, .week): return weeksPerYear
+        case (.month, .year): return 1 / 12
+        case (.year, .month): return 12
+        default: return Self.days(in: unit) / Self.days(in: target)
+        }
+    }
+}
+
+extension StoreProduct {
+    /// The price per day, week, month and year of a subscription (nil for other products), and
+    /// the same in the product's currency, as RevenueCat's paywalls show them.
+    public var pricePerDay: NSDecimalNumber? { pricePer(.day) }
+    public var pricePerWeek: NSDecimalNumber? { pricePer(.week) }
+    public var pricePerMonth: NSDecimalNumber? { pricePer(.month) }
+    public var pricePerYear: NSDecimalNumber? { pricePer(.year) }
+    public var localizedPricePerDay: String? { pricePerDay.map { Self.format($0 as Decimal, currencyCode: currencyCode) } }
+    public var localizedPricePerWeek: String? { pricePerWeek.map { Self.format($0 as Decimal, currencyCode: currencyCode) } }
+    public var localizedPricePerMonth: String? { pricePerMonth.map { Self.format($0 as Decimal, currencyCode: currencyCode) } }
+    public var localizedPricePerYear: String? { pricePerYear.map { Self.format($0 as Decimal, currencyCode: currencyCode) } }
+
+    private func pricePer(_ unit: SubscriptionPeriod.Unit) -> NSDecimalNumber? {
+        subscriptionPeriod.map { $0.price(price, per: unit) as NSDecimalNumber }
+    }
 }
 
 /// A discount on a subscription (RevenueCat's `StoreProductDiscount`): an introductory offer or

@@ -212,3 +212,31 @@ struct StoreFailureTests {
         }
     }
 }
+
+@Suite("Price per period")
+struct PricePerPeriodTests {
+    static func product(_ price: String, _ period: SubscriptionPeriod?) -> StoreProduct {
+        StoreProduct(
+            productIdentifier: "p", localizedTitle: "P", price: Decimal(string: price)!, currencyCode: "USD",
+            productType: period == nil ? .nonConsumable : .autoRenewableSubscription, subscriptionPeriod: period)
+    }
+
+    @Test("prices per day, week, month and year with RevenueCat's calendar (30-day months, 365 / 12 / 7 weeks a month), to the cent")
+    func pricePerPeriod() {
+        let monthly = Self.product("9.99", SubscriptionPeriod(value: 1, unit: .month))
+        #expect(monthly.pricePerMonth == NSDecimalNumber(string: "9.99"))
+        #expect(monthly.pricePerYear == NSDecimalNumber(string: "119.88"))
+        #expect(monthly.pricePerWeek == NSDecimalNumber(string: "2.3"))  // 9.99 / 4.345…
+        #expect(monthly.pricePerDay == NSDecimalNumber(string: "0.33"))
+        let yearly = Self.product("59.99", SubscriptionPeriod(value: 1, unit: .year))
+        #expect(yearly.pricePerMonth == NSDecimalNumber(string: "5"))  // 4.999…, half up
+        #expect(yearly.pricePerWeek == NSDecimalNumber(string: "1.15"))  // 59.99 / 52.142…
+        #expect(yearly.pricePerDay == NSDecimalNumber(string: "0.16"))
+        let quarterly = Self.product("24.99", SubscriptionPeriod(value: 3, unit: .month))
+        #expect(quarterly.pricePerMonth == NSDecimalNumber(string: "8.33"))
+        #expect(SubscriptionPeriod(value: 2, unit: .week).numberOfUnitsAs(unit: .day) == 14)
+        #expect(SubscriptionPeriod(value: 1, unit: .year).numberOfUnitsAs(unit: .month) == 12)
+        #expect(Self.product("4.99", nil).pricePerMonth == nil)
+        #expect(monthly.localizedPricePerYear?.contains("119.88") == true)
+    }
+}
