@@ -16,6 +16,11 @@ extension Purchases {
     /// gives), in a signed answer. Products the server does not know, and every product when the
     /// answer cannot be had or fails verification (enforced mode) or does not answer exactly the
     /// products asked for, are `unknown`.
+    /// One product's eligibility, as RevenueCat's `checkTrialOrIntroDiscountEligibility(product:)`.
+    public func checkTrialOrIntroDiscountEligibility(product: StoreProduct) async -> IntroEligibilityStatus {
+        await checkTrialOrIntroDiscountEligibility(productIdentifiers: [product.productIdentifier])[product.productIdentifier]?.status ?? .unknown
+    }
+
     public func checkTrialOrIntroDiscountEligibility(productIdentifiers: [String]) async -> [String: IntroEligibility] {
         let unknown = Dictionary(productIdentifiers.map { ($0, IntroEligibility(status: .unknown)) }, uniquingKeysWith: { first, _ in first })
         guard !productIdentifiers.isEmpty,
@@ -69,6 +74,11 @@ extension Purchases {
             throw PurchasesError.configuration("only a promotional discount with an offer identifier can be signed")
         }
         return try await promotionalOffer(offerIdentifier: identifier, product: product)
+    }
+
+    /// RevenueCat's name for ``promotionalOffer(forProductDiscount:product:)``.
+    public func getPromotionalOffer(forProductDiscount discount: StoreProductDiscount, product: StoreProduct) async throws -> PromotionalOffer {
+        try await promotionalOffer(forProductDiscount: discount, product: product)
     }
 
     /// Asks the server to sign the promotional offer `offerIdentifier` of `product`.

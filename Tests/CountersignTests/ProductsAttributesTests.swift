@@ -89,6 +89,9 @@ struct ProductsAttributesTests {
             #expect(info.entitlements["pro"]?.periodType == .trial, "the eligible customer got the free week")
             let after = await purchases.checkTrialOrIntroDiscountEligibility(productIdentifiers: ["pro_monthly"])
             #expect(after["pro_monthly"]?.status == .ineligible, "one introductory offer per subscription group")
+            // RevenueCat's one-product form.
+            let monthly = try #require(await purchases.products(["pro_monthly"]).first)
+            #expect(await purchases.checkTrialOrIntroDiscountEligibility(product: monthly) == .ineligible)
             #expect(bought.productId == "pro_monthly")
 
             // A tampered answer is never believed: enforced mode gives unknown, not eligible.
