@@ -40,6 +40,10 @@ public protocol PurchaseStore: Sendable {
     func products(_ identifiers: [String]) async throws -> [StoreProduct]
     /// Buys `productId`; `appAccountToken` binds the transaction to the app user.
     func purchase(_ productId: String, appUserID: String, appAccountToken: UUID) async throws -> StoreTransaction
+    /// Buys `productId` redeeming a promotional offer the server signed (the store checks the
+    /// signature). Stores that take none refuse it rather than charge the full price.
+    func purchase(_ productId: String, appUserID: String, appAccountToken: UUID, promotionalOffer: PromotionalOffer) async throws
+        -> StoreTransaction
     /// The transactions that currently entitle the user (StoreKit's `currentEntitlements`).
     func currentEntitlements() async throws -> [StoreTransaction]
     /// Transactions not finished yet (StoreKit's `unfinished`).
@@ -55,6 +59,12 @@ public protocol PurchaseStore: Sendable {
 
 extension PurchaseStore {
     public var isTestStore: Bool { false }
+
+    public func purchase(_ productId: String, appUserID: String, appAccountToken: UUID, promotionalOffer: PromotionalOffer) async throws
+        -> StoreTransaction
+    {
+        throw PurchasesError.store(.invalidOfferIdentifier, detail: "this store takes no promotional offers")
+    }
 
     /// A store that never hears of transactions outside its own purchases.
     public func transactionUpdates() -> AsyncStream<StoreTransaction> { AsyncStream { $0.finish() } }

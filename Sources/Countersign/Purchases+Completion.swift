@@ -41,6 +41,27 @@ extension Purchases {
         Task { @MainActor in Self.complete(await Self.outcome { try await self.purchase(product: product) }, completion) }
     }
 
+    /// RevenueCat's `purchase(package:promotionalOffer:)` with a completion.
+    public func purchase(
+        package: Offerings.Package, promotionalOffer: PromotionalOffer,
+        completion: @escaping @Sendable (StoreTransaction?, CustomerInfo?, (any Error)?, Bool) -> Void
+    ) {
+        Task { @MainActor in
+            Self.complete(await Self.outcome { try await self.purchase(package: package, promotionalOffer: promotionalOffer) }, completion)
+        }
+    }
+
+    /// RevenueCat's `getPromotionalOffer(forProductDiscount:product:)` with a completion.
+    public func getPromotionalOffer(
+        forProductDiscount discount: StoreProductDiscount, product: StoreProduct,
+        completion: @escaping @Sendable (PromotionalOffer?, (any Error)?) -> Void
+    ) {
+        Task { @MainActor in
+            let (value, error) = await Self.outcome { try await self.getPromotionalOffer(forProductDiscount: discount, product: product) }
+            completion(value, error)
+        }
+    }
+
     public func restorePurchases(completion: (@Sendable (CustomerInfo?, (any Error)?) -> Void)? = nil) {
         Task { @MainActor in
             let (value, error) = await Self.outcome { try await self.restorePurchases() }

@@ -76,6 +76,20 @@ extension Purchases {
         return try await promotionalOffer(offerIdentifier: identifier, product: product)
     }
 
+    /// The product's promotional offers the server signs for the current user, as RevenueCat's
+    /// `eligiblePromotionalOffers(forProduct:)` (an offer the server will not sign is left out).
+    public func eligiblePromotionalOffers(forProduct product: StoreProduct) async -> [PromotionalOffer] {
+        var offers: [PromotionalOffer] = []
+        for discount in product.discounts where discount.type == .promotional {
+            do {
+                offers.append(try await promotionalOffer(forProductDiscount: discount, product: product))
+            } catch {
+                SDKLog.log(.info, "promotional offer \(discount.offerIdentifier ?? "?") of \(product.productIdentifier) not offered: \(error)")
+            }
+        }
+        return offers
+    }
+
     /// RevenueCat's name for ``promotionalOffer(forProductDiscount:product:)``.
     public func getPromotionalOffer(forProductDiscount discount: StoreProductDiscount, product: StoreProduct) async throws -> PromotionalOffer {
         try await promotionalOffer(forProductDiscount: discount, product: product)

@@ -624,6 +624,26 @@ public final class Purchases: @unchecked Sendable {
         return (transaction, info, false)
     }
 
+    /// Buys a product redeeming a promotional offer the server signed
+    /// (``getPromotionalOffer(forProductDiscount:product:)``), as RevenueCat's
+    /// `purchase(product:promotionalOffer:)`.
+    public func purchase(product: StoreProduct, promotionalOffer: PromotionalOffer) async throws -> PurchaseResult {
+        let (transaction, info) = try await purchase(productID: product.productIdentifier, promotionalOffer: promotionalOffer)
+        return (transaction, info, false)
+    }
+
+    /// RevenueCat's `purchase(package:promotionalOffer:)`.
+    public func purchase(package: Offerings.Package, promotionalOffer: PromotionalOffer) async throws -> PurchaseResult {
+        let (transaction, info) = try await purchase(productID: package.productIdentifier, promotionalOffer: promotionalOffer)
+        return (transaction, info, false)
+    }
+
+    /// RevenueCat's `purchase(_ params:)`: a product or package, with a promotional offer or not.
+    public func purchase(_ params: PurchaseParams) async throws -> PurchaseResult {
+        let (transaction, info) = try await purchase(productID: params.productIdentifier, promotionalOffer: params.promotionalOffer)
+        return (transaction, info, false)
+    }
+
     /// Buys a product through the store, records it on the server, and (with
     /// `purchasesAreCompletedBy == .countersign`) finishes the store transaction only once the
     /// server recorded it and its answer was not rejected.
@@ -635,12 +655,28 @@ public final class Purchases: @unchecked Sendable {
     /// again, at the latest before the next CustomerInfo fetch. A second purchase of a product
     /// already being bought is refused (`operationAlreadyInProgressForProductError`).
     public func purchase(productID: String) async throws -> (transaction: StoreTransaction, customerInfo: CustomerInfo) {
+        try await purchase(productID: productID, promotionalOffer: nil)
+    }
+
+    private func purchase(productID: String, promotionalOffer offer: PromotionalOffer?) async throws -> (
+        transaction: StoreTransaction, customerInfo: CustomerInfo
+    ) {
         guard state.withLock({ $0.purchasesInProgress.insert(productID).inserted }) else {
             throw PurchasesError.operationAlreadyInProgress(productId: productID)
         }
         defer { _ = state.withLock { $0.purchasesInProgress.remove(productID) } }
         let user = appUserID
-        let transaction = try await configuration.store.purchase(productID, appUserID: user, appAccountToken: AppAccountToken.forAppUserID(user))
+        let token = AppAccountToken.forAppUserID(user)
+        let transaction: StoreTransaction
+        if let offer {
+            // The offer's signature binds the token of the user it was signed for.
+            guard offer.productIdentifier == productID, offer.appAccountToken == token else {
+                throw PurchasesError.store(.invalidOfferIdentifier, detail: "the promotional offer was signed for another product or user")
+            }
+            transaction = try await configuration.store.purchase(productID, appUserID: user, appAccountToken: token, promotionalOffer: offer)
+        } else {
+            transaction = try await configuration.store.purchase(productID, appUserID: user, appAccountToken: token)
+        }
         state.withLock { _ = $0.handledTransactions.insert(transaction.jws) }
         do {
             let info = try await post(transaction)

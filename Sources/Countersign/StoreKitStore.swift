@@ -76,12 +76,32 @@ public final class StoreKitStore: PurchaseStore {
     }
 
     public func purchase(_ productId: String, appUserID: String, appAccountToken: UUID) async throws -> StoreTransaction {
+        try await purchase(productId, options: [.appAccountToken(appAccountToken)])
+    }
+
+    /// With StoreKit's promotional offer purchase option (the original signature form).
+    public func purchase(_ productId: String, appUserID: String, appAccountToken: UUID, promotionalOffer: PromotionalOffer) async throws
+        -> StoreTransaction
+    {
+        let signed = promotionalOffer.signedData
+        return try await purchase(
+            productId,
+            options: [
+                .appAccountToken(appAccountToken),
+                .promotionalOffer(
+                    offerID: signed.identifier, keyID: signed.keyIdentifier, nonce: signed.nonce,
+                    signature: Data(base64Encoded: signed.signature) ?? Data(),
+                    timestamp: signed.timestamp),
+            ])
+    }
+
+    private func purchase(_ productId: String, options: Set<Product.PurchaseOption>) async throws -> StoreTransaction {
         guard let product = try await Product.products(for: [productId]).first else {
             throw PurchasesError.purchaseNotCompleted("the App Store does not know product '\(productId)'")
         }
         let result: Product.PurchaseResult
         do {
-            result = try await product.purchase(options: [.appAccountToken(appAccountToken)])
+            result = try await product.purchase(options: options)
         } catch {
             throw Self.failure(error, productId: productId)
         }

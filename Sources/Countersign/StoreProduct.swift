@@ -210,5 +210,13 @@ extension StoreProduct {
             subscriptionPeriod: product.subscriptionPeriod.flatMap(StorePeriod.init(iso8601:)).map(SubscriptionPeriod.init),
             subscriptionGroupIdentifier: product.subscriptionGroup, introductoryDiscount: discount
         )
+        // The test store charges a promotional offer the product's price for one period.
+        if let period = subscriptionPeriod {
+            discounts = (product.promotionalOffers ?? []).map { offer in
+                StoreProductDiscount(
+                    offerIdentifier: offer, currencyCode: product.currency, price: price, paymentMode: .payAsYouGo,
+                    subscriptionPeriod: period, numberOfPeriods: 1, type: .promotional)
+            }
+        }
     }
 }

@@ -96,10 +96,31 @@ public final class TestStore: PurchaseStore, @unchecked Sendable {
     }
 
     public func purchase(_ productId: String, appUserID: String, appAccountToken: UUID) async throws -> StoreTransaction {
-        let fields = [
+        try await purchase(productId, appUserID: appUserID, appAccountToken: appAccountToken, offer: nil)
+    }
+
+    /// Buys with a promotional offer: the test store checks its signature as the App Store
+    /// does (and charges the product's price: its catalogue has no offer prices).
+    public func purchase(_ productId: String, appUserID: String, appAccountToken: UUID, promotionalOffer: PromotionalOffer) async throws
+        -> StoreTransaction
+    {
+        try await purchase(productId, appUserID: appUserID, appAccountToken: appAccountToken, offer: promotionalOffer)
+    }
+
+    private func purchase(_ productId: String, appUserID: String, appAccountToken: UUID, offer: PromotionalOffer?) async throws
+        -> StoreTransaction
+    {
+        var fields = [
             ("app_user_id", appUserID), ("product_id", productId), ("app_account_token", appAccountToken.uuidString),
             ("store_account", storeAccount),
         ]
+        if let signed = offer?.signedData {
+            fields += [
+                ("promotional_offer_identifier", signed.identifier), ("promotional_offer_key_identifier", signed.keyIdentifier),
+                ("promotional_offer_nonce", signed.nonce.uuidString.lowercased()), ("promotional_offer_timestamp", String(signed.timestamp)),
+                ("promotional_offer_signature", signed.signature),
+            ]
+        }
         switch nextPurchaseOutcome {
         case .succeed: break
         case .cancel: throw PurchasesError.purchaseCancelled(productId: productId)
@@ -116,6 +137,9 @@ public final class TestStore: PurchaseStore, @unchecked Sendable {
         let answer: Backend.Answer
         do {
             answer = try await backend.perform(.post("/v1/test_store/purchases", fields))
+        } catch PurchasesError.server(_, APIErrorCode.promotionalOfferUnavailable.rawValue?, let message) where offer != nil {
+            // As StoreKit refuses an offer it cannot accept (`Product.PurchaseError.invalidOfferSignature`).
+            throw StoreFailure.invalidOfferSignature.error(productId: productId, detail: message)
         } catch {
             throw PurchasesError.purchaseNotCompleted("the test store did not sell '\(productId)': \(error)")
         }

@@ -100,4 +100,49 @@ struct PromotionalOfferTests {
             }
         }
     }
+
+    @Test(
+        "a promotional offer is bought as RevenueCat buys one: eligiblePromotionalOffers, purchase(package:promotionalOffer:) and PurchaseParams; a forged or misused offer is refused"
+    )
+    func purchaseWithOffer() async throws {
+        try await SDKHarness.run(configure: Self.withKey) { harness in
+            let purchases = try harness.purchases(mode: .enforced, user: "winback", storage: "winback")
+            let product = try #require(await purchases.products(["pro_monthly"]).first)
+            #expect(product.discounts.map(\.offerIdentifier) == ["winback_half_price"])
+            #expect(product.discounts.first?.type == .promotional)
+            let offers = await purchases.eligiblePromotionalOffers(forProduct: product)
+            let offer = try #require(offers.first)
+            #expect(offers.count == 1 && offer.signedData.identifier == "winback_half_price")
+
+            let package = try #require(try await purchases.offerings().current?.monthly)
+            let bought = try await purchases.purchase(package: package, promotionalOffer: offer)
+            #expect(bought.customerInfo.entitlements["pro"]?.isActive == true)
+            #expect(!bought.userCancelled)
+            // The transaction carries the redeemed offer, as the App Store's does.
+            let payload = try #require(bought.transaction?.jws.split(separator: ".").dropFirst().first)
+            let claims = try Self.decodeSegment(payload)
+            #expect(claims["offerType"] as? Int == 2 && claims["offerIdentifier"] as? String == "winback_half_price")
+
+            // PurchaseParams, with a fresh offer (each signature is for one purchase attempt).
+            let again = try #require(await purchases.eligiblePromotionalOffers(forProduct: product).first)
+            let params = PurchaseParams.Builder(product: product).with(promotionalOffer: again).build()
+            #expect(try await purchases.purchase(params).customerInfo.entitlements["pro"]?.isActive == true)
+
+            // A forged signature: the test store refuses it as the App Store would.
+            let forged = PromotionalOffer(
+                productIdentifier: offer.productIdentifier,
+                signedData: .init(
+                    identifier: offer.signedData.identifier, keyIdentifier: offer.signedData.keyIdentifier, nonce: UUID(),
+                    signature: offer.signedData.signature, timestamp: offer.signedData.timestamp),
+                compactJWS: offer.compactJWS, appAccountToken: offer.appAccountToken)
+            await #expect { _ = try await purchases.purchase(product: product, promotionalOffer: forged) } throws: { error in
+                (error as? PurchasesError)?.errorCode == .invalidPromotionalOfferError
+            }
+            // An offer signed for another user is refused before the store is asked.
+            let other = try harness.purchases(mode: .enforced, user: "someone-else", storage: "someone-else")
+            await #expect { _ = try await other.purchase(product: product, promotionalOffer: again) } throws: { error in
+                (error as? PurchasesError)?.errorCode == .invalidPromotionalOfferError
+            }
+        }
+    }
 }

@@ -19,6 +19,8 @@ extension TestStoreCA {
         public var introductoryOffer: String?
         /// `FAMILY_SHARED`: the family organizer's purchase, shared with this account.
         public var ownershipType: OwnershipType = .purchased
+        /// A promotional offer (`offerType` 2) redeemed, by its identifier.
+        public var promotionalOffer: String?
         /// The price in milliunits of `currency` (Apple's `price`); nil leaves it out.
         public var price: Int64?
         public var currency = "USD"
@@ -50,6 +52,9 @@ extension TestStoreCA {
         if let offer = purchase.introductoryOffer {
             payload.offerType = 1
             payload.offerDiscountType = offer
+        } else if let offer = purchase.promotionalOffer {
+            payload.offerType = 2
+            payload.offerIdentifier = offer
         }
         payload.storefront = "USA"
         payload.currency = purchase.currency
@@ -83,7 +88,8 @@ extension TestStoreCA {
     /// - Returns: nil when the app sells no product `productId`.
     public func mintPurchase(
         of productId: String, for app: AppConfiguration, appAccountToken: UUID?,
-        environment: AppStoreEnvironment = .testStore, purchaseDate: Date = Date(), withIntroductoryOffer: Bool = false
+        environment: AppStoreEnvironment = .testStore, purchaseDate: Date = Date(), withIntroductoryOffer: Bool = false,
+        promotionalOffer: String? = nil
     ) throws -> (jws: String, payload: TransactionPayload)? {
         guard let product = app.product(productId) else { return nil }
         var purchase = Purchase(
@@ -96,6 +102,8 @@ extension TestStoreCA {
         if let period = product.subscriptionPeriod.flatMap(StorePeriod.init(iso8601:)) {
             purchase.expiresDate = period.end(from: purchaseDate)
         }
+        // The catalogue gives no offer prices: a promotional offer is charged the product's.
+        purchase.promotionalOffer = promotionalOffer
         if withIntroductoryOffer, let offer = product.introductoryOffer, let period = StorePeriod(iso8601: offer.period) {
             purchase.introductoryOffer = offer.paymentMode.offerDiscountType
             let periods = offer.paymentMode == .payAsYouGo ? offer.periodCount ?? 1 : 1

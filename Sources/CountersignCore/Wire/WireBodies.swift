@@ -77,6 +77,8 @@ public struct TestStoreProducts: Codable, Sendable, Hashable {
         public var subscriptionPeriod: String?
         public var subscriptionGroup: String?
         public var introductoryOffer: AppConfiguration.IntroductoryOffer?
+        /// The subscription's promotional offer identifiers (charged the product's price here).
+        public var promotionalOffers: [String]? = nil
 
         public init(
             identifier: String, type: String, displayName: String, description: String, price: String, currency: String,
@@ -97,6 +99,7 @@ public struct TestStoreProducts: Codable, Sendable, Hashable {
             case identifier, type, displayName = "display_name", description, price, currency
             case subscriptionPeriod = "subscription_period", subscriptionGroup = "subscription_group"
             case introductoryOffer = "introductory_offer"
+            case promotionalOffers = "promotional_offers"
         }
     }
 

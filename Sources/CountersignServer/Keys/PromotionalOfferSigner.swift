@@ -67,6 +67,18 @@ public struct PromotionalOfferSigner: Sendable {
         return try key.signature(for: payload).derRepresentation.base64EncodedString()
     }
 
+    /// Whether `signature` (base64 DER, as ``signV1(productId:offerId:appAccountToken:nonce:timestamp:)``
+    /// makes it) signs the offer with this key: what the App Store checks at purchase.
+    public func isValidV1(signature: String, productId: String, offerId: String, appAccountToken: UUID, nonce: UUID, timestamp: Int64) -> Bool {
+        guard let der = Data(base64Encoded: signature), let parsed = try? P256.Signing.ECDSASignature(derRepresentation: der) else {
+            return false
+        }
+        let payload = Self.v1Payload(
+            bundleId: bundleId, keyId: keyId, productId: productId, offerId: offerId,
+            appAccountToken: appAccountToken.uuidString.lowercased(), nonce: nonce.uuidString.lowercased(), timestamp: timestamp)
+        return key.publicKey.isValidSignature(parsed, for: payload)
+    }
+
     /// The compact JWS.
     public func signV2(productId: String, offerId: String, transactionId: String?, nonce: UUID, issuedAt: Date) throws -> String {
         func segment(_ object: [String: Any]) throws -> String {

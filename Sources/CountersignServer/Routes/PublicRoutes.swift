@@ -71,9 +71,30 @@ struct PublicRoutes: Sendable {
         /// The test store account (a device's Apple ID) the purchase goes to; its other devices
         /// hear it through the account's transactions.
         var storeAccount: String?
+        /// A promotional offer the server signed (``promotionalOffer``), as StoreKit's purchase
+        /// option carries it: the test store checks it as the App Store does.
+        var promotionalOfferIdentifier: String?
+        var promotionalOfferKeyIdentifier: String?
+        var promotionalOfferNonce: String?
+        var promotionalOfferTimestamp: String?
+        var promotionalOfferSignature: String?
 
         enum CodingKeys: String, CodingKey {
             case appUserId = "app_user_id", productId = "product_id", appAccountToken = "app_account_token", storeAccount = "store_account"
+            case promotionalOfferIdentifier = "promotional_offer_identifier"
+            case promotionalOfferKeyIdentifier = "promotional_offer_key_identifier"
+            case promotionalOfferNonce = "promotional_offer_nonce"
+            case promotionalOfferTimestamp = "promotional_offer_timestamp"
+            case promotionalOfferSignature = "promotional_offer_signature"
+        }
+
+        /// The offer's fields in the order they are sent and hashed.
+        var promotionalOfferFields: [(String, String)] {
+            [
+                ("promotional_offer_identifier", promotionalOfferIdentifier), ("promotional_offer_key_identifier", promotionalOfferKeyIdentifier),
+                ("promotional_offer_nonce", promotionalOfferNonce), ("promotional_offer_timestamp", promotionalOfferTimestamp),
+                ("promotional_offer_signature", promotionalOfferSignature),
+            ].compactMap { name, value in value.map { (name, $0) } }
         }
     }
 
@@ -310,12 +331,17 @@ struct PublicRoutes: Sendable {
         let account = try request.storeAccount.map(Self.storeAccount)
         let time = context.now
         guard let product = app.product(request.productId) else { throw Self.unknownProduct(request.productId, app: app) }
-        // A customer's first subscription in a group gets the introductory offer, as App Store does.
-        let eligible = try await store.introductoryOfferEligibility(app: app, user: user, products: [product])[product.id] == .eligible
+        let offer = try promotionalOffer(in: request, product: product, app: app, token: token, now: time)
+        // A customer's first subscription in a group gets the introductory offer, as App Store
+        // does, unless a promotional offer is redeemed.
+        var eligible = false
+        if offer == nil {
+            eligible = try await store.introductoryOfferEligibility(app: app, user: user, products: [product])[product.id] == .eligible
+        }
         guard
             let (jws, payload) = try testStore.mintPurchase(
                 of: product.id, for: app, appAccountToken: token, purchaseDate: time,
-                withIntroductoryOffer: eligible)
+                withIntroductoryOffer: eligible, promotionalOffer: offer)
         else { throw Self.unknownProduct(request.productId, app: app) }
         let transactionId = payload.transactionId ?? ""
         if let account {
@@ -325,6 +351,37 @@ struct PublicRoutes: Sendable {
         }
         return try SignedAnswer.json(
             TestPurchaseAnswer(signedTransaction: jws, transactionId: transactionId, productId: product.id), cacheable: false)
+    }
+
+    /// The promotional offer a test-store purchase redeems, checked as the App Store checks
+    /// StoreKit's purchase option: one of the product's offers, signed with the app's In-App
+    /// Purchase key over Apple's fields (bundle id, key id, product, offer, app account token,
+    /// nonce, timestamp) within the last 24 hours. Nil when the purchase names none; 422 (4207)
+    /// for one the App Store would refuse.
+    private func promotionalOffer(
+        in request: TestPurchaseRequest, product: AppConfiguration.Product, app: AppConfiguration, token: UUID?, now: Date
+    ) throws -> String? {
+        let fields = request.promotionalOfferFields
+        guard !fields.isEmpty else { return nil }
+        guard fields.count == 5, let offer = request.promotionalOfferIdentifier, let keyId = request.promotionalOfferKeyIdentifier,
+            let nonce = request.promotionalOfferNonce.flatMap(UUID.init(uuidString:)),
+            let timestamp = request.promotionalOfferTimestamp.flatMap(Int64.init), let signature = request.promotionalOfferSignature
+        else {
+            throw APIError(
+                .invalidField, "a promotional offer needs all five promotional_offer_* fields, the nonce a UUID and the timestamp milliseconds")
+        }
+        guard let signer = offerSigners[app.id], product.promotionalOffers?.contains(offer) == true, keyId == signer.keyId,
+            let token
+        else {
+            throw APIError(
+                .promotionalOfferUnavailable, "product '\(product.id)' has no promotional offer '\(offer.prefix(100))' signed with this app's key")
+        }
+        guard abs(now.epochMilliseconds - timestamp) <= 86_400_000,
+            signer.isValidV1(signature: signature, productId: product.id, offerId: offer, appAccountToken: token, nonce: nonce, timestamp: timestamp)
+        else {
+            throw APIError(.promotionalOfferUnavailable, "the promotional offer's signature does not verify or is older than 24 hours")
+        }
+        return offer
     }
 
     private func testStorePurchaseRequest(_ app: AppConfiguration, _ request: TestPurchaseRequest, _ context: SignedRequestContext) async throws
@@ -364,12 +421,14 @@ struct PublicRoutes: Sendable {
         return try SignedAnswer.json(
             TestStoreProducts(
                 products: app.products.map { product in
-                    TestStoreProducts.Product(
+                    var listed = TestStoreProducts.Product(
                         identifier: product.id, type: product.type.rawValue, displayName: product.displayName ?? product.id,
                         description: product.description ?? "", price: product.price ?? "0", currency: product.currency ?? "USD",
                         subscriptionPeriod: product.subscriptionPeriod, subscriptionGroup: product.subscriptionGroup,
                         introductoryOffer: product.introductoryOffer
                     )
+                    listed.promotionalOffers = product.promotionalOffers
+                    return listed
                 }), cacheable: true)
     }
 
@@ -547,7 +606,7 @@ extension PublicRoutes.TestPurchaseRequest: PostBody {
     /// `store_account` is covered when sent (clients from before store accounts hash three fields).
     var postParams: [(String, String?)] {
         [("app_user_id", appUserId), ("product_id", productId), ("app_account_token", appAccountToken)]
-            + (storeAccount.map { [("store_account", $0)] } ?? [])
+            + (storeAccount.map { [("store_account", $0)] } ?? []) + promotionalOfferFields.map { ($0, $1) }
     }
 }
 
