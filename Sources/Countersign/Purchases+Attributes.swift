@@ -112,4 +112,3 @@ public struct Attribution: Sendable {
     public func setDisplayName(_ displayName: String?) { purchases.setDisplayName(displayName) }
     public func setPhoneNumber(_ phoneNumber: String?) { purchases.setPhoneNumber(phoneNumber) }
 }
-
