@@ -27,13 +27,7 @@ public struct ConsumptionAnswerService: Service {
 
     public func run() async throws {
         let apps = deployment.apps.filter { $0.refundRequests != nil && storeAPI.isConfigured(for: $0) }
-        guard !apps.isEmpty else {
-            try? await gracefulShutdown()
-            return
-        }
-        await repeatUntilShutdown(every: interval, "consumption answers", logger: logger) {
-            for app in apps { try await answer(app) }
-        }
+        await repeatForApps(apps, every: interval, "consumption answers", logger: logger) { app in try await answer(app) }
     }
 
     /// One pass over an app's due requests; returns how many were sent.

@@ -21,14 +21,8 @@ public struct ReconciliationService: Service {
     static let batch = 200
 
     public func run() async throws {
-        let apps = deployment.apps.filter(storeAPI.isConfigured(for:))
-        guard !apps.isEmpty else {
-            // Nothing to do, but a service that returns would stop the server's group.
-            try? await gracefulShutdown()
-            return
-        }
-        await repeatUntilShutdown(every: interval, "reconciliation", logger: logger) {
-            for app in apps { await reconcile(app) }
+        await repeatForApps(deployment.apps.filter(storeAPI.isConfigured(for:)), every: interval, "reconciliation", logger: logger) { app in
+            await reconcile(app)
         }
     }
 
