@@ -1,6 +1,6 @@
 // A sample app written the way RevenueCat's documentation writes one: configure, a delegate, the
-// paywall from offerings, purchase a package, handle a cancel, gate a feature on an entitlement,
-// restore. Against RevenueCat, the import differs and the configure call gains two `.with` lines
+// paywall from offerings, purchase a package (a cancel handled as RevenueCat's documentation
+// handles it), gate a feature on an entitlement, restore. Against RevenueCat, the import differs and the configure call gains two `.with` lines
 // (a self-hosted server has its own URL and root keys). See docs/migration.md.
 //
 // It runs against a live server with the test store (scripts/sample-app.sh starts one):
@@ -57,21 +57,15 @@ struct SampleApp {
                 print("  \(package.storeProduct.localizedTitle): \(package.localizedPriceString) (\(package.packageType))")
             }
 
-            // The customer taps "buy" and then cancels in the store sheet (the test store stands in
-            // for the customer here; a real app has no such line).
-            (Purchases.shared.configuration.store as? TestStore)?.nextPurchaseOutcome = .cancel
+            // The customer buys (a cancel in the store sheet is not an error to show).
             do {
-                _ = try await Purchases.shared.purchase(package: package)
-                fail("the cancelled purchase went through")
+                let (transaction, customerInfo, userCancelled) = try await Purchases.shared.purchase(package: package)
+                guard !userCancelled else { fail("the purchase was cancelled") }
+                guard customerInfo.entitlements["pro"]?.isActive == true else { fail("the purchase did not unlock pro") }
+                print("bought \(transaction?.productIdentifier ?? "?"): pro unlocked (\(customerInfo.entitlements.verification))")
             } catch ErrorCode.purchaseCancelledError {
-                print("purchase cancelled: nothing charged, nothing unlocked")
+                fail("the purchase was cancelled")
             }
-            (Purchases.shared.configuration.store as? TestStore)?.nextPurchaseOutcome = .succeed
-
-            // The customer buys.
-            let (transaction, customerInfo, userCancelled) = try await Purchases.shared.purchase(package: package)
-            guard !userCancelled, customerInfo.entitlements["pro"]?.isActive == true else { fail("the purchase did not unlock pro") }
-            print("bought \(transaction?.productId ?? "?"): pro unlocked (\(customerInfo.entitlements.verification))")
 
             // The entitlement gate, as any screen would check it.
             let info = try await Purchases.shared.customerInfo()
