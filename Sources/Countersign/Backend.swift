@@ -68,6 +68,9 @@ final class Backend: Sendable {
     let retryBaseDelay: Duration
     /// How long one request may take.
     let timeout: TimeInterval
+    /// Reads under way, by path and query: an identical read asked for meanwhile waits for the
+    /// same answer instead of sending another request (as RevenueCat's SDK shares them).
+    private let readsInFlight = LockedState<[String: Task<Answer, any Error>]>([:])
 
     /// - Parameters:
     ///   - verifier: nil when verification is disabled.
@@ -103,6 +106,23 @@ final class Backend: Sendable {
     /// instead of an error, for callers that act on a refusal only when it verified. A retryable
     /// request is sent again after a 429, a 5xx or a transport failure, up to ``retries`` times.
     func performAllowingRefusal(_ endpoint: Endpoint) async throws -> Answer {
+        guard endpoint.method == "GET" else { return try await performWithRetries(endpoint) }
+        let key = endpoint.path + (endpoint.query.map { "?" + $0 } ?? "")
+        let task = readsInFlight.withLock { reads -> Task<Answer, any Error> in
+            if let running = reads[key] { return running }
+            let task = Task {
+                // Gone from the table as it ends (before its waiters resume): a read asked for
+                // after the answer sends a request of its own.
+                defer { self.readsInFlight.withLock { _ = $0.removeValue(forKey: key) } }
+                return try await self.performWithRetries(endpoint)
+            }
+            reads[key] = task
+            return task
+        }
+        return try await task.value
+    }
+
+    private func performWithRetries(_ endpoint: Endpoint) async throws -> Answer {
         var attempt = 0
         while true {
             do {

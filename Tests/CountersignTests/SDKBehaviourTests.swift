@@ -284,4 +284,26 @@ struct SDKBehaviourTests {
             #expect(asked() == start + 2, "six minutes old in the foreground: stale")
         }
     }
+
+    @Test("identical reads in flight share one request, as RevenueCat's SDK shares them; a read asked after the answer sends its own")
+    func sharedReads() async throws {
+        try await SDKHarness.run { harness in
+            try await harness.givePro(to: "shared")
+            let purchases = try harness.purchases(mode: .enforced, user: "shared", storage: "shared") { configuration in
+                configuration.retryBaseDelay = .milliseconds(300)
+            }
+            func asked() -> Int { harness.proxy.seenRequests.filter { $0.path == "/v1/subscribers/shared" }.count }
+            // The first answer is a 503: the read waits 300 ms before asking again, and the
+            // seven asked meanwhile wait for it rather than send their own.
+            harness.proxy.failNext(1, status: 503)
+            let infos = try await withThrowingTaskGroup(of: CustomerInfo.self) { group in
+                for _ in 0..<8 { group.addTask { try await purchases.customerInfo(fetchPolicy: .fetchCurrent) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(infos.count == 8 && infos.allSatisfy { $0.entitlements["pro"]?.isActive == true })
+            #expect(asked() == 2, "one 503 and one answer for eight reads")
+            _ = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            #expect(asked() == 3)
+        }
+    }
 }
