@@ -371,10 +371,9 @@ public final class Purchases: @unchecked Sendable {
             await refreshMappingIfNeeded()
             return info
         } catch PurchasesError.offline(let detail) {
-            // Only `cachedOrFetched` settles for a stale cache (it reaches here without one); the
-            // other policies asked for a current answer, and, as RevenueCat's, get on-device
-            // entitlements or the error rather than what they refused.
-            if fetchPolicy == .cachedOrFetched, let cached { return cached.info }
+            // Never the cache here: `cachedOrFetched` answered from it above when it had one, and
+            // the other policies asked for a current answer, so, as RevenueCat's, they get
+            // on-device entitlements or the error.
             if let offline = try await offlineCustomerInfo(for: user) {
                 deliver(offline)
                 return offline

@@ -74,13 +74,13 @@ public struct ConsumptionAnswerService: Service {
         }
         let retryAt = time.addingTimeInterval(wait)
         let expired = retryAt.timeIntervalSince(due.receivedAt) > Self.window
+        let givesUp = final || expired
         let message = expired && !final ? "Apple's 12 hours to answer passed; last error: \(error)" : "\(error)"
         try await store.finishConsumptionRequest(
-            due, status: final || expired ? .failed : .pending, httpStatus: status, error: message, retryAt: final || expired ? nil : retryAt,
-            now: time)
+            due, status: givesUp ? .failed : .pending, httpStatus: status, error: message, retryAt: givesUp ? nil : retryAt, now: time)
         logger.warning(
             "consumption request not answered",
-            metadata: ["app": "\(app.id)", "transaction": "\(due.transactionId)", "error": "\(error)", "final": "\(final || expired)"])
+            metadata: ["app": "\(app.id)", "transaction": "\(due.transactionId)", "error": "\(error)", "final": "\(givesUp)"])
     }
 
     /// What the server tells Apple of a purchase whose refund was asked for:
