@@ -66,9 +66,12 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The system's zlib, for gzipped RevenueCat exports (`countersign import revenuecat`).
+        .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"])]),
         .target(
             name: "CountersignServer",
             dependencies: [
+                "CZlib",
                 "CountersignCore",
                 "CountersignAppStore",
                 "CountersignAppStoreServerAPI",

@@ -10,7 +10,7 @@ struct CountersignCommand: AsyncParsableCommand {
         abstract: "Self-hosted, signed in-app purchase entitlements.",
         subcommands: [
             ServeCommand.self, DemoCommand.self, KeysCommand.self, VerifyCommand.self, VerifyWebhookCommand.self, ProxyCommand.self,
-            StoreCommand.self, ClientCommand.self,
+            StoreCommand.self, ClientCommand.self, ImportCommand.self,
         ]
     )
 

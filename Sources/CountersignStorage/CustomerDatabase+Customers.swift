@@ -58,18 +58,22 @@ extension CustomerDatabase {
         public var expiresDateMs: Int64?
         public var revocationDateMs: Int64?
         public var recordedAtMs: Int64
+        /// Nil for the store's signed copy; for a record imported from another system,
+        /// `awaiting_store` until the App Store confirms it, `not_in_store_history` when the App
+        /// Store's history of its chain does not hold it.
+        public var importStatus: String?
 
         enum CodingKeys: String, CodingKey {
             case transactionId = "transaction_id", originalTransactionId = "original_transaction_id"
             case productId = "product_id", productType = "product_type", environment
             case purchaseDateMs = "purchase_date_ms", expiresDateMs = "expires_date_ms"
-            case revocationDateMs = "revocation_date_ms", recordedAtMs = "recorded_at_ms"
+            case revocationDateMs = "revocation_date_ms", recordedAtMs = "recorded_at_ms", importStatus = "import_status"
         }
 
         /// The columns ``init(_:)`` reads, of the table `p`.
         static let columns = [
             "transaction_id", "original_transaction_id", "product_id", "product_type", "environment",
-            "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms",
+            "purchase_date_ms", "expires_date_ms", "revocation_date_ms", "recorded_at_ms", "imported",
         ]
         .map { "p." + $0 }.joined(separator: ", ")
 
@@ -83,6 +87,11 @@ extension CustomerDatabase {
             expiresDateMs = try row.integer("expires_date_ms")
             revocationDateMs = try row.integer("revocation_date_ms")
             recordedAtMs = try row.int64("recorded_at_ms")
+            switch try row.int64("imported") {
+            case 0: importStatus = nil
+            case 1: importStatus = "awaiting_store"
+            default: importStatus = "not_in_store_history"
+            }
         }
     }
 

@@ -24,9 +24,10 @@ extension CustomerDatabase {
                 insertEventSQL,
                 [
                     .text(event.id), .text(app.id), .text(event.appUserId), .text(event.type.rawValue), .text(event.body), .integer(time),
+                    .integer(event.imported ? 1 : 0),
                 ])
         ]
-        for webhook in app.webhooks ?? [] where webhook.wants(type: event.type.rawValue, environment: event.environment) {
+        for webhook in app.webhooks ?? [] where event.delivered && webhook.wants(type: event.type.rawValue, environment: event.environment) {
             statements.append(
                 SQLStatement(
                     """
@@ -38,7 +39,7 @@ extension CustomerDatabase {
     }
 
     static let insertEventSQL = """
-        INSERT INTO events (event_id, app_id, app_user_id, event_type, body, created_at_ms) VALUES ($1, $2, $3, $4, $5, $6) \
+        INSERT INTO events (event_id, app_id, app_user_id, event_type, body, created_at_ms, imported) VALUES ($1, $2, $3, $4, $5, $6, $7) \
         ON CONFLICT (event_id) DO NOTHING
         """
 

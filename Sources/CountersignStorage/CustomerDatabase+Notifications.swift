@@ -323,19 +323,25 @@ extension CustomerDatabase {
     {
         let stored = try await sql.first(
             """
-            SELECT signed_date_ms, expires_date_ms, revocation_date_ms FROM purchases \
+            SELECT signed_date_ms, expires_date_ms, revocation_date_ms, imported FROM purchases \
             WHERE app_id = \(bind: app.id) AND environment = \(bind: transaction.environment) AND transaction_id = \(bind: transaction.transactionId)
             """
         ) {
-            StoredCopy(
-                signedMs: try $0.int64("signed_date_ms"), expiresMs: try $0.integer("expires_date_ms"),
-                revokedMs: try $0.integer("revocation_date_ms"))
+            (
+                StoredCopy(
+                    signedMs: try $0.int64("signed_date_ms"), expiresMs: try $0.integer("expires_date_ms"),
+                    revokedMs: try $0.integer("revocation_date_ms")),
+                imported: try $0.int64("imported") != 0
+            )
         }
-        guard let stored else {
+        guard let (stored, imported) = stored else {
             try await sql.run(insertPurchaseStatement(transaction, app: app, now: now))
             return nil
         }
-        if (transaction.payload.signedDate ?? now).epochMilliseconds > stored.signedMs {
+        if imported {
+            // The store's signed copy replaces an imported record, whatever its dates.
+            try await sql.run(confirmImportedStatement(transaction, app: app, now: now))
+        } else if (transaction.payload.signedDate ?? now).epochMilliseconds > stored.signedMs {
             try await sql.run(refreshPurchaseStatement(transaction, app: app.id, now: now))
         }
         return stored

@@ -115,6 +115,11 @@ extension CustomerDatabase {
         if plan.purchase != .none, let owner {
             events += try await transactionEvents(sql, transaction, stored: facts.storedCopy, app: app, user: owner, now: now)
         }
+        let (imported, delivered) = transaction.eventHandling
+        for index in events.indices {
+            events[index].imported = imported
+            events[index].delivered = delivered
+        }
         return events
     }
 
@@ -141,6 +146,8 @@ extension CustomerDatabase {
         /// The stored copy's expiry and revocation (milliseconds), when it is stored.
         var storedExpires: Int64? = nil
         var storedRevoked: Int64? = nil
+        /// The stored copy is an imported record (not the store's signed copy).
+        var storedIsImported = false
 
         /// What the database held of the transaction; nil when it is new.
         var storedCopy: StoredCopy? {
@@ -162,6 +169,8 @@ extension CustomerDatabase {
             case insert
             /// The posted copy was signed after the stored one: its revocation and upgrade state win.
             case refresh
+            /// The store's signed copy of an imported record: it replaces the record.
+            case confirm
         }
 
         enum OwnerWrite: Sendable, Equatable {
@@ -192,7 +201,7 @@ extension CustomerDatabase {
         (SELECT app_user_id FROM customers WHERE app_id = $1 AND app_account_token = $3 LIMIT 1) AS token_user, \
         p.signed_date_ms AS stored_signed_ms, \
         CAST(CASE WHEN o.app_id IS NULL THEN 0 ELSE 1 END AS BIGINT) AS owner_rows, o.app_user_id AS owner, o.moved_at_ms, \
-        p.expires_date_ms AS stored_expires_ms, p.revocation_date_ms AS stored_revoked_ms \
+        p.expires_date_ms AS stored_expires_ms, p.revocation_date_ms AS stored_revoked_ms, p.imported AS stored_imported \
         FROM (SELECT 1 AS one) AS facts \
         LEFT JOIN customers c ON c.app_id = $1 AND c.app_user_id = $2 \
         LEFT JOIN purchase_owners o ON o.app_id = $1 AND o.original_transaction_id = $5 \
@@ -236,7 +245,8 @@ extension CustomerDatabase {
             chainOwner: owner,
             chainMoved: try row.integer(6, "moved_at_ms"),
             storedExpires: try row.integer(7, "stored_expires_ms"),
-            storedRevoked: try row.integer(8, "stored_revoked_ms")
+            storedRevoked: try row.integer(8, "stored_revoked_ms"),
+            storedIsImported: (try row.integer(9, "stored_imported") ?? 0) != 0
         )
     }
 
@@ -256,8 +266,14 @@ extension CustomerDatabase {
     {
         let customer: PurchasePlan.CustomerWrite =
             facts.posterSeen.map { now.epochMilliseconds - $0.last >= lastSeenResolution ? .touch : .none } ?? .insert
-        let purchase: PurchasePlan.PurchaseWrite =
-            facts.storedSignedDate.map { (transaction.payload.signedDate ?? now).epochMilliseconds > $0 ? .refresh : .none } ?? .insert
+        let purchase: PurchasePlan.PurchaseWrite
+        switch (facts.storedSignedDate, facts.storedIsImported, transaction.isImported) {
+        case (nil, _, _): purchase = .insert
+        // A signed copy always replaces an imported record; an imported record never replaces a signed copy.
+        case (_, true, false): purchase = .confirm
+        case (_, false, true): purchase = .none
+        case (let stored?, _, _): purchase = (transaction.payload.signedDate ?? now).epochMilliseconds > stored ? .refresh : .none
+        }
         return (customer, purchase)
     }
 
@@ -352,6 +368,7 @@ extension CustomerDatabase {
         case .none: break
         case .insert: statements.append(insertPurchaseStatement(transaction, app: app, now: now))
         case .refresh: statements.append(refreshPurchaseStatement(transaction, app: app.id, now: now))
+        case .confirm: statements.append(confirmImportedStatement(transaction, app: app, now: now))
         }
         switch plan.owner {
         case .none: break

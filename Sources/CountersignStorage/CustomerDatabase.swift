@@ -151,6 +151,7 @@ public struct CustomerDatabase: Sendable {
                 .integer((payload.isUpgraded ?? false) ? 1 : 0), .text(payload.periodType),
                 .text(payload.inAppOwnershipType == .familyShared ? "FAMILY_SHARED" : "PURCHASED"), .text(transaction.presentedOfferingId),
                 .integer(payload.currency == nil ? nil : payload.price), .text(payload.price == nil ? nil : payload.currency),
+                .integer(transaction.isImported ? 1 : 0),
             ])
     }
 
@@ -158,9 +159,24 @@ public struct CustomerDatabase: Sendable {
         INSERT INTO purchases (transaction_id, app_id, original_transaction_id, product_id, product_type, environment,
             purchase_date_ms, expires_date_ms, revocation_date_ms, signed_date_ms, app_account_token,
             signed_transaction, recorded_at_ms, is_upgraded, period_type, ownership_type, presented_offering_id,
-            price_milliunits, currency)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+            price_milliunits, currency, imported)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
         """
+
+    /// The store's signed copy of a transaction stored as imported: every field takes the signed
+    /// copy's value, and the row is no longer marked imported (the offering it was bought from
+    /// and when it was first recorded stay).
+    static func confirmImportedStatement(_ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) -> SQLStatement {
+        let insert = insertPurchaseStatement(transaction, app: app, now: now).values
+        return SQLStatement(
+            """
+            UPDATE purchases SET original_transaction_id = $3, product_id = $4, product_type = $5, purchase_date_ms = $7,
+                expires_date_ms = $8, revocation_date_ms = $9, signed_date_ms = $10, app_account_token = $11,
+                signed_transaction = $12, is_upgraded = $13, period_type = $14, ownership_type = $15,
+                price_milliunits = $16, currency = $17, imported = 0
+            WHERE transaction_id = $1 AND app_id = $2 AND environment = $6 AND imported <> 0
+            """, Array(insert[0...11]) + [insert[13], insert[14], insert[15], insert[17], insert[18]])
+    }
 
     /// A copy of a stored transaction signed later than the stored one: every field Apple may
     /// change after the purchase takes the newer copy's value (expiry, which an extension moves;
@@ -538,6 +554,8 @@ public struct VerifiedTransaction: Sendable {
     /// The offering the paywall showed when it was bought (RevenueCat's
     /// `presented_offering_identifier`, sent by the device; not part of the signed data).
     public var presentedOfferingId: String?
+    /// Where the record comes from: a signed transaction, or a row of another system's export.
+    public var origin: Origin = .signed
     public let jws: String
     public let payload: TransactionPayload
     public let transactionId: String
@@ -549,6 +567,40 @@ public struct VerifiedTransaction: Sendable {
     public let kind: AppConfiguration.ProductKind
     /// The environment the signed data names (part of the transaction's key with the app and id).
     public var environment: String { payload.environment?.rawValue ?? "" }
+
+    public enum Origin: Sendable, Equatable {
+        /// Verified signed data a device, a notification or the server's own API call brought.
+        case signed
+        /// Taken from another system's export, unsigned (``init(imported:app:deliversEvents:)``):
+        /// stored marked imported until the store's signed copy replaces it, and never replacing
+        /// a signed copy.
+        case imported(deliversEvents: Bool)
+        /// Verified signed data of a purchase's history, fetched by an import.
+        case importedHistory(deliversEvents: Bool)
+    }
+
+    /// An unsigned record from an export.
+    public var isImported: Bool { if case .imported = origin { true } else { false } }
+
+    /// How the events this record makes are stored: marked imported (made by an import) or
+    /// not, and delivered to the app's webhooks or not.
+    var eventHandling: (imported: Bool, delivered: Bool) {
+        switch origin {
+        case .signed: (false, true)
+        case .imported(let delivers), .importedHistory(let delivers): (true, delivers)
+        }
+    }
+
+    /// An imported record: `payload` as the export tells it, with `signedDate` the export's
+    /// last change of the row (a later export's copy of it replaces an earlier one's). The
+    /// product must be configured.
+    public init(imported payload: TransactionPayload, app: AppConfiguration, deliversEvents: Bool) throws(APIError) {
+        guard app.product(payload.productId ?? "") != nil else {
+            throw APIError(.invalidField, "the app does not configure product \(payload.productId ?? "")")
+        }
+        try self.init(jws: "", payload: payload, app: app)
+        origin = .imported(deliversEvents: deliversEvents)
+    }
 
     /// Checks the fields the server relies on; throws an ``APIError`` naming what is missing.
     public init(jws: String, payload: TransactionPayload, app: AppConfiguration) throws(APIError) {

@@ -329,6 +329,15 @@ enum Migrations {
                 )
                 """
             ]),
+        // Records imported from another system (`countersign import revenuecat`): 1 until the App
+        // Store confirms them (`countersign import appstore` replaces the row with Apple's signed
+        // transaction, 0), 2 when Apple's history of the chain does not hold the transaction.
+        Migration(
+            version: 17, name: "imported purchases",
+            statements: ["ALTER TABLE purchases ADD COLUMN imported INTEGER NOT NULL DEFAULT 0"]),
+        // Events made by imported history: stored, and delivered only when the import asks.
+        Migration(
+            version: 18, name: "imported events", statements: ["ALTER TABLE events ADD COLUMN imported INTEGER NOT NULL DEFAULT 0"]),
     ]
 
     /// Version 6 with `seq`, the one column whose definition differs between the databases.

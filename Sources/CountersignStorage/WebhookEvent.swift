@@ -79,6 +79,10 @@ public struct WebhookEvent: Sendable, Hashable {
     /// The store's commission in thousandths of the price (300: 30 %).
     public var commissionPermille: Int64 = 300
     public var offerCode: String?
+    /// Made by an import (`countersign import`), not by the store's live traffic.
+    public var imported = false
+    /// Delivered to the app's webhooks (an import's events are not, unless it asks).
+    public var delivered = true
     public var presentedOfferingId: String?
     /// The transaction's place in its chain, from 1 (the first purchase).
     public var renewalNumber: Int64?

@@ -392,9 +392,11 @@ struct DashboardRoutes: Sendable {
                 "id": transaction.transactionId, "original": transaction.originalTransactionId, "product": transaction.productId,
                 "environment": transaction.environment, "purchased": Self.time(transaction.purchaseDateMs),
                 "expires": Self.time(transaction.expiresDateMs),
-                "status": transaction.revocationDateMs != nil
+                "status":
+                    (transaction.revocationDateMs != nil
                     ? "refunded \(Self.time(transaction.revocationDateMs))"
-                    : transaction.expiresDateMs.map { $0 <= nowMs ? "expired" : "current period" } ?? "bought",
+                    : transaction.expiresDateMs.map { $0 <= nowMs ? "expired" : "current period" } ?? "bought")
+                    + Self.importNote(transaction.importStatus),
             ]
         }
         func isOpen(_ grant: CustomerDatabase.GrantRecord) -> Bool { grant.revokedMs == nil && (grant.expiresMs.map { $0 > nowMs } ?? true) }
@@ -525,6 +527,15 @@ struct DashboardRoutes: Sendable {
         let segments = request.uri.path.split(separator: "/", omittingEmptySubsequences: false)
         guard segments.count >= 4 else { throw APIError(.invalidAppUserId, "no app user id in the path") }
         return try PublicRoutes.appUserId(String(segments[3]), percentEncoded: true)
+    }
+
+    /// How a transaction's import status reads after its state (nothing for a signed copy).
+    static func importNote(_ status: String?) -> String {
+        switch status {
+        case nil: ""
+        case "awaiting_store": " · imported, awaiting the App Store"
+        default: " · imported, not in the App Store's history"
+        }
     }
 
     static func time(_ milliseconds: Int64?) -> String {

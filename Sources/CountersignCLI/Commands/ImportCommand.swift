@@ -1,0 +1,178 @@
+import ArgumentParser
+import CountersignCore
+import CountersignServer
+import CountersignStorage
+import Foundation
+import Logging
+
+struct ImportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Bring customers and their purchases from another system (docs/migration.md).",
+        subcommands: [RevenueCat.self]
+    )
+
+    /// Where to import into: the server's data directory, database and configuration.
+    struct Target: ParsableArguments {
+        @Option(name: .customLong("data-dir"), help: "The server's data directory.")
+        var dataDir = "countersign-data"
+
+        @Option(help: "postgres://user:password@host:5432/db, or an SQLite file (default: DATA/countersign.sqlite; env COUNTERSIGN_DATABASE_URL).")
+        var database: String?
+
+        @Option(help: "The apps' configuration file (default: DATA/countersign.json).")
+        var config: String?
+
+        @Option(help: "The app id in the configuration (default: the only app; required when there are several).")
+        var app: String?
+
+        func open() async throws -> (app: AppConfiguration, database: Database) {
+            let directory = URL(fileURLWithPath: dataDir)
+            let deployment = try CLIError.wrapping("configuration") {
+                if let config { return try DeploymentConfiguration.load(from: URL(fileURLWithPath: config)) }
+                guard let found = try DeploymentConfiguration.load(fromDataDirectory: directory) else {
+                    throw CLIError("no countersign.json in \(dataDir): run `countersign serve` once, or pass --config")
+                }
+                return found
+            }
+            let chosen: AppConfiguration?
+            if let app {
+                chosen = deployment.apps.first { $0.id == app }
+            } else {
+                chosen = deployment.apps.count == 1 ? deployment.apps[0] : nil
+            }
+            guard let chosen else {
+                throw CLIError(
+                    app.map { "no app '\($0)' in the configuration" }
+                        ?? "the configuration has \(deployment.apps.count) apps: name one with --app")
+            }
+            let location = try CLIError.wrapping("--database") {
+                try (database ?? ProcessInfo.processInfo.environment["COUNTERSIGN_DATABASE_URL"]).map(DatabaseLocation.init(argument:))
+                    ?? .embedded(in: directory)
+            }
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let opened = try await Database.open(location, logger: Logger(label: "countersign.import"), postgresConnections: 16)
+            return (chosen, opened)
+        }
+    }
+
+    struct RevenueCat: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "revenuecat",
+            abstract: "Import RevenueCat's transactions export (CSV or gzipped CSV).",
+            discussion: """
+                Columns are read by header name, in any order; unknown ones are ignored. Rows for \
+                another store, an unknown product, an environment the app does not accept, or with a \
+                malformed value are refused by line and change nothing; the rest are recorded as \
+                imported, granting what the app's configuration says. Running the same file again \
+                changes nothing; a later export updates the rows it carries again. Exit code 0 when \
+                every row was taken, 3 when some were refused.
+                """
+        )
+
+        @OptionGroup var target: Target
+
+        @Option(help: "The export file (RevenueCat's transactions feed, .csv or .csv.gz).")
+        var transactions: String
+
+        @Flag(name: .customLong("dry-run"), help: "Check the file and count what would change; write nothing.")
+        var dryRun = false
+
+        @Flag(
+            name: .customLong("deliver-events"), help: "Deliver the events the import makes to the app's webhooks (stored, not delivered, otherwise)."
+        )
+        var deliverEvents = false
+
+        func run() async throws {
+            let data = try CLIError.wrapping(transactions) { try Data(contentsOf: URL(fileURLWithPath: transactions)) }
+            let (app, database) = try await target.open()
+            var options = RevenueCatImport.Options()
+            options.dryRun = dryRun
+            options.deliversEvents = deliverEvents
+            let progress = ImportProgress(label: dryRun ? "checking" : "importing")
+            let report: RevenueCatImport.Report
+            do {
+                report = try await RevenueCatImport(app: app, store: CustomerDatabase(database: database), options: options).run(
+                    data, now: Date(), progress: progress.update)
+                progress.finish()
+            } catch {
+                progress.finish()
+                try? await database.close()
+                throw CLIError("\(transactions): \(error)")
+            }
+            try await database.close()
+            for note in report.refused { print("line \(note.line): refused: \(note.message)") }
+            for note in report.entitlementMismatches { print("line \(note.line): \(note.message)") }
+            for note in report.ownership { print("line \(note.line): \(note.message)") }
+            let verb = dryRun ? "would be" : "were"
+            print(
+                """
+                \(dryRun ? "dry run: nothing was written" : "imported into app '\(app.id)'")
+                rows: \(report.rows)
+                customers: \(report.customers)
+                purchases: \(report.newPurchases) new, \(report.knownPurchases) already stored (\(verb) kept, or updated by a later copy)
+                promotional grants: \(report.grants)
+                """)
+            if !dryRun {
+                print("active entitlements: \(report.activeEntitlements) (\(report.customersWithEntitlements) customers)")
+            }
+            print(
+                "refused rows: \(report.refused.count); entitlement mismatches: \(report.entitlementMismatches.count); chains met another owner: \(report.ownership.count)"
+            )
+            if !report.refused.isEmpty { throw ExitCode(3) }
+        }
+    }
+}
+
+/// Progress on standard error: a bar redrawn in place on a terminal, a plain line every ten per
+/// cent (and at the end) otherwise.
+final class ImportProgress: @unchecked Sendable {
+    private struct State {
+        var done = 0
+        var total = 0
+        var lastTenth = -1
+        var lastDraw = Date.distantPast
+    }
+
+    private let label: String
+    private let start = Date()
+    private let terminal = isatty(STDERR_FILENO) == 1
+    /// Guarded by `lock`.
+    private var state = State()
+    private let lock = NSLock()
+
+    init(label: String) { self.label = label }
+
+    func update(_ done: Int, _ total: Int) {
+        let line: String? = lock.withLock {
+            state.done = done
+            state.total = total
+            let now = Date()
+            if terminal {
+                guard done == total || now.timeIntervalSince(state.lastDraw) >= 0.1 else { return nil }
+                state.lastDraw = now
+                return "\r" + render(done, total, now: now)
+            }
+            let tenth = total == 0 ? 10 : done * 10 / total
+            guard tenth != state.lastTenth else { return nil }
+            state.lastTenth = tenth
+            return render(done, total, now: now) + "\n"
+        }
+        if let line { FileHandle.standardError.write(Data(line.utf8)) }
+    }
+
+    func finish() {
+        if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+
+    private func render(_ done: Int, _ total: Int, now: Date) -> String {
+        let elapsed = now.timeIntervalSince(start)
+        let fraction = total == 0 ? 1 : Double(done) / Double(total)
+        let rate = elapsed > 0 ? Double(done) / elapsed : 0
+        let left = rate > 0 ? Double(total - done) / rate : 0
+        let width = 30
+        let filled = Int(fraction * Double(width))
+        let bar = terminal ? "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "] " : ""
+        return "\(label) \(bar)\(Int(fraction * 100))% \(done)/\(total) rows, \(Int(rate))/s, about \(Int(left.rounded(.up))) s left"
+    }
+}

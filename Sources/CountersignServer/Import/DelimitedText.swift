@@ -1,0 +1,198 @@
+import CZlib
+import Foundation
+
+/// A CSV file as RevenueCat's exports write it (RFC 4180): a header row, then records whose
+/// fields may be quoted (`"…"`, a quote inside written twice) and may then hold the delimiter
+/// and line breaks. The delimiter is the comma or the semicolon, whichever the header uses
+/// outside quotes (a header with both, or neither while it has several names, is refused).
+/// Each record is named by the physical line it starts on, the header being line 1.
+///
+/// Refused rather than guessed (a second reader could read them otherwise): a header naming a
+/// column twice, a quote that is never closed, text after a closing quote, a record with more
+/// or fewer fields than the header.
+struct DelimitedText: Sendable {
+    struct Record: Sendable {
+        /// The physical line the record starts on.
+        var line: Int
+        var fields: [String]
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var line: Int?
+        var message: String
+        var description: String { line.map { "line \($0): \(message)" } ?? message }
+    }
+
+    /// Column name to position.
+    var columns: [String: Int]
+    var records: [Record]
+    /// Records that could not be split into the header's fields: line and reason.
+    var malformed: [(line: Int, reason: String)]
+
+    /// Reads `data`, gzipped or not (a gzip stream is recognised by its magic bytes).
+    init(_ data: Data) throws {
+        let text = try Self.decompressedIfGzip(data)
+        var bytes = [UInt8](text)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
+        guard String(validating: bytes, as: UTF8.self) != nil else { throw Failure(message: "the file is not UTF-8 text") }
+        var parser = Parser(bytes: bytes)
+        guard let header = try parser.headerRecord() else { throw Failure(message: "the file is empty") }
+        var columns: [String: Int] = [:]
+        for (index, name) in header.fields.enumerated() {
+            let key = name.trimmingCharacters(in: .whitespaces).lowercased()
+            guard columns[key] == nil else { throw Failure(line: 1, message: "the header names column '\(key)' twice") }
+            columns[key] = index
+        }
+        self.columns = columns
+        records = []
+        malformed = []
+        while let next = parser.nextRecord() {
+            switch next {
+            case .success(let record):
+                if record.fields.count == 1, record.fields[0].isEmpty { continue }  // A blank line.
+                if record.fields.count != header.fields.count {
+                    malformed.append((record.line, "\(record.fields.count) fields where the header has \(header.fields.count)"))
+                } else {
+                    records.append(record)
+                }
+            case .failure(let failure):
+                malformed.append((failure.line ?? 0, failure.message))
+            }
+        }
+    }
+
+    /// A byte-level reader over the whole file.
+    struct Parser {
+        let bytes: [UInt8]
+        var position = 0
+        var line = 1
+        var delimiter: UInt8 = UInt8(ascii: ",")
+
+        init(bytes: [UInt8]) { self.bytes = bytes }
+
+        /// The header, choosing the delimiter from it.
+        mutating func headerRecord() throws -> Record? {
+            var commas = 0
+            var semicolons = 0
+            var quoted = false
+            for byte in bytes {
+                if byte == UInt8(ascii: "\"") { quoted.toggle() }
+                if quoted { continue }
+                if byte == UInt8(ascii: "\n") { break }
+                if byte == UInt8(ascii: ",") { commas += 1 }
+                if byte == UInt8(ascii: ";") { semicolons += 1 }
+            }
+            if commas > 0, semicolons > 0 {
+                throw Failure(line: 1, message: "the header uses both ',' and ';': the delimiter is ambiguous")
+            }
+            delimiter = semicolons > 0 ? UInt8(ascii: ";") : UInt8(ascii: ",")
+            switch nextRecord() {
+            case nil: return nil
+            case .success(let record)?: return record
+            case .failure(let failure)?: throw failure
+            }
+        }
+
+        /// The next record, or why it cannot be read (the reader then goes on at the next line).
+        mutating func nextRecord() -> Result<Record, Failure>? {
+            guard position < bytes.count else { return nil }
+            let start = line
+            var fields: [String] = []
+            var field: [UInt8] = []
+            while true {
+                // At the start of a field.
+                if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
+                    position += 1
+                    var closed = false
+                    while position < bytes.count {
+                        let byte = bytes[position]
+                        position += 1
+                        if byte == UInt8(ascii: "\"") {
+                            if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
+                                field.append(byte)
+                                position += 1
+                            } else {
+                                closed = true
+                                break
+                            }
+                        } else {
+                            if byte == UInt8(ascii: "\n") { line += 1 }
+                            field.append(byte)
+                        }
+                    }
+                    guard closed else {
+                        return .failure(Failure(line: start, message: "a quoted field is never closed"))
+                    }
+                    let next = position < bytes.count ? bytes[position] : UInt8(ascii: "\n")
+                    if next != delimiter, next != UInt8(ascii: "\n"), next != UInt8(ascii: "\r") {
+                        skipLine()
+                        return .failure(Failure(line: start, message: "text after a closing quote"))
+                    }
+                } else {
+                    while position < bytes.count, bytes[position] != delimiter, bytes[position] != UInt8(ascii: "\n") {
+                        if bytes[position] == UInt8(ascii: "\"") {
+                            skipLine()
+                            return .failure(Failure(line: start, message: "a quote inside an unquoted field"))
+                        }
+                        field.append(bytes[position])
+                        position += 1
+                    }
+                    if field.last == UInt8(ascii: "\r") { field.removeLast() }
+                }
+                fields.append(String(decoding: field, as: UTF8.self))
+                field.removeAll(keepingCapacity: true)
+                if position < bytes.count, bytes[position] == UInt8(ascii: "\r") { position += 1 }
+                if position >= bytes.count {
+                    return .success(Record(line: start, fields: fields))
+                }
+                let byte = bytes[position]
+                position += 1
+                if byte == UInt8(ascii: "\n") {
+                    line += 1
+                    return .success(Record(line: start, fields: fields))
+                }
+                // The delimiter: another field follows.
+            }
+        }
+
+        private mutating func skipLine() {
+            while position < bytes.count {
+                let byte = bytes[position]
+                position += 1
+                if byte == UInt8(ascii: "\n") {
+                    line += 1
+                    return
+                }
+            }
+        }
+    }
+
+    /// The data itself, or its gzip stream inflated.
+    static func decompressedIfGzip(_ data: Data) throws -> Data {
+        guard data.count >= 2, data[data.startIndex] == 0x1F, data[data.startIndex + 1] == 0x8B else { return data }
+        var stream = z_stream()
+        // 16 + MAX_WBITS: a gzip header and trailer (checked: a corrupt stream is an error).
+        guard inflateInit2_(&stream, 16 + MAX_WBITS, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
+            throw Failure(message: "zlib cannot start")
+        }
+        defer { inflateEnd(&stream) }
+        var output = Data()
+        var input = [UInt8](data)
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        var status: Int32 = Z_OK
+        input.withUnsafeMutableBufferPointer { input in
+            stream.next_in = input.baseAddress
+            stream.avail_in = uInt(input.count)
+            repeat {
+                chunk.withUnsafeMutableBufferPointer { chunk in
+                    stream.next_out = chunk.baseAddress
+                    stream.avail_out = uInt(chunk.count)
+                    status = inflate(&stream, Z_NO_FLUSH)
+                    output.append(chunk.baseAddress!, count: chunk.count - Int(stream.avail_out))
+                }
+            } while status == Z_OK
+        }
+        guard status == Z_STREAM_END else { throw Failure(message: "the gzip stream is corrupt or cut short (zlib status \(status))") }
+        return output
+    }
+}

@@ -1,0 +1,222 @@
+import CountersignCore
+import CountersignTesting
+import Crypto
+import Foundation
+import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
+
+/// `countersign import revenuecat`: RevenueCat's transactions export, as
+/// scripts/generate-revenuecat-export.py writes it, gives exactly the entitlements the script
+/// computed for each customer, on both databases; refused rows are reported by their physical
+/// line; a second run changes nothing.
+@Suite("Import from RevenueCat")
+struct ImportTests {
+    /// The app the generator's rows are for.
+    static func app() -> AppConfiguration {
+        var app = AppConfiguration.makeDemo()
+        app.environments = ["Production", "Sandbox"]
+        app.products = [
+            .init(id: "pro_monthly", type: .autoRenewable, entitlements: ["pro"]),
+            .init(id: "pro_yearly", type: .autoRenewable, entitlements: ["pro"]),
+            .init(id: "lifetime", type: .nonConsumable, entitlements: ["pro", "premium"]),
+            .init(id: "coins_100", type: .consumable, entitlements: []),
+        ]
+        app.offerings = []
+        return app
+    }
+
+    struct Expected: Decodable {
+        var now_ms: Int64
+        var rows: Int
+        var customers: [String: [String]]
+        var refused_lines: [Int]
+    }
+
+    /// Runs the generator into `directory`; returns the export and what importing it must give.
+    static func generate(in directory: URL, _ arguments: [String]) throws -> (export: Data, expected: Expected) {
+        let export = directory.appendingPathComponent(arguments.contains("--gzip") ? "export.csv.gz" : "export.csv")
+        let expected = directory.appendingPathComponent("expected.json")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments =
+            ["python3", "scripts/generate-revenuecat-export.py", "--out", export.path, "--expected", expected.path]
+            + arguments.filter { $0 != "--gzip" }
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        return (try Data(contentsOf: export), try JSONDecoder().decode(Expected.self, from: Data(contentsOf: expected)))
+    }
+
+    /// A digest of every table an import writes, row by row in key order.
+    static func digest(_ database: Database) async throws -> String {
+        let tables = [
+            ("customers", "app_id, app_user_id, app_account_token, first_seen_ms, last_seen_ms", "app_id, app_user_id"),
+            (
+                "purchases",
+                "transaction_id, environment, original_transaction_id, product_id, purchase_date_ms, expires_date_ms, revocation_date_ms, signed_date_ms, signed_transaction, recorded_at_ms, ownership_type, price_milliunits, currency, imported",
+                "transaction_id, environment"
+            ),
+            ("purchase_owners", "original_transaction_id, app_user_id, updated_at_ms, moved_at_ms", "original_transaction_id"),
+            ("customer_aliases", "app_user_id, alias, first_seen_ms", "app_user_id, alias"),
+            ("promotional_grants", "grant_id, app_user_id, entitlement, starts_ms, expires_ms, revoked_ms, created_ms", "grant_id"),
+            ("events", "event_id, app_user_id, event_type, created_at_ms, imported", "event_id"),
+            ("webhook_deliveries", "event_id, endpoint", "event_id, endpoint"),
+        ]
+        var hash = SHA256()
+        for (table, columns, order) in tables {
+            let names = columns.components(separatedBy: ", ")
+            let rows = try await database.withConnection { sql in
+                try await sql.all("SELECT \(raw: columns) FROM \(raw: table) ORDER BY \(raw: order)") { row in
+                    try names.indices.map { index -> String in
+                        if let text = try? row.text(Int32(index), names[index]) { return text ?? "∅" }
+                        return try row.integer(Int32(index), names[index]).map(String.init) ?? "∅"
+                    }.joined(separator: "|")
+                }
+            }
+            hash.update(data: Data("\(table):\(rows.count)\n\(rows.joined(separator: "\n"))".utf8))
+        }
+        return hash.finalize().map { String(format: "%02x", $0) }.joined()
+    }
+
+    @Test("the generated export gives each customer exactly the expected entitlements", arguments: TestDatabaseKind.available)
+    func generatedExport(_ kind: TestDatabaseKind) async throws {
+        try await FreshDatabase.with(kind) { location, directory in
+            let generated = try Self.generate(
+                in: directory, ["--transactions", "3000", "--customers", "900", "--broken", "40", "--seed", "7", "--gzip"])
+            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let store = CustomerDatabase(database: database)
+            let app = Self.app()
+            let now = Date(epochMilliseconds: generated.expected.now_ms)
+            let report = try await RevenueCatImport(app: app, store: store).run(generated.export, now: now)
+
+            #expect(report.rows == generated.expected.rows)
+            #expect(report.refused.map(\.line) == generated.expected.refused_lines)
+            #expect(report.customers == generated.expected.customers.count)
+            var wrong: [String] = []
+            for (user, entitlements) in generated.expected.customers {
+                let found = try await store.lookupWithEntitlements(app: app, user: user, now: now)
+                let active = found?.entitlements.activeEntitlementIds.sorted()
+                if active != entitlements { wrong.append("\(user): \(active ?? ["no customer"]) where \(entitlements) was expected") }
+            }
+            #expect(wrong.isEmpty, "\(wrong.prefix(5))")
+            let customers = try await database.withConnection { sql in try await sql.first("SELECT COUNT(*) AS n FROM customers") { try $0.int("n") }
+            }
+            #expect(customers == generated.expected.customers.count)
+            // Every record waits for the App Store; no webhook delivery was made.
+            let counts = try await store.importedPurchaseCounts(app: app.id)
+            #expect(counts[1] == report.newPurchases && counts[2] == nil)
+
+            // Run again: nothing changes, not even a first visit.
+            let before = try await Self.digest(database)
+            let again = try await RevenueCatImport(app: app, store: store).run(generated.export, now: now.addingTimeInterval(3_600))
+            #expect(again.newPurchases == 0)
+            #expect(try await Self.digest(database) == before)
+            try await database.close()
+        }
+    }
+
+    @Test("a later export's refund revokes; a signed copy replaces the imported record", arguments: TestDatabaseKind.available)
+    func laterExportAndConfirmation(_ kind: TestDatabaseKind) async throws {
+        try await FreshDatabase.with(kind) { location, _ in
+            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let store = CustomerDatabase(database: database)
+            let app = Self.app()
+            let header =
+                "store;product_identifier;rc_original_app_user_id;rc_last_seen_app_user_id_alias;start_time;store_transaction_id;original_store_transaction_id;is_auto_renewable;refunded_at;updated_at;is_sandbox;unused_column\n"
+            let bought = header + "app_store;lifetime;$RCAnonymousID:aa;alice;2026-01-02 03:04:05;900;900;f;;2026-01-02 03:04:05;f;x\n"
+            let now = Date(epochMilliseconds: 1_790_000_000_000)
+            _ = try await RevenueCatImport(app: app, store: store).run(Data(bought.utf8), now: now)
+            #expect(
+                try await store.lookupWithEntitlements(app: app, user: "alice", now: now)?.entitlements.activeEntitlementIds == ["pro", "premium"])
+            let aliases = try await database.withConnection { sql in
+                try await sql.all("SELECT alias FROM customer_aliases WHERE app_user_id = 'alice'") { try $0.string("alias") }
+            }
+            #expect(aliases == ["$RCAnonymousID:aa"])
+
+            // An older copy changes nothing; the later one with its refund revokes.
+            let older =
+                header + "app_store;lifetime;$RCAnonymousID:aa;alice;2026-01-02 03:04:05;900;900;f;2026-01-01 00:00:00;2025-12-31 00:00:00;f;x\n"
+            _ = try await RevenueCatImport(app: app, store: store).run(Data(older.utf8), now: now)
+            #expect(
+                try await store.lookupWithEntitlements(app: app, user: "alice", now: now)?.entitlements.activeEntitlementIds == ["pro", "premium"])
+            let refunded =
+                header + "app_store;lifetime;$RCAnonymousID:aa;alice;2026-01-02 03:04:05;900;900;f;2026-02-01 00:00:00;2026-02-01 00:00:00;f;x\n"
+            _ = try await RevenueCatImport(app: app, store: store).run(Data(refunded.utf8), now: now)
+            #expect(try await store.lookupWithEntitlements(app: app, user: "alice", now: now)?.entitlements.activeEntitlementIds == [])
+            let record = try await store.lookup(app: app, user: "alice", now: now)
+            #expect(record?.transactions.first?.importStatus == "awaiting_store")
+            try await database.close()
+        }
+    }
+
+    @Test("rows refused by line with their reason, and the file-level refusals")
+    func refusals() async throws {
+        let app = Self.app()
+        let header =
+            "rc_original_app_user_id,product_identifier,start_time,store,store_transaction_id,original_store_transaction_id,is_sandbox,end_time,is_auto_renewable\n"
+        let rows = [
+            "u1,lifetime,2026-01-01 00:00:00,play_store,1,1,false,,false",  // line 2: another store
+            "u2,gold,2026-01-01 00:00:00,app_store,2,2,false,,false",  // 3: unknown product
+            "u3,lifetime,2026-13-01 00:00:00,app_store,3,3,false,,false",  // 4: month 13
+            "u4,lifetime,2026-01-01 00:00:00,app_store,,4,false,,false",  // 5: no transaction id
+            "u5,lifetime,2026-01-01 00:00:00,app_store,5,5,yes,\"\n\",false",  // 6 (two lines): bad boolean
+            "u6,pro_monthly,2026-01-01 00:00:00,app_store,6,6,false,,true",  // 8: subscription without end
+            "u7,lifetime,2026-01-01 00:00:00,app_store,7,7",  // 9: too few fields
+            "u8,lifetime,2026-01-01 00:00:00,app_store,8,8,false,,true",  // 10: kind mismatch
+            "u9,lifetime,2026-01-01T00:00:00Z,app_store,9,9,t,,f",  // 11: taken
+        ]
+        let report = try await RevenueCatImport(app: app, store: CustomerDatabase(database: try await Self.scratch()), options: Self.dryRun)
+            .run(Data((header + rows.joined(separator: "\n")).utf8), now: Date())
+        #expect(report.refused.map(\.line) == [2, 3, 4, 5, 6, 8, 9, 10])
+        #expect(report.refused[0].message.contains("play_store"))
+        #expect(report.refused[1].message.contains("'gold' is not configured"))
+        #expect(report.refused[2].message.contains("start_time"))
+        #expect(report.refused[3].message.contains("store_transaction_id is empty"))
+        #expect(report.refused[4].message.contains("is_sandbox 'yes'"))
+        #expect(report.newPurchases == 1)
+
+        for (file, problem) in [
+            ("a,a\n", "names column 'a' twice"), ("rc_original_app_user_id;product_identifier,store\n", "both ',' and ';'"),
+            ("rc_original_app_user_id,store\nx,y\n", "lacks RevenueCat's column(s) product_identifier"),
+        ] {
+            await #expect(throws: DelimitedText.Failure.self) {
+                do {
+                    _ = try await RevenueCatImport(app: app, store: CustomerDatabase(database: try await Self.scratch()), options: Self.dryRun)
+                        .run(Data(file.utf8), now: Date())
+                } catch let failure as DelimitedText.Failure {
+                    #expect(failure.description.contains(problem))
+                    throw failure
+                }
+            }
+        }
+    }
+
+    static var dryRun: RevenueCatImport.Options {
+        var options = RevenueCatImport.Options()
+        options.dryRun = true
+        return options
+    }
+
+    /// An empty SQLite database in a temporary file (a dry run reads it only).
+    static func scratch() async throws -> Database {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("import-\(UUID().uuidString).sqlite").path
+        return try await Database.open(.sqlite(path: path), logger: FreshDatabase.logger)
+    }
+
+    @Test("RevenueCat's datetimes, and what is not one")
+    func dates() {
+        #expect(RevenueCatExportRow.date("2023-01-01 08:27:06")?.epochMilliseconds == 1_672_561_626_000)
+        #expect(RevenueCatExportRow.date("2023-01-01T08:27:06.5Z")?.epochMilliseconds == 1_672_561_626_500)
+        #expect(RevenueCatExportRow.date("2024-02-29 00:00:00+00:00")?.epochMilliseconds == 1_709_164_800_000)
+        for bad in ["2023-02-29 00:00:00", "2023-01-01", "2023-01-01 24:00:00", "2023-01-01 08:27:06+02:00", "yesterday", "2023-01-01 08:27:06."] {
+            #expect(RevenueCatExportRow.date(bad) == nil, "\(bad)")
+        }
+        #expect(RevenueCatExportRow.identifiers("[\"a\", \"b\"]") == ["a", "b"])
+        #expect(RevenueCatExportRow.identifiers("[\n  \"a\"\n]") == ["a"])
+        #expect(RevenueCatExportRow.identifiers("a,b") == ["a", "b"])
+        #expect(RevenueCatImport.promotionalEntitlement("rc_promo_pro_cat_monthly") == "pro_cat")
+    }
+}
