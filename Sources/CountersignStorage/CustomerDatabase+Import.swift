@@ -54,6 +54,13 @@ extension CustomerDatabase {
         public var owner: String?
         /// The chain's transactions stored as imported and not yet confirmed.
         public var unconfirmed: Set<String>
+
+        public init(originalTransactionId: String, environment: String, owner: String?, unconfirmed: Set<String>) {
+            self.originalTransactionId = originalTransactionId
+            self.environment = environment
+            self.owner = owner
+            self.unconfirmed = unconfirmed
+        }
     }
 
     /// The chains of `app` holding imported records not yet confirmed (marked 1), in id order.

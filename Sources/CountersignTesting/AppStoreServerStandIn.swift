@@ -16,6 +16,8 @@ public actor AppStoreServerStandIn {
     private let keys: JWTKeyCollection
     private var transactions: [(payload: TransactionPayload, jws: String)] = []
     private var rateLimited: (remaining: Int, retryAfter: Int) = (0, 0)
+    private var failing = 0
+    private var delay: Duration = .zero
     public private(set) var requestCount = 0
     /// The consumption information sent, by transaction id, in the order it came.
     public private(set) var consumptionAnswers: [(transactionId: String, body: ConsumptionRequest)] = []
@@ -53,6 +55,17 @@ public actor AppStoreServerStandIn {
         rateLimited = (count, retryAfter)
     }
 
+    /// Answers the next `count` lookups with a 500, as Apple's servers sometimes do.
+    public func failNext(_ count: Int) {
+        failing = count
+    }
+
+    /// Waits this long before answering each lookup (a slow network, for tests that stop a
+    /// client midway).
+    public func answerAfter(_ delay: Duration) {
+        self.delay = delay
+    }
+
     /// The Hummingbird application serving the stand-in.
     public nonisolated func makeApplication() -> some ApplicationProtocol {
         let router = Router()
@@ -82,6 +95,10 @@ public actor AppStoreServerStandIn {
         if let limited = await takeRateLimit() {
             return Self.response(
                 .tooManyRequests, APIErrorBody(errorCode: 4_290_000, errorMessage: "Rate limit exceeded."), headers: [.retryAfter: "\(limited)"])
+        }
+        try await Task.sleep(for: await delay)
+        if await takeFailure() {
+            return Self.response(.internalServerError, APIErrorBody(errorCode: 5_000_000, errorMessage: "An unknown error occurred."))
         }
         guard await isAuthorized(request.headers[.authorization]) else {
             return Response(status: .unauthorized)
@@ -132,6 +149,12 @@ public actor AppStoreServerStandIn {
         guard rateLimited.remaining > 0 else { return nil }
         rateLimited.remaining -= 1
         return rateLimited.retryAfter
+    }
+
+    private func takeFailure() -> Bool {
+        guard failing > 0 else { return false }
+        failing -= 1
+        return true
     }
 
     private func isAuthorized(_ header: String?) async -> Bool {

@@ -1,8 +1,11 @@
+import CountersignAppStore
 import CountersignCore
 import CountersignTesting
 import Crypto
 import Foundation
+import SwiftASN1
 import Testing
+import X509
 
 @testable import CountersignServer
 @testable import CountersignStorage
@@ -218,5 +221,126 @@ struct ImportTests {
         #expect(RevenueCatExportRow.identifiers("[\n  \"a\"\n]") == ["a"])
         #expect(RevenueCatExportRow.identifiers("a,b") == ["a", "b"])
         #expect(RevenueCatImport.promotionalEntitlement("rc_promo_pro_cat_monthly") == "pro_cat")
+    }
+}
+
+/// `countersign import appstore` against the App Store Server API stand-in (pages of two, a
+/// 429 with `Retry-After`, 500s), killed with SIGKILL midway and started again.
+@Suite("Import from the App Store", .serialized)
+struct AppStoreImportTests {
+    static let chains = 30
+
+    static func base64DER(_ certificate: Certificate) throws -> String {
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        return Data(serializer.serializedBytes).base64EncodedString()
+    }
+
+    @Test(
+        "imported rows are replaced by Apple's signed transactions; kill -9 and a restart lose and double nothing",
+        arguments: TestDatabaseKind.available)
+    func killedAndResumed(_ kind: TestDatabaseKind) async throws {
+        try await FreshDatabase.with(kind) { location, directory in
+            let ca = try TestStoreCA.loadOrCreate(for: DataDirectory(directory))
+            let apiKey = P256.Signing.PrivateKey()
+            try Data(apiKey.pemRepresentation.utf8).write(to: directory.appendingPathComponent("iap.p8"))
+            var app = ImportTests.app()
+            app.environments = ["Sandbox"]
+            app.inAppPurchaseKey = .init(keyId: "TESTKEY123", issuerId: "57246542-96fe-1a63-e053-0824d011072a", privateKeyFile: "iap.p8")
+            let standIn = try await AppStoreServerStandIn(ca: ca, bundleId: app.bundleId, apiKeyPEM: apiKey.pemRepresentation)
+
+            // Apple holds three monthly periods of each chain; RevenueCat's export knows the first
+            // two, and one period Apple does not know.
+            let start = Date().addingTimeInterval(-75 * 86_400)
+            var csv =
+                "rc_original_app_user_id,rc_last_seen_app_user_id_alias,product_identifier,start_time,end_time,store,is_sandbox,store_transaction_id,original_store_transaction_id,is_auto_renewable\n"
+            func stamp(_ date: Date) -> String {
+                let formatter = ISO8601DateFormatter()
+                return formatter.string(from: date).replacingOccurrences(of: "T", with: " ").replacingOccurrences(of: "Z", with: "")
+            }
+            var signed: [String: String] = [:]
+            for chain in 0..<Self.chains {
+                let original = "\(500_000 + chain * 10)"
+                for period in 0..<3 {
+                    var purchase = TestStoreCA.Purchase(
+                        productId: "pro_monthly", type: .autoRenewable, bundleId: app.bundleId,
+                        purchaseDate: start.addingTimeInterval(Double(period) * 30 * 86_400))
+                    purchase.environment = .sandbox
+                    purchase.transactionId = "\(500_000 + chain * 10 + period)"
+                    purchase.originalTransactionId = period == 0 ? nil : original
+                    purchase.expiresDate = purchase.purchaseDate.addingTimeInterval(30 * 86_400)
+                    let payload = try await standIn.add(purchase)
+                    signed[payload.transactionId!] = await standIn.signed(payload.transactionId!)
+                    if period < 2 {
+                        csv +=
+                            "$RCAnonymousID:\(chain),user_\(chain),pro_monthly,\(stamp(purchase.purchaseDate)),\(stamp(purchase.expiresDate!)),app_store,true,\(purchase.transactionId!),\(original),true\n"
+                    }
+                }
+            }
+            csv += "$RCAnonymousID:0,user_0,pro_monthly,\(stamp(start)),\(stamp(start.addingTimeInterval(86_400))),app_store,true,777,500000,true\n"
+            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            _ = try await RevenueCatImport(app: app, store: CustomerDatabase(database: database)).run(Data(csv.utf8), now: Date())
+            #expect(try await CustomerDatabase(database: database).importedPurchaseCounts(app: app.id) == [1: Self.chains * 2 + 1])
+            try await database.close()
+
+            let (configured, signedCopies) = (app, signed)
+            try await standIn.makeApplication().test(.live) { standInClient in
+                try DeploymentConfiguration(
+                    apps: [configured], appleRootCertificates: [try Self.base64DER(ca.root)],
+                    appStoreServerAPIURL: "http://127.0.0.1:\(try #require(standInClient.port))"
+                ).save(toDataDirectory: directory)
+                let databaseArgument =
+                    switch location {
+                    case .sqlite(let path): path
+                    case .postgres(let url): url
+                    }
+                let arguments = ["import", "appstore", "--data-dir", directory.path, "--database", databaseArgument]
+                await standIn.rateLimitNext(2, retryAfter: 1)
+                await standIn.failNext(2)
+                await standIn.answerAfter(.milliseconds(40))
+                let process = Process()
+                process.executableURL = CLIRunner.executable
+                process.arguments = arguments
+                process.standardOutput = FileHandle.nullDevice
+                process.standardError = FileHandle.nullDevice
+                try process.run()
+                // Midway: about a third of the chains asked.
+                #expect(try await waitUntil { await standIn.requestCount >= 24 })
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                #expect(process.terminationReason == .uncaughtSignal)
+
+                let midway = try await Database.open(location, logger: FreshDatabase.logger)
+                let counts = try await CustomerDatabase(database: midway).importedPurchaseCounts(app: configured.id)
+                try await midway.close()
+                #expect((counts[1] ?? 0) > 0 && (counts[1] ?? 0) < Self.chains * 2 + 1, "killed midway: \(counts)")
+
+                await standIn.answerAfter(.zero)
+                let resumed = try await CLIRunner.runInBackground(arguments)
+                #expect(resumed.status == 0, "\(resumed.stdout)\(resumed.stderr)")
+
+                let after = try await Database.open(location, logger: FreshDatabase.logger)
+                let store = CustomerDatabase(database: after)
+                #expect(try await store.importedPurchaseCounts(app: configured.id) == [2: 1])
+                let rows = try await after.withConnection { sql in
+                    try await sql.all("SELECT transaction_id, signed_transaction, imported FROM purchases ORDER BY transaction_id") { row in
+                        (try row.string("transaction_id"), try row.string("signed_transaction"), try row.int("imported"))
+                    }
+                }
+                #expect(rows.count == Self.chains * 3 + 1)
+                #expect(rows.filter { $0.2 == 0 }.allSatisfy { signedCopies[$0.0] == $0.1 })
+                #expect(Set(rows.filter { $0.2 == 0 }.map(\.0)) == Set(signedCopies.keys))
+                for chain in 0..<Self.chains {
+                    let record = try #require(try await store.lookup(app: configured, user: "user_\(chain)", now: Date()))
+                    #expect(record.transactions.count == (chain == 0 ? 4 : 3))
+                }
+                // Run again: nothing to do, nothing changes.
+                let before = try await ImportTests.digest(after)
+                let again = try await CLIRunner.runInBackground(arguments)
+                #expect(again.status == 0 && again.stdout.contains("chains: 0"))
+                #expect(try await ImportTests.digest(after) == before)
+                try await after.close()
+            }
+        }
     }
 }

@@ -13,6 +13,8 @@ extension TestStoreCA {
         public var expiresDate: Date?
         /// Reuse to mint a renewal of an earlier purchase.
         public var originalTransactionId: String?
+        /// The transaction's id (a fresh one when nil).
+        public var transactionId: String?
         public var environment: AppStoreEnvironment = .testStore
         /// An introductory offer (`offerType` 1) of this kind: `FREE_TRIAL`, `PAY_AS_YOU_GO`,
         /// `PAY_UP_FRONT`; nil for a full-price period.
@@ -36,7 +38,7 @@ extension TestStoreCA {
 
     /// Mints a signed transaction for `purchase`; returns the JWS and the payload it carries.
     public func mintTransaction(_ purchase: Purchase, signedDate: Date? = nil) throws -> (jws: String, payload: TransactionPayload) {
-        let transactionId = Self.makeTransactionId()
+        let transactionId = purchase.transactionId ?? Self.makeTransactionId()
         var payload = TransactionPayload(
             transactionId: transactionId,
             originalTransactionId: purchase.originalTransactionId ?? transactionId,

@@ -9,7 +9,7 @@ struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
         abstract: "Bring customers and their purchases from another system (docs/migration.md).",
-        subcommands: [RevenueCat.self]
+        subcommands: [RevenueCat.self, AppStore.self]
     )
 
     /// Where to import into: the server's data directory, database and configuration.
@@ -124,6 +124,87 @@ struct ImportCommand: AsyncParsableCommand {
     }
 }
 
+extension ImportCommand {
+    struct AppStore: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "appstore",
+            abstract: "Replace imported records with the App Store's signed transactions (Get Transaction History).",
+            discussion: """
+                Asks the App Store Server API (with the app's inAppPurchaseKey) for the signed history \
+                of every purchase chain holding imported records, and of the chains named in --chains \
+                (lines 'original_transaction_id,app_user_id'). Each signed transaction replaces the \
+                imported record of the same id. Safe to stop at any point and run again: it goes on \
+                with the chains not yet done. Exit code 0 when every chain was done, 3 otherwise.
+                """
+        )
+
+        @OptionGroup var target: Target
+
+        @Option(help: "Offline key mode: the intermediates directory, as for serve.")
+        var intermediates: String?
+
+        @Option(help: "A file of chains to import as well: 'original_transaction_id,app_user_id' a line.")
+        var chains: String?
+
+        @Flag(
+            name: .customLong("deliver-events"), help: "Deliver the events the import makes to the app's webhooks (stored, not delivered, otherwise)."
+        )
+        var deliverEvents = false
+
+        func run() async throws {
+            var options = AppStoreImport.Options()
+            options.deliversEvents = deliverEvents
+            if let chains {
+                let text = try CLIError.wrapping(chains) { try String(contentsOfFile: chains, encoding: .utf8) }
+                for (index, line) in text.split(whereSeparator: \.isNewline).enumerated() {
+                    let fields = line.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+                    if index == 0, fields.first == "original_transaction_id" { continue }
+                    guard fields.count == 2, !fields[0].isEmpty, !fields[1].isEmpty else {
+                        throw CLIError("\(chains) line \(index + 1): expected 'original_transaction_id,app_user_id'")
+                    }
+                    options.chains.append((fields[0], fields[1]))
+                }
+            }
+            var configuration = ServerConfiguration(dataDirectory: URL(fileURLWithPath: target.dataDir))
+            configuration.configurationFile = target.config.map { URL(fileURLWithPath: $0) }
+            configuration.intermediatesDirectory = intermediates.map { URL(fileURLWithPath: $0) }
+            if let database = target.database ?? ProcessInfo.processInfo.environment["COUNTERSIGN_DATABASE_URL"] {
+                configuration.database = try CLIError.wrapping("--database") { try DatabaseLocation(argument: database) }
+            }
+            var logger = Logger(label: "countersign.import")
+            logger.logLevel = .error
+            let server = try await CountersignServer(configuration: configuration, logger: logger)
+            let apps = server.deployment.apps
+            guard let app = target.app.map({ id in apps.first { $0.id == id } }) ?? (apps.count == 1 ? apps.first : nil) else {
+                try? await server.database.close()
+                throw CLIError(
+                    target.app.map { "no app '\($0)' in the configuration" } ?? "the configuration has \(apps.count) apps: name one with --app")
+            }
+            let progress = ImportProgress(label: "asking the App Store", unit: "chains")
+            let report: AppStoreImport.Report
+            do {
+                report = try await AppStoreImport(app: app, server: server, options: options).run(progress: progress.update)
+                progress.finish()
+            } catch {
+                progress.finish()
+                try? await server.database.close()
+                throw CLIError("\(error)")
+            }
+            try await server.database.close()
+            for failure in report.failures { print("failed: \(failure)") }
+            for note in report.ownership { print(note) }
+            print(
+                """
+                chains: \(report.chains)
+                signed transactions: \(report.confirmed) replaced imported records, \(report.added) added, \(report.unchanged) already signed
+                imported records not in the App Store's history: \(report.notInStoreHistory)
+                chains failed (asked again next run): \(report.failures.count)
+                """)
+            if !report.failures.isEmpty { throw ExitCode(3) }
+        }
+    }
+}
+
 /// Progress on standard error: a bar redrawn in place on a terminal, a plain line every ten per
 /// cent (and at the end) otherwise.
 final class ImportProgress: @unchecked Sendable {
@@ -135,13 +216,17 @@ final class ImportProgress: @unchecked Sendable {
     }
 
     private let label: String
+    private let unit: String
     private let start = Date()
     private let terminal = isatty(STDERR_FILENO) == 1
     /// Guarded by `lock`.
     private var state = State()
     private let lock = NSLock()
 
-    init(label: String) { self.label = label }
+    init(label: String, unit: String = "rows") {
+        self.label = label
+        self.unit = unit
+    }
 
     func update(_ done: Int, _ total: Int) {
         let line: String? = lock.withLock {
@@ -173,6 +258,6 @@ final class ImportProgress: @unchecked Sendable {
         let width = 30
         let filled = Int(fraction * Double(width))
         let bar = terminal ? "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "] " : ""
-        return "\(label) \(bar)\(Int(fraction * 100))% \(done)/\(total) rows, \(Int(rate))/s, about \(Int(left.rounded(.up))) s left"
+        return "\(label) \(bar)\(Int(fraction * 100))% \(done)/\(total) \(unit), \(Int(rate))/s, about \(Int(left.rounded(.up))) s left"
     }
 }
