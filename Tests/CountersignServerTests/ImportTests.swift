@@ -87,8 +87,12 @@ struct ImportTests {
     @Test("the generated export gives each customer exactly the expected entitlements", arguments: TestDatabaseKind.available)
     func generatedExport(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, directory in
+            // COUNTERSIGN_IMPORT_ROWS=100000 runs the issue's full size (30,000 customers, 500
+            // broken rows); CI runs 3,000 rows of 900 customers.
+            let rows = Int(ProcessInfo.processInfo.environment["COUNTERSIGN_IMPORT_ROWS"] ?? "") ?? 3_000
             let generated = try Self.generate(
-                in: directory, ["--transactions", "3000", "--customers", "900", "--broken", "40", "--seed", "7", "--gzip"])
+                in: directory,
+                ["--transactions", "\(rows)", "--customers", "\(rows * 3 / 10)", "--broken", "\(max(rows / 200, 40))", "--seed", "7", "--gzip"])
             let database = try await Database.open(location, logger: FreshDatabase.logger)
             let store = CustomerDatabase(database: database)
             let app = Self.app()
@@ -207,6 +211,42 @@ struct ImportTests {
     static func scratch() async throws -> Database {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("import-\(UUID().uuidString).sqlite").path
         return try await Database.open(.sqlite(path: path), logger: FreshDatabase.logger)
+    }
+
+    @Test("the command: refused rows by line, exit code 3, a dry run writes nothing, the summary")
+    func command() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("import-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try DeploymentConfiguration(apps: [Self.app()]).save(toDataDirectory: directory)
+        let export = directory.appendingPathComponent("export.csv")
+        try Data(
+            """
+            rc_original_app_user_id;product_identifier;start_time;store;store_transaction_id;original_store_transaction_id;is_auto_renewable
+            alice;lifetime;2026-01-01 00:00:00;app_store;11;11;f
+            bob;lifetime;2026-01-01 00:00:00;stripe;12;12;f
+            carol;rc_promo_pro_lifetime;2026-01-01 00:00:00;promotional;13;13;f
+
+            """.utf8
+        ).write(to: export)
+        let arguments = ["import", "revenuecat", "--data-dir", directory.path, "--transactions", export.path]
+        let dry = try await CLIRunner.runInBackground(arguments + ["--dry-run"])
+        #expect(dry.status == 3)
+        #expect(dry.stdout.contains("line 3: refused: store 'stripe'"))
+        #expect(dry.stdout.contains("purchases: 1 new"))
+        let database = try await Database.open(.embedded(in: directory), logger: FreshDatabase.logger)
+        #expect(try await CustomerDatabase(database: database).lookup(app: Self.app(), user: "alice", now: Date()) == nil)
+        try await database.close()
+
+        let real = try await CLIRunner.runInBackground(arguments)
+        #expect(real.status == 3)
+        #expect(real.stdout.contains("customers: 2"))
+        #expect(real.stdout.contains("promotional grants: 1"))
+        #expect(real.stdout.contains("active entitlements: 3 (2 customers)"))
+        let missing = try await CLIRunner.runInBackground([
+            "import", "revenuecat", "--data-dir", directory.path, "--transactions", "/nonexistent.csv",
+        ])
+        #expect(missing.status == 2 && missing.stderr.contains("/nonexistent.csv"))
     }
 
     @Test("RevenueCat's datetimes, and what is not one")
