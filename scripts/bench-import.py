@@ -15,6 +15,7 @@ The ratio is import rows/s over intake purchases/s. PostgreSQL shares wrk's core
 bench-server.py. Prints a Markdown table.
 """
 import argparse
+import datetime
 import importlib.util
 import json
 import os
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from urllib.parse import quote
 
 from countersign_process import app_keys, call, connect, start_server
 
@@ -39,6 +41,7 @@ def add_import_app(data_dir):
     app["id"] = "imported"
     app["bundleId"] = "com.example.imported"
     app["environments"] = ["Production", "Sandbox"]
+    app["appAppleId"] = 1234567890
     app["publicApiKeys"] = [key + "i" for key in app["publicApiKeys"]]
     app["secretApiKeys"] = [key + "i" for key in app["secretApiKeys"]]
     app["products"] = [
@@ -63,8 +66,42 @@ def timed_import(binary, data_dir, database, export):
     elapsed = time.monotonic() - started
     if result.returncode not in (0, 3):
         sys.exit("error: the import failed:\n" + result.stdout + result.stderr)
-    refused = sum(1 for line in result.stdout.splitlines() if ": refused: " in line)
+    refused = [int(line.split(":")[0][5:]) for line in result.stdout.splitlines() if ": refused: " in line]
     return elapsed, refused, result.stdout.splitlines()[-8:]
+
+
+def verify(binary, data_dir, database, expected):
+    """Every expected customer's entitlements through GET /v1/subscribers/{id} (the imported
+    app's secret key), judged at the answer's request date by the generator's grant windows."""
+    process, port = start_server(binary, data_dir, database)
+    try:
+        secret = json.load(open(os.path.join(data_dir, "countersign.json")))["apps"][1]["secretApiKeys"][0]
+        connection = connect(port)
+        wrong = []
+        for user, window in expected["windows"].items():
+            status, body = call(connection, "GET", "/v1/subscribers/" + quote(user, safe=""), secret)
+            if status != 200:
+                wrong.append("%s: status %d" % (user, status))
+                continue
+            answer = json.loads(body)
+            at = answer["request_date_ms"]
+
+            def active(expires):
+                if expires is None:
+                    return True
+                moment = datetime.datetime.fromisoformat(expires.replace("Z", "+00:00"))
+                return moment.timestamp() * 1000 > at
+
+            found = sorted(name for name, entitlement in answer["subscriber"]["entitlements"].items()
+                           if active(entitlement.get("expires_date")))
+            wanted = sorted(name for name, end in window.items() if end is None or end > at)
+            if found != wanted:
+                wrong.append("%s: %s where %s was expected" % (user, found, wanted))
+        connection.close()
+        return wrong
+    finally:
+        process.terminate()
+        process.wait()
 
 
 def main():
@@ -76,14 +113,17 @@ def main():
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--mint", type=int, default=30_000)
+    parser.add_argument("--verify", action="store_true",
+                        help="after the runs, check every customer's entitlements and the refused lines against the generator's")
     arguments = parser.parse_args()
 
     work = tempfile.mkdtemp(prefix="countersign-bench-import-")
     export = os.path.join(work, "export.csv.gz")
     subprocess.run([sys.executable, os.path.join(HERE, "generate-revenuecat-export.py"), "--out", export, "--expected",
                     os.path.join(work, "expected.json"), "--transactions", str(arguments.transactions), "--customers",
-                    str(arguments.customers)], check=True)
-    rows = json.load(open(os.path.join(work, "expected.json")))["rows"]
+                    str(arguments.customers), "--now-ms", str(int(time.time() * 1000))], check=True)
+    expected = json.load(open(os.path.join(work, "expected.json")))
+    rows = expected["rows"]
     data_dir = os.path.join(work, "data")
     if arguments.database:
         bench.empty_database(arguments.database)
@@ -108,6 +148,13 @@ def main():
         second, _, _ = timed_import(arguments.binary, data_dir, arguments.database, export)
     finally:
         bench.restore_postgres(pinned)
+    if arguments.verify:
+        wrong = verify(arguments.binary, data_dir, arguments.database, expected)
+        print("verified %d customers: %d wrong %s" % (len(expected["windows"]), len(wrong), wrong[:5]), file=sys.stderr)
+        print("refused lines as expected: %s (%d)" % (refused == expected["refused_lines"], len(refused)), file=sys.stderr)
+        if wrong or refused != expected["refused_lines"]:
+            sys.exit("error: the import did not give what the generator expects")
+    refused = len(refused)
     taken = rows - refused
     print("\n".join(summary), file=sys.stderr)
     print("| %s | per second | ratio to intake |" % ("PostgreSQL" if arguments.database else "SQLite"))

@@ -11,7 +11,9 @@ breaks, so a row's physical line differs from its index. The column order is shu
 
 The expected file (JSON) holds `now_ms` (the instant the entitlements are judged at), the
 active entitlements of every customer the import must create (keyed by the id the app uses:
-the last-seen alias), and the physical line of every row the import must refuse.
+the last-seen alias), and the physical line of every row the import must refuse; `windows`
+gives each customer's entitlements with the end of their last unrefunded grant (null: never),
+to judge them at another instant.
 
 The app the rows are for: products pro_monthly and pro_yearly (auto-renewable, entitlement
 pro), lifetime (non-consumable, entitlements pro and premium) and coins_100 (consumable, none);
@@ -51,6 +53,7 @@ class Export:
         self.booleans = booleans
         self.rows = []  # (dict of column values, kind) where kind is "ok", "refused"
         self.expected = {}
+        self.windows = {}
         self.next_id = 1_000_000_000
 
     def transaction_id(self):
@@ -90,7 +93,14 @@ class Export:
         alias = original if rng.random() < 0.6 else "user_%d" % index
         first_seen = self.now - rng.randint(30, 500) * DAY
         active = set()
+        window = {}
         rows = []
+
+        def grant(entitlements, end):
+            for entitlement in entitlements:
+                if entitlement in window and (window[entitlement] is None or (end is not None and end <= window[entitlement])):
+                    continue
+                window[entitlement] = end
         for _ in range(rng.choice([1, 1, 1, 2])):
             choice = rng.random()
             start = first_seen + rng.randint(0, 20) * DAY + rng.randint(0, DAY - 1)
@@ -122,6 +132,8 @@ class Export:
                         early = dict(row, refunded_at="", updated_at=stamp(moment), price_in_purchased_currency=row["purchase_price_in_purchased_currency"])
                         rows.append(early)
                     rows.append(row)
+                    if refunded is None:
+                        grant(entitlements, end)
                     if last:
                         if refunded is None and end > self.now:
                             active.update(entitlements)
@@ -135,6 +147,7 @@ class Export:
                                      ownership="FAMILY_SHARED" if shared else "PURCHASED", first_seen=first_seen))
                 if refunded is None:
                     active.update(["pro", "premium"])
+                    grant(["pro", "premium"], None)
             elif choice < 0.86:
                 rows.append(self.row(original, alias, "coins_100", start, None, auto=False, price=0.99, entitlements=[],
                                      first_seen=first_seen))
@@ -144,6 +157,7 @@ class Export:
                 rows.append(self.row(original, alias, "rc_promo_pro_%s" % ("lifetime" if lifetime else "monthly"), start,
                                      None if lifetime else end, store="promotional", auto=False, price=None, currency="",
                                      entitlements=["pro"], first_seen=first_seen))
+                grant(["pro"], None if lifetime else end)
                 if lifetime or end > self.now:
                     active.add("pro")
             else:
@@ -154,6 +168,7 @@ class Export:
         # Only customers with a row the import takes exist afterwards.
         if any(not row.get("_refused") for row in rows):
             self.expected[alias] = sorted(active)
+            self.windows[alias] = window
         return rows
 
     def broken(self, index):
@@ -225,7 +240,8 @@ def main():
     with open(args.out, "wb") as out:
         out.write(data)
     with open(args.expected, "w") as out:
-        json.dump({"now_ms": args.now_ms, "rows": len(rows), "customers": export.expected, "refused_lines": refused}, out)
+        json.dump({"now_ms": args.now_ms, "rows": len(rows), "customers": export.expected, "refused_lines": refused,
+                   "windows": export.windows}, out)
     print("%d rows, %d customers, %d refused rows" % (len(rows), len(export.expected), len(refused)))
 
 

@@ -231,6 +231,8 @@ extension CustomerDatabase {
 
     /// Deletes what is past its retention: deliveries delivered before `cutoff`, then events made
     /// before it that no delivery refers to any more (pending and failed deliveries keep theirs).
+    /// Events an import made are kept: they are dated when the history happened, and are the
+    /// customer's history from before the move (ImportTests, "imported events outlive retention").
     @discardableResult
     public func pruneEvents(before cutoff: Date) async throws -> (events: Int, deliveries: Int) {
         let time = cutoff.epochMilliseconds
@@ -241,7 +243,7 @@ extension CustomerDatabase {
                 """)
             let events = try await sql.count(
                 """
-                DELETE FROM events WHERE created_at_ms < \(bind: time) \
+                DELETE FROM events WHERE created_at_ms < \(bind: time) AND imported = 0 \
                 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = events.event_id) RETURNING seq
                 """)
             return (events, deliveries)

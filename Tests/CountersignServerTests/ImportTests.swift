@@ -116,6 +116,17 @@ struct ImportTests {
             let counts = try await store.importedPurchaseCounts(app: app.id)
             #expect(counts[1] == report.newPurchases && counts[2] == nil)
 
+            if kind == .sqlite {
+                // A customer's purchases are found through their chains, never by walking the
+                // app's purchases (the summary above reads every customer's).
+                let plan = try await database.withConnection { sql in
+                    try await sql.all("EXPLAIN QUERY PLAN SELECT p.product_id FROM \(CustomerDatabase.ownedPurchases(app: app.id, user: "u"))") {
+                        try $0.string("detail")
+                    }
+                }
+                #expect(plan.contains { $0.contains("purchase_owners_by_user") }, "\(plan)")
+            }
+
             // Run again: nothing changes, not even a first visit.
             let before = try await Self.digest(database)
             let again = try await RevenueCatImport(app: app, store: store).run(generated.export, now: now.addingTimeInterval(3_600))
@@ -125,7 +136,7 @@ struct ImportTests {
         }
     }
 
-    @Test("a later export's refund revokes; a signed copy replaces the imported record", arguments: TestDatabaseKind.available)
+    @Test("a later export's refund revokes; imported events outlive retention", arguments: TestDatabaseKind.available)
     func laterExportAndConfirmation(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, _ in
             let database = try await Database.open(location, logger: FreshDatabase.logger)
@@ -155,6 +166,35 @@ struct ImportTests {
             #expect(try await store.lookupWithEntitlements(app: app, user: "alice", now: now)?.entitlements.activeEntitlementIds == [])
             let record = try await store.lookup(app: app, user: "alice", now: now)
             #expect(record?.transactions.first?.importStatus == "awaiting_store")
+
+            // The purchase and the refund made events, marked imported, delivered nowhere, and
+            // kept past the retention of live events.
+            let events = try await store.events(app: app.id, user: "alice")
+            #expect(Set(events.map(\.type)) == ["NON_RENEWING_PURCHASE", "CANCELLATION"])
+            _ = try await store.pruneEvents(before: now)
+            #expect(try await store.events(app: app.id, user: "alice").count == events.count)
+            try await database.close()
+        }
+    }
+
+    @Test("imported events reach the webhooks only with --deliver-events", arguments: TestDatabaseKind.available)
+    func eventDelivery(_ kind: TestDatabaseKind) async throws {
+        try await FreshDatabase.with(kind) { location, _ in
+            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            var app = Self.app()
+            app.webhooks = [.init(url: "https://backend.example.com/hooks")]
+            let header = "store,product_identifier,rc_original_app_user_id,start_time,store_transaction_id,original_store_transaction_id\n"
+            func deliveries() async throws -> Int? {
+                try await database.withConnection { sql in try await sql.first("SELECT COUNT(*) AS n FROM webhook_deliveries") { try $0.int("n") } }
+            }
+            _ = try await RevenueCatImport(app: app, store: CustomerDatabase(database: database))
+                .run(Data((header + "app_store,lifetime,ann,2026-01-01 00:00:00,31,31\n").utf8), now: Date())
+            #expect(try await deliveries() == 0)
+            var options = RevenueCatImport.Options()
+            options.deliversEvents = true
+            _ = try await RevenueCatImport(app: app, store: CustomerDatabase(database: database), options: options)
+                .run(Data((header + "app_store,lifetime,ben,2026-01-01 00:00:00,32,32\n").utf8), now: Date())
+            #expect(try await deliveries() == 1)
             try await database.close()
         }
     }
