@@ -101,7 +101,7 @@ class Export:
                 if entitlement in window and (window[entitlement] is None or (end is not None and end <= window[entitlement])):
                     continue
                 window[entitlement] = end
-        for _ in range(rng.choice([1, 1, 1, 2])):
+        for _ in range(rng.choice([1, 1, 2, 3])):
             choice = rng.random()
             start = first_seen + rng.randint(0, 20) * DAY + rng.randint(0, DAY - 1)
             if choice < 0.62:
