@@ -26,6 +26,14 @@ struct ImportCommand: AsyncParsableCommand {
         @Option(help: "The app id in the configuration (default: the only app; required when there are several).")
         var app: String?
 
+        /// The app `--app` names, or the only one.
+        func chooseApp(from apps: [AppConfiguration]) throws(CLIError) -> AppConfiguration {
+            guard let chosen = app.map({ id in apps.first { $0.id == id } }) ?? (apps.count == 1 ? apps.first : nil) else {
+                throw CLIError(app.map { "no app '\($0)' in the configuration" } ?? "the configuration has \(apps.count) apps: name one with --app")
+            }
+            return chosen
+        }
+
         func open() async throws -> (app: AppConfiguration, database: Database) {
             let directory = URL(fileURLWithPath: dataDir)
             let deployment = try CLIError.wrapping("configuration") {
@@ -35,17 +43,7 @@ struct ImportCommand: AsyncParsableCommand {
                 }
                 return found
             }
-            let chosen: AppConfiguration?
-            if let app {
-                chosen = deployment.apps.first { $0.id == app }
-            } else {
-                chosen = deployment.apps.count == 1 ? deployment.apps[0] : nil
-            }
-            guard let chosen else {
-                throw CLIError(
-                    app.map { "no app '\($0)' in the configuration" }
-                        ?? "the configuration has \(deployment.apps.count) apps: name one with --app")
-            }
+            let chosen = try chooseApp(from: deployment.apps)
             let location = try CLIError.wrapping("--database") {
                 try (database ?? ProcessInfo.processInfo.environment["COUNTERSIGN_DATABASE_URL"]).map(DatabaseLocation.init(argument:))
                     ?? .embedded(in: directory)
@@ -174,11 +172,12 @@ extension ImportCommand {
             var logger = Logger(label: "countersign.import")
             logger.logLevel = .error
             let server = try await CountersignServer(configuration: configuration, logger: logger)
-            let apps = server.deployment.apps
-            guard let app = target.app.map({ id in apps.first { $0.id == id } }) ?? (apps.count == 1 ? apps.first : nil) else {
+            let app: AppConfiguration
+            do {
+                app = try target.chooseApp(from: server.deployment.apps)
+            } catch {
                 try? await server.database.close()
-                throw CLIError(
-                    target.app.map { "no app '\($0)' in the configuration" } ?? "the configuration has \(apps.count) apps: name one with --app")
+                throw error
             }
             let progress = ImportProgress(label: "asking the App Store", unit: "chains")
             let report: AppStoreImport.Report
