@@ -199,6 +199,29 @@ struct ImportTests {
         }
     }
 
+    @Test("a chain two customers claim follows the app's transfer behaviour, and the report says so")
+    func contestedChain() async throws {
+        let file = """
+            rc_original_app_user_id,product_identifier,start_time,store,store_transaction_id,original_store_transaction_id
+            first,lifetime,2026-01-01 00:00:00,app_store,41,41
+            second,lifetime,2026-01-01 00:00:00,app_store,41,41
+
+            """
+        for (behaviour, owner, note) in [
+            (AppConfiguration.TransferBehavior.keepWithOriginal, "first", "stays with its owner"),
+            (.transfer, "second", "moved to 'second'"),
+        ] {
+            var app = Self.app()
+            app.transferBehavior = behaviour
+            let database = try await Self.scratch()
+            let store = CustomerDatabase(database: database)
+            let report = try await RevenueCatImport(app: app, store: store).run(Data(file.utf8), now: Date())
+            #expect(report.ownership.map(\.line) == [3] && report.ownership[0].message.contains(note), "\(report.ownership)")
+            #expect(try await store.lookupWithEntitlements(app: app, user: owner, now: Date())?.entitlements.activeEntitlementIds == ["pro", "premium"])
+            try await database.close()
+        }
+    }
+
     @Test("rows refused by line with their reason, and the file-level refusals")
     func refusals() async throws {
         let app = Self.app()
