@@ -217,7 +217,8 @@ struct ImportTests {
             let store = CustomerDatabase(database: database)
             let report = try await RevenueCatImport(app: app, store: store).run(Data(file.utf8), now: Date())
             #expect(report.ownership.map(\.line) == [3] && report.ownership[0].message.contains(note), "\(report.ownership)")
-            #expect(try await store.lookupWithEntitlements(app: app, user: owner, now: Date())?.entitlements.activeEntitlementIds == ["pro", "premium"])
+            #expect(
+                try await store.lookupWithEntitlements(app: app, user: owner, now: Date())?.entitlements.activeEntitlementIds == ["pro", "premium"])
             try await database.close()
         }
     }
