@@ -121,17 +121,13 @@ public struct AppStoreImport: Sendable {
         let (added, replacing) = history.partitioned { chain.unconfirmed.contains($0.transactionId) }
         for transaction in added + replacing {
             let wasImported = chain.unconfirmed.contains(transaction.transactionId)
-            switch try await store.record(transaction, app: app, poster: owner, now: now()) {
+            let status = try await store.record(transaction, app: app, poster: owner, now: now())
+            switch status {
             case .new: report.added += 1
-            case .alreadyRecorded: if wasImported { report.confirmed += 1 } else { report.unchanged += 1 }
-            case .transferred:
-                report.confirmed += 1
-                report.ownership.append(
-                    "chain \(chain.originalTransactionId) moved to '\(owner)' (transferBehavior \(app.transferBehavior.rawValue))")
-            case .boundToAnotherUser:
-                report.confirmed += 1
-                report.ownership.append("chain \(chain.originalTransactionId) is bound to another customer by its app account token")
+            case .alreadyRecorded where !wasImported: report.unchanged += 1
+            case .alreadyRecorded, .transferred, .boundToAnotherUser: report.confirmed += 1
             }
+            if let note = status.ownershipNote(chain: chain.originalTransactionId, poster: owner, app: app) { report.ownership.append(note) }
         }
         let seen = Set(history.map(\.transactionId))
         report.notInStoreHistory += try await store.markNotInStoreHistory(

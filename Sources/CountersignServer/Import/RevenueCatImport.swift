@@ -281,22 +281,10 @@ public struct RevenueCatImport: Sendable {
                     continue
                 }
                 do {
-                    switch try await store.record(transaction, app: app, poster: customer.user, now: row.updated) {
-                    case .new: outcome.new += 1
-                    case .alreadyRecorded: outcome.known += 1
-                    case .transferred:
-                        outcome.known += 1
-                        outcome.ownership.append(
-                            .init(
-                                line: row.line,
-                                message:
-                                    "chain \(row.originalTransactionId) moved to '\(customer.user)' (transferBehavior \(app.transferBehavior.rawValue))"
-                            ))
-                    case .boundToAnotherUser:
-                        outcome.known += 1
-                        outcome.ownership.append(
-                            .init(line: row.line, message: "chain \(row.originalTransactionId) is bound to another customer by its app account token")
-                        )
+                    let status = try await store.record(transaction, app: app, poster: customer.user, now: row.updated)
+                    if status == .new { outcome.new += 1 } else { outcome.known += 1 }
+                    if let note = status.ownershipNote(chain: row.originalTransactionId, poster: customer.user, app: app) {
+                        outcome.ownership.append(.init(line: row.line, message: note))
                     }
                 } catch let error as APIError where error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue {
                     outcome.ownership.append(
@@ -305,6 +293,18 @@ public struct RevenueCatImport: Sendable {
             }
         }
         return outcome
+    }
+}
+
+extension PurchaseStatus {
+    /// What an import's report says of a purchase recorded for `poster` that met another owner
+    /// (nil when it met none): both imports word it alike.
+    func ownershipNote(chain: String, poster: String, app: AppConfiguration) -> String? {
+        switch self {
+        case .new, .alreadyRecorded: nil
+        case .transferred: "chain \(chain) moved to '\(poster)' (transferBehavior \(app.transferBehavior.rawValue))"
+        case .boundToAnotherUser: "chain \(chain) is bound to another customer by its app account token"
+        }
     }
 }
 
