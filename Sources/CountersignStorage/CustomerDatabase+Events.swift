@@ -318,44 +318,7 @@ extension CustomerDatabase {
                 return 0
             }
             guard through < time else { return 0 }
-            // Periods that ended (read by `purchases_by_expiry`), and grace periods that ended
-            // without a renewal (read by `subscription_states_by_grace` on PostgreSQL, migration
-            // 13): both `EXPIRATION`s, at
-            // the period's or the grace period's end, with the event id Apple's notification makes.
-            let chains = """
-                JOIN purchase_owners o ON o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id \
-                LEFT JOIN subscription_states s ON s.app_id = p.app_id AND s.original_transaction_id = p.original_transaction_id
-                """
-            let newest = """
-                p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM purchases q \
-                WHERE q.app_id = p.app_id AND q.original_transaction_id = p.original_transaction_id AND q.expires_date_ms > p.expires_date_ms)
-                """
-            let columns = "p.app_id, \(EventTransaction.storedColumns), o.app_user_id, s.auto_renew_status, s.in_billing_retry"
-            func ended(_ row: any StoredRow) throws -> Expired {
-                let reason =
-                    try row.integer("in_billing_retry") ?? 0 != 0
-                    ? "BILLING_ERROR"
-                    : try row.integer("auto_renew_status") == 0 ? "UNSUBSCRIBE" : "UNKNOWN"
-                return Expired(
-                    app: try row.string("app_id"), owner: try row.string("app_user_id"), transaction: try EventTransaction(stored: row),
-                    reason: reason, ends: try row.int64("ends_ms"))
-            }
-            let periods = try await sql.all(
-                """
-                SELECT \(raw: columns), p.expires_date_ms AS ends_ms FROM purchases p \(raw: chains) \
-                WHERE p.expires_date_ms > \(bind: through) AND p.expires_date_ms <= \(bind: time) \
-                AND (s.grace_period_expires_ms IS NULL OR s.grace_period_expires_ms <= p.expires_date_ms) AND \(raw: newest) \
-                ORDER BY p.expires_date_ms LIMIT \(bind: limit)
-                """, ended)
-            let graces = try await sql.all(
-                """
-                SELECT \(raw: columns), s.grace_period_expires_ms AS ends_ms FROM subscription_states g \
-                JOIN purchases p ON p.app_id = g.app_id AND p.original_transaction_id = g.original_transaction_id \(raw: chains) \
-                WHERE g.grace_period_expires_ms > \(bind: through) AND g.grace_period_expires_ms <= \(bind: time) \
-                AND g.grace_period_expires_ms > p.expires_date_ms AND \(raw: newest) \
-                ORDER BY g.grace_period_expires_ms LIMIT \(bind: limit)
-                """, ended)
-            let rows = (periods + graces).sorted { $0.ends < $1.ends }.prefix(limit)
+            let rows = try await Self.expiries(after: through, upTo: time, limit: limit, on: sql)
             // Nothing expired: leave the mark where it is for up to a minute (the next look scans a
             // slightly longer window) rather than write it every second.
             if rows.isEmpty, time - through < 60_000 { return 0 }
@@ -378,6 +341,50 @@ extension CustomerDatabase {
             try await sql.run("UPDATE event_checks SET through_ms = \(bind: next) WHERE name = 'expirations'")
             return reported
         }
+    }
+
+    /// The subscription periods and grace periods of owned, unrefunded chains that ended after
+    /// `through` and no later than `time` (epoch ms), earliest first, at most `limit`.
+    private static func expiries(after through: Int64, upTo time: Int64, limit: Int, on sql: any SQLExecutor) async throws
+        -> ArraySlice<Expired>
+    {
+        // Periods that ended (read by `purchases_by_expiry`), and grace periods that ended
+        // without a renewal (read by `subscription_states_by_grace` on PostgreSQL, migration
+        // 13): both `EXPIRATION`s, at the period's or the grace period's end.
+        let chains = """
+            JOIN purchase_owners o ON o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id \
+            LEFT JOIN subscription_states s ON s.app_id = p.app_id AND s.original_transaction_id = p.original_transaction_id
+            """
+        let newest = """
+            p.revocation_date_ms IS NULL AND o.app_user_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM purchases q \
+            WHERE q.app_id = p.app_id AND q.original_transaction_id = p.original_transaction_id AND q.expires_date_ms > p.expires_date_ms)
+            """
+        let columns = "p.app_id, \(EventTransaction.storedColumns), o.app_user_id, s.auto_renew_status, s.in_billing_retry"
+        func ended(_ row: any StoredRow) throws -> Expired {
+            let reason =
+                try row.integer("in_billing_retry") ?? 0 != 0
+                ? "BILLING_ERROR"
+                : try row.integer("auto_renew_status") == 0 ? "UNSUBSCRIBE" : "UNKNOWN"
+            return Expired(
+                app: try row.string("app_id"), owner: try row.string("app_user_id"), transaction: try EventTransaction(stored: row),
+                reason: reason, ends: try row.int64("ends_ms"))
+        }
+        let periods = try await sql.all(
+            """
+            SELECT \(raw: columns), p.expires_date_ms AS ends_ms FROM purchases p \(raw: chains) \
+            WHERE p.expires_date_ms > \(bind: through) AND p.expires_date_ms <= \(bind: time) \
+            AND (s.grace_period_expires_ms IS NULL OR s.grace_period_expires_ms <= p.expires_date_ms) AND \(raw: newest) \
+            ORDER BY p.expires_date_ms LIMIT \(bind: limit)
+            """, ended)
+        let graces = try await sql.all(
+            """
+            SELECT \(raw: columns), s.grace_period_expires_ms AS ends_ms FROM subscription_states g \
+            JOIN purchases p ON p.app_id = g.app_id AND p.original_transaction_id = g.original_transaction_id \(raw: chains) \
+            WHERE g.grace_period_expires_ms > \(bind: through) AND g.grace_period_expires_ms <= \(bind: time) \
+            AND g.grace_period_expires_ms > p.expires_date_ms AND \(raw: newest) \
+            ORDER BY g.grace_period_expires_ms LIMIT \(bind: limit)
+            """, ended)
+        return (periods + graces).sorted { $0.ends < $1.ends }.prefix(limit)
     }
 }
 

@@ -447,4 +447,63 @@ struct AppStoreImportTests {
             }
         }
     }
+
+    @Test(
+        "a chain named for a second customer: kept with its first owner it is a note, not a failure; moved, it counts as already signed",
+        arguments: TestDatabaseKind.available, [AppConfiguration.TransferBehavior.keepWithOriginal, .transfer])
+    func namedChainOfAnotherOwner(_ kind: TestDatabaseKind, _ behavior: AppConfiguration.TransferBehavior) async throws {
+        try await FreshDatabase.with(kind) { location, directory in
+            let ca = try TestStoreCA.loadOrCreate(for: DataDirectory(directory))
+            let apiKey = P256.Signing.PrivateKey()
+            try Data(apiKey.pemRepresentation.utf8).write(to: directory.appendingPathComponent("iap.p8"))
+            var app = ImportTests.app()
+            app.environments = ["Sandbox"]
+            app.transferBehavior = behavior
+            app.inAppPurchaseKey = .init(keyId: "TESTKEY123", issuerId: "57246542-96fe-1a63-e053-0824d011072a", privateKeyFile: "iap.p8")
+            let standIn = try await AppStoreServerStandIn(ca: ca, bundleId: app.bundleId, apiKeyPEM: apiKey.pemRepresentation)
+            var purchase = TestStoreCA.Purchase(productId: "lifetime", type: .nonConsumable, bundleId: app.bundleId, purchaseDate: Date())
+            purchase.environment = .sandbox
+            purchase.transactionId = "600000"
+            _ = try await standIn.add(purchase)
+            let configured = app
+            try await standIn.makeApplication().test(.live) { standInClient in
+                try DeploymentConfiguration(
+                    apps: [configured], appleRootCertificates: [try Self.base64DER(ca.root)],
+                    appStoreServerAPIURL: "http://127.0.0.1:\(try #require(standInClient.port))"
+                ).save(toDataDirectory: directory)
+                let databaseArgument =
+                    switch location {
+                    case .sqlite(let path): path
+                    case .postgres(let url): url
+                    }
+                func importChain(for user: String) async throws -> CLIRunner.Result {
+                    let file = directory.appendingPathComponent("chains-\(user).csv")
+                    try Data("600000,\(user)\n".utf8).write(to: file)
+                    return try await CLIRunner.runInBackground([
+                        "import", "appstore", "--data-dir", directory.path, "--database", databaseArgument, "--chains", file.path,
+                    ])
+                }
+                let first = try await importChain(for: "alice")
+                #expect(first.status == 0 && first.stdout.contains("0 replaced imported records, 1 added, 0 already signed"), "\(first.stdout)")
+                let second = try await importChain(for: "bob")
+                #expect(second.status == 0, "\(second.stdout)\(second.stderr)")
+                #expect(second.stdout.contains("chains failed (asked again next run): 0"), "\(second.stdout)")
+                let database = try await Database.open(location, logger: FreshDatabase.logger)
+                let store = CustomerDatabase(database: database)
+                let alice = try await store.lookup(app: configured, user: "alice", now: Date())
+                let bob = try await store.lookup(app: configured, user: "bob", now: Date())
+                try await database.close()
+                switch behavior {
+                case .keepWithOriginal:
+                    #expect(second.stdout.contains("chain 600000 stays with its owner"), "\(second.stdout)")
+                    #expect(second.stdout.contains("0 replaced imported records, 0 added, 0 already signed"), "\(second.stdout)")
+                    #expect(alice?.transactions.count == 1 && (bob?.transactions ?? []).isEmpty)
+                default:
+                    #expect(second.stdout.contains("chain 600000 moved to 'bob'"), "\(second.stdout)")
+                    #expect(second.stdout.contains("0 replaced imported records, 0 added, 1 already signed"), "\(second.stdout)")
+                    #expect(bob?.transactions.count == 1 && (alice?.transactions ?? []).isEmpty)
+                }
+            }
+        }
+    }
 }

@@ -120,14 +120,15 @@ public struct AppStoreImport: Sendable {
         // waits and is asked again.
         let (added, replacing) = history.partitioned { chain.unconfirmed.contains($0.transactionId) }
         for transaction in added + replacing {
-            let wasImported = chain.unconfirmed.contains(transaction.transactionId)
-            let status = try await store.record(transaction, app: app, poster: owner, now: now())
+            let (status, note) = try await store.recordForImport(
+                transaction, app: app, poster: owner, chain: chain.originalTransactionId, now: now())
+            if let note { report.ownership.append(note) }
+            guard let status else { return }  // kept with another owner: so is every transaction of the chain
             switch status {
             case .new: report.added += 1
-            case .alreadyRecorded where !wasImported: report.unchanged += 1
-            case .alreadyRecorded, .transferred, .boundToAnotherUser: report.confirmed += 1
+            case _ where !chain.unconfirmed.contains(transaction.transactionId): report.unchanged += 1
+            default: report.confirmed += 1
             }
-            if let note = status.ownershipNote(chain: chain.originalTransactionId, poster: owner, app: app) { report.ownership.append(note) }
         }
         let seen = Set(history.map(\.transactionId))
         report.notInStoreHistory += try await store.markNotInStoreHistory(

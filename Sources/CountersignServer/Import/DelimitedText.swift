@@ -100,44 +100,9 @@ struct DelimitedText: Sendable {
             var fields: [String] = []
             var field: [UInt8] = []
             while true {
-                // At the start of a field.
-                if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
-                    position += 1
-                    var closed = false
-                    while position < bytes.count {
-                        let byte = bytes[position]
-                        position += 1
-                        if byte == UInt8(ascii: "\"") {
-                            if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
-                                field.append(byte)
-                                position += 1
-                            } else {
-                                closed = true
-                                break
-                            }
-                        } else {
-                            if byte == UInt8(ascii: "\n") { line += 1 }
-                            field.append(byte)
-                        }
-                    }
-                    guard closed else {
-                        return .failure(Failure(line: start, message: "a quoted field is never closed"))
-                    }
-                    let next = position < bytes.count ? bytes[position] : UInt8(ascii: "\n")
-                    if next != delimiter, next != UInt8(ascii: "\n"), next != UInt8(ascii: "\r") {
-                        skipLine()
-                        return .failure(Failure(line: start, message: "text after a closing quote"))
-                    }
-                } else {
-                    while position < bytes.count, bytes[position] != delimiter, bytes[position] != UInt8(ascii: "\n") {
-                        if bytes[position] == UInt8(ascii: "\"") {
-                            skipLine()
-                            return .failure(Failure(line: start, message: "a quote inside an unquoted field"))
-                        }
-                        field.append(bytes[position])
-                        position += 1
-                    }
-                    if field.last == UInt8(ascii: "\r") { field.removeLast() }
+                let quoted = position < bytes.count && bytes[position] == UInt8(ascii: "\"")
+                if let problem = quoted ? readQuoted(into: &field) : readUnquoted(into: &field) {
+                    return .failure(Failure(line: start, message: problem))
                 }
                 fields.append(String(decoding: field, as: UTF8.self))
                 field.removeAll(keepingCapacity: true)
@@ -153,6 +118,46 @@ struct DelimitedText: Sendable {
                 }
                 // The delimiter: another field follows.
             }
+        }
+
+        /// Reads a quoted field, the reader at its opening quote, into `field` (a doubled quote
+        /// is one quote); what is wrong with it, if anything.
+        private mutating func readQuoted(into field: inout [UInt8]) -> String? {
+            position += 1
+            while position < bytes.count {
+                let byte = bytes[position]
+                position += 1
+                if byte != UInt8(ascii: "\"") {
+                    if byte == UInt8(ascii: "\n") { line += 1 }
+                    field.append(byte)
+                } else if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
+                    field.append(byte)
+                    position += 1
+                } else {
+                    let next = position < bytes.count ? bytes[position] : UInt8(ascii: "\n")
+                    guard next == delimiter || next == UInt8(ascii: "\n") || next == UInt8(ascii: "\r") else {
+                        skipLine()
+                        return "text after a closing quote"
+                    }
+                    return nil
+                }
+            }
+            return "a quoted field is never closed"
+        }
+
+        /// Reads an unquoted field into `field`, up to the delimiter or the end of the line; what
+        /// is wrong with it, if anything.
+        private mutating func readUnquoted(into field: inout [UInt8]) -> String? {
+            while position < bytes.count, bytes[position] != delimiter, bytes[position] != UInt8(ascii: "\n") {
+                if bytes[position] == UInt8(ascii: "\"") {
+                    skipLine()
+                    return "a quote inside an unquoted field"
+                }
+                field.append(bytes[position])
+                position += 1
+            }
+            if field.last == UInt8(ascii: "\r") { field.removeLast() }
+            return nil
         }
 
         private mutating func skipLine() {

@@ -43,20 +43,71 @@ struct RevenueCatExportRow: Sendable {
     ]
 
     init(_ record: DelimitedText.Record, columns: [String: Int]) throws(Refusal) {
+        let field = Fields(record: record, columns: columns)
+        line = record.line
+        originalAppUserId = try field.required("rc_original_app_user_id")
+        lastSeenAppUserId = field.value("rc_last_seen_app_user_id_alias") ?? originalAppUserId
+        productId = try field.required("product_identifier")
+        store = try field.required("store")
+        transactionId = try field.required("store_transaction_id")
+        originalTransactionId = try field.required("original_store_transaction_id")
+        for id in [originalAppUserId, lastSeenAppUserId] where id.utf8.count > 100 || id.contains(where: \.isNewline) {
+            throw Refusal("app user id '\(id.prefix(40))…' is not one the server accepts")
+        }
+        if columns["is_sandbox"] != nil {
+            guard let sandbox = try field.flag("is_sandbox") else { throw Refusal("is_sandbox is empty") }
+            environment = sandbox ? .sandbox : .production
+        } else {
+            environment = .production
+        }
+        guard let purchased = try field.date("start_time") else { throw Refusal("start_time is empty") }
+        self.purchased = purchased
+        let end = try field.date("end_time")
+        let grace = try field.date("grace_period_end_time")
+        expires = try field.date("effective_end_time") ?? [end, grace].compactMap { $0 }.max()
+        refunded = try field.date("refunded_at")
+        isAutoRenewable = try field.flag("is_auto_renewable") ?? (end != nil)
+        isTrial = try field.flag("is_trial_period") ?? false
+        isIntroOffer = try field.flag("is_in_intro_offer_period") ?? false
+        switch field.value("ownership_type")?.uppercased() {
+        case nil, "PURCHASED": familyShared = false
+        case "FAMILY_SHARED": familyShared = true
+        case let other?: throw Refusal("ownership_type '\(other)' is neither PURCHASED nor FAMILY_SHARED")
+        }
+        currency = field.value("purchased_currency")?.uppercased()
+        if let text = field.value("purchase_price_in_purchased_currency") ?? field.value("price_in_purchased_currency") {
+            priceMilliunits = try Self.milliunits(text)
+        }
+        if let currency, currency.count != 3 || !currency.allSatisfy({ $0.isASCII && $0.isLetter }) {
+            throw Refusal("purchased_currency '\(currency)' is not an ISO 4217 code")
+        }
+        entitlements = field.value("entitlement_identifiers").map(Self.identifiers)
+        firstSeen = try field.date("first_seen_time")
+        updated = try field.date("updated_at") ?? [purchased, expires, refunded].compactMap { $0 }.max() ?? purchased
+    }
+
+    /// A row's fields by column name: trimmed, with an empty field or `null` read as absent.
+    private struct Fields {
+        var record: DelimitedText.Record
+        var columns: [String: Int]
+
         func value(_ name: String) -> String? {
             guard let index = columns[name] else { return nil }
             let text = record.fields[index].trimmingCharacters(in: .whitespaces)
             return text.isEmpty || text.lowercased() == "null" ? nil : text
         }
+
         func required(_ name: String) throws(Refusal) -> String {
             guard let text = value(name) else { throw Refusal("\(name) is empty") }
             return text
         }
+
         func date(_ name: String) throws(Refusal) -> Date? {
             guard let text = value(name) else { return nil }
-            guard let date = Self.date(text) else { throw Refusal("\(name) '\(text)' is not a date") }
+            guard let date = RevenueCatExportRow.date(text) else { throw Refusal("\(name) '\(text)' is not a date") }
             return date
         }
+
         func flag(_ name: String) throws(Refusal) -> Bool? {
             guard let text = value(name) else { return nil }
             switch text.lowercased() {
@@ -65,53 +116,17 @@ struct RevenueCatExportRow: Sendable {
             default: throw Refusal("\(name) '\(text)' is not true, false, t or f")
             }
         }
+    }
 
-        line = record.line
-        originalAppUserId = try required("rc_original_app_user_id")
-        lastSeenAppUserId = value("rc_last_seen_app_user_id_alias") ?? originalAppUserId
-        productId = try required("product_identifier")
-        store = try required("store")
-        transactionId = try required("store_transaction_id")
-        originalTransactionId = try required("original_store_transaction_id")
-        for id in [originalAppUserId, lastSeenAppUserId] where id.utf8.count > 100 || id.contains(where: \.isNewline) {
-            throw Refusal("app user id '\(id.prefix(40))…' is not one the server accepts")
+    /// A price in the purchase's currency as thousandths (RevenueCat writes `4.99`), rounded.
+    static func milliunits(_ text: String) throws(Refusal) -> Int64 {
+        guard let price = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), price >= 0, price < 1_000_000_000 else {
+            throw Refusal("the price '\(text)' is not a number from 0 to 10⁹")
         }
-        if columns["is_sandbox"] != nil {
-            guard let sandbox = try flag("is_sandbox") else { throw Refusal("is_sandbox is empty") }
-            environment = sandbox ? .sandbox : .production
-        } else {
-            environment = .production
-        }
-        guard let purchased = try date("start_time") else { throw Refusal("start_time is empty") }
-        self.purchased = purchased
-        let end = try date("end_time")
-        let grace = try date("grace_period_end_time")
-        expires = try date("effective_end_time") ?? [end, grace].compactMap { $0 }.max()
-        refunded = try date("refunded_at")
-        isAutoRenewable = try flag("is_auto_renewable") ?? (end != nil)
-        isTrial = try flag("is_trial_period") ?? false
-        isIntroOffer = try flag("is_in_intro_offer_period") ?? false
-        switch value("ownership_type")?.uppercased() {
-        case nil, "PURCHASED": familyShared = false
-        case "FAMILY_SHARED": familyShared = true
-        case let other?: throw Refusal("ownership_type '\(other)' is neither PURCHASED nor FAMILY_SHARED")
-        }
-        currency = value("purchased_currency")?.uppercased()
-        if let text = value("purchase_price_in_purchased_currency") ?? value("price_in_purchased_currency") {
-            guard let price = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), price >= 0, price < 1_000_000_000 else {
-                throw Refusal("the price '\(text)' is not a number from 0 to 10⁹")
-            }
-            var milli = price * 1000
-            var rounded = Decimal()
-            NSDecimalRound(&rounded, &milli, 0, .plain)
-            priceMilliunits = NSDecimalNumber(decimal: rounded).int64Value
-        }
-        if let currency, currency.count != 3 || !currency.allSatisfy({ $0.isASCII && $0.isLetter }) {
-            throw Refusal("purchased_currency '\(currency)' is not an ISO 4217 code")
-        }
-        entitlements = value("entitlement_identifiers").map(Self.identifiers)
-        firstSeen = try date("first_seen_time")
-        updated = try date("updated_at") ?? [purchased, expires, refunded].compactMap { $0 }.max() ?? purchased
+        var milli = price * 1000
+        var rounded = Decimal()
+        NSDecimalRound(&rounded, &milli, 0, .plain)
+        return NSDecimalNumber(decimal: rounded).int64Value
     }
 
     /// `entitlement_identifiers` as RevenueCat writes a string array: JSON (`["a","b"]`, spaced or

@@ -82,12 +82,33 @@ public struct RevenueCatImport: Sendable {
 
     /// Imports `data` (the export, CSV or gzipped CSV); `progress` hears (rows done, rows to do).
     public func run(_ data: Data, now: Date, progress: @escaping @Sendable (Int, Int) -> Void = { _, _ in }) async throws -> Report {
-        let text = try DelimitedText(data)
+        var report = Report()
+        let planned = try plan(DelimitedText(data), into: &report)
+        let (customers, contested) = Self.arrange(planned)
+        report.customers = customers.count
+        let outcomes = try await write(customers, then: contested, total: planned.count, progress: progress)
+        report.newPurchases = outcomes.new
+        report.knownPurchases = outcomes.known
+        report.grants = outcomes.grants
+        report.ownership = outcomes.ownership.sorted { $0.line < $1.line }
+        if !options.dryRun {
+            for customer in customers {
+                guard let found = try await store.lookupWithEntitlements(app: app, user: customer.user, now: now) else { continue }
+                let active = found.entitlements.activeEntitlementIds.count
+                report.activeEntitlements += active
+                if active > 0 { report.customersWithEntitlements += 1 }
+            }
+        }
+        return report
+    }
+
+    /// Reads every row of the file and checks it against the app; what is refused goes into
+    /// `report` by line.
+    private func plan(_ text: DelimitedText, into report: inout Report) throws -> [Planned] {
         let missing = RevenueCatExportRow.requiredColumns.filter { text.columns[$0] == nil }
         guard missing.isEmpty else {
             throw DelimitedText.Failure(line: 1, message: "the header lacks RevenueCat's column(s) \(missing.joined(separator: ", "))")
         }
-        var report = Report()
         report.rows = text.records.count + text.malformed.count
         report.refused = text.malformed.map { Report.Note(line: $0.line, message: $0.reason) }
         var planned: [Planned] = []
@@ -100,13 +121,16 @@ public struct RevenueCatImport: Sendable {
             }
         }
         report.refused.sort { $0.line < $1.line }
+        return planned
+    }
 
-        let (customers, contested) = Self.arrange(planned)
-        report.customers = customers.count
-        let total = planned.count
+    /// Writes the customers `options.concurrency` at a time, then the contested rows one by one.
+    private func write(
+        _ customers: [Customer], then contested: [(Customer, Planned)], total: Int, progress: @escaping @Sendable (Int, Int) -> Void
+    ) async throws -> Outcome {
         let done = ImportCounter()
         progress(0, total)
-        let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
+        var outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
             var outcomes = Outcome()
             var pending = customers.makeIterator()
             func add(_ customer: Customer) {
@@ -126,24 +150,11 @@ public struct RevenueCatImport: Sendable {
             }
             return outcomes
         }
-        var all = outcomes
         for (customer, row) in contested {
-            all.merge(try await write(customer, rows: [row]))
+            outcomes.merge(try await write(customer, rows: [row]))
             progress(done.add(1), total)
         }
-        report.newPurchases = all.new
-        report.knownPurchases = all.known
-        report.grants = all.grants
-        report.ownership = all.ownership.sorted { $0.line < $1.line }
-        if !options.dryRun {
-            for customer in customers {
-                guard let found = try await store.lookupWithEntitlements(app: app, user: customer.user, now: now) else { continue }
-                let active = found.entitlements.activeEntitlementIds.count
-                report.activeEntitlements += active
-                if active > 0 { report.customersWithEntitlements += 1 }
-            }
-        }
-        return report
+        return outcomes
     }
 
     /// Checks a row against the app's configuration.
@@ -280,30 +291,34 @@ public struct RevenueCatImport: Sendable {
                     }
                     continue
                 }
-                do {
-                    let status = try await store.record(transaction, app: app, poster: customer.user, now: row.updated)
-                    if status == .new { outcome.new += 1 } else { outcome.known += 1 }
-                    if let note = status.ownershipNote(chain: row.originalTransactionId, poster: customer.user, app: app) {
-                        outcome.ownership.append(.init(line: row.line, message: note))
-                    }
-                } catch let error as APIError where error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue {
-                    outcome.ownership.append(
-                        .init(line: row.line, message: "chain \(row.originalTransactionId) stays with its owner: \(error.message)"))
-                }
+                let (status, note) = try await store.recordForImport(
+                    transaction, app: app, poster: customer.user, chain: row.originalTransactionId, now: row.updated)
+                if status == .new { outcome.new += 1 } else if status != nil { outcome.known += 1 }
+                if let note { outcome.ownership.append(.init(line: row.line, message: note)) }
             }
         }
         return outcome
     }
 }
 
-extension PurchaseStatus {
-    /// What an import's report says of a purchase recorded for `poster` that met another owner
-    /// (nil when it met none): both imports word it alike.
-    func ownershipNote(chain: String, poster: String, app: AppConfiguration) -> String? {
-        switch self {
-        case .new, .alreadyRecorded: nil
-        case .transferred: "chain \(chain) moved to '\(poster)' (transferBehavior \(app.transferBehavior.rawValue))"
-        case .boundToAnotherUser: "chain \(chain) is bound to another customer by its app account token"
+extension CustomerDatabase {
+    /// Records an imported purchase for `poster` as both imports do: its status (nil when the
+    /// app's transfer behaviour kept the chain with another owner) and what the report says of an
+    /// owner it met (nil when it met none). A kept chain is a note, not a failure: asking again
+    /// would meet the same owner.
+    func recordForImport(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, chain: String, now: Date)
+        async throws -> (status: PurchaseStatus?, note: String?)
+    {
+        let status: PurchaseStatus
+        do {
+            status = try await record(transaction, app: app, poster: poster, now: now)
+        } catch let error as APIError where error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue {
+            return (nil, "chain \(chain) stays with its owner: \(error.message)")
+        }
+        switch status {
+        case .new, .alreadyRecorded: return (status, nil)
+        case .transferred: return (status, "chain \(chain) moved to '\(poster)' (transferBehavior \(app.transferBehavior.rawValue))")
+        case .boundToAnotherUser: return (status, "chain \(chain) is bound to another customer by its app account token")
         }
     }
 }
