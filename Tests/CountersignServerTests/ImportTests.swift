@@ -340,18 +340,43 @@ struct AppStoreImportTests {
         return Data(serializer.serializedBytes).base64EncodedString()
     }
 
+    /// The app of these tests (Sandbox, with an In-App Purchase key written to `directory`) and
+    /// an App Store Server API stand-in signing with the data directory's test-store CA.
+    static func standIn(in directory: URL, adjusting adjust: (inout AppConfiguration) -> Void = { _ in }) async throws
+        -> (TestStoreCA, AppConfiguration, AppStoreServerStandIn)
+    {
+        let ca = try TestStoreCA.loadOrCreate(for: DataDirectory(directory))
+        let apiKey = P256.Signing.PrivateKey()
+        try Data(apiKey.pemRepresentation.utf8).write(to: directory.appendingPathComponent("iap.p8"))
+        var app = ImportTests.app()
+        app.environments = ["Sandbox"]
+        app.inAppPurchaseKey = .init(keyId: "TESTKEY123", issuerId: "57246542-96fe-1a63-e053-0824d011072a", privateKeyFile: "iap.p8")
+        adjust(&app)
+        return (ca, app, try await AppStoreServerStandIn(ca: ca, bundleId: app.bundleId, apiKeyPEM: apiKey.pemRepresentation))
+    }
+
+    /// Writes the deployment (`app`, the CA's root, the stand-in on `standInPort`) to `directory`;
+    /// the arguments of `countersign import appstore` for it.
+    static func configure(_ directory: URL, app: AppConfiguration, ca: TestStoreCA, standInPort: Int?, location: DatabaseLocation) throws
+        -> [String]
+    {
+        try DeploymentConfiguration(
+            apps: [app], appleRootCertificates: [try base64DER(ca.root)], appStoreServerAPIURL: "http://127.0.0.1:\(try #require(standInPort))"
+        ).save(toDataDirectory: directory)
+        let database =
+            switch location {
+            case .sqlite(let path): path
+            case .postgres(let url): url
+            }
+        return ["import", "appstore", "--data-dir", directory.path, "--database", database]
+    }
+
     @Test(
         "imported rows are replaced by Apple's signed transactions; kill -9 and a restart lose and double nothing",
         arguments: TestDatabaseKind.available)
     func killedAndResumed(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, directory in
-            let ca = try TestStoreCA.loadOrCreate(for: DataDirectory(directory))
-            let apiKey = P256.Signing.PrivateKey()
-            try Data(apiKey.pemRepresentation.utf8).write(to: directory.appendingPathComponent("iap.p8"))
-            var app = ImportTests.app()
-            app.environments = ["Sandbox"]
-            app.inAppPurchaseKey = .init(keyId: "TESTKEY123", issuerId: "57246542-96fe-1a63-e053-0824d011072a", privateKeyFile: "iap.p8")
-            let standIn = try await AppStoreServerStandIn(ca: ca, bundleId: app.bundleId, apiKeyPEM: apiKey.pemRepresentation)
+            let (ca, app, standIn) = try await Self.standIn(in: directory)
 
             // Apple holds three monthly periods of each chain; RevenueCat's export knows the first
             // two, and one period Apple does not know.
@@ -389,16 +414,7 @@ struct AppStoreImportTests {
 
             let (configured, signedCopies) = (app, signed)
             try await standIn.makeApplication().test(.live) { standInClient in
-                try DeploymentConfiguration(
-                    apps: [configured], appleRootCertificates: [try Self.base64DER(ca.root)],
-                    appStoreServerAPIURL: "http://127.0.0.1:\(try #require(standInClient.port))"
-                ).save(toDataDirectory: directory)
-                let databaseArgument =
-                    switch location {
-                    case .sqlite(let path): path
-                    case .postgres(let url): url
-                    }
-                let arguments = ["import", "appstore", "--data-dir", directory.path, "--database", databaseArgument]
+                let arguments = try Self.configure(directory, app: configured, ca: ca, standInPort: standInClient.port, location: location)
                 await standIn.rateLimitNext(2, retryAfter: 1)
                 await standIn.failNext(2)
                 await standIn.answerAfter(.milliseconds(40))
@@ -453,35 +469,17 @@ struct AppStoreImportTests {
         arguments: TestDatabaseKind.available, [AppConfiguration.TransferBehavior.keepWithOriginal, .transfer])
     func namedChainOfAnotherOwner(_ kind: TestDatabaseKind, _ behavior: AppConfiguration.TransferBehavior) async throws {
         try await FreshDatabase.with(kind) { location, directory in
-            let ca = try TestStoreCA.loadOrCreate(for: DataDirectory(directory))
-            let apiKey = P256.Signing.PrivateKey()
-            try Data(apiKey.pemRepresentation.utf8).write(to: directory.appendingPathComponent("iap.p8"))
-            var app = ImportTests.app()
-            app.environments = ["Sandbox"]
-            app.transferBehavior = behavior
-            app.inAppPurchaseKey = .init(keyId: "TESTKEY123", issuerId: "57246542-96fe-1a63-e053-0824d011072a", privateKeyFile: "iap.p8")
-            let standIn = try await AppStoreServerStandIn(ca: ca, bundleId: app.bundleId, apiKeyPEM: apiKey.pemRepresentation)
+            let (ca, app, standIn) = try await Self.standIn(in: directory) { $0.transferBehavior = behavior }
             var purchase = TestStoreCA.Purchase(productId: "lifetime", type: .nonConsumable, bundleId: app.bundleId, purchaseDate: Date())
             purchase.environment = .sandbox
             purchase.transactionId = "600000"
             _ = try await standIn.add(purchase)
-            let configured = app
             try await standIn.makeApplication().test(.live) { standInClient in
-                try DeploymentConfiguration(
-                    apps: [configured], appleRootCertificates: [try Self.base64DER(ca.root)],
-                    appStoreServerAPIURL: "http://127.0.0.1:\(try #require(standInClient.port))"
-                ).save(toDataDirectory: directory)
-                let databaseArgument =
-                    switch location {
-                    case .sqlite(let path): path
-                    case .postgres(let url): url
-                    }
+                let arguments = try Self.configure(directory, app: app, ca: ca, standInPort: standInClient.port, location: location)
                 func importChain(for user: String) async throws -> CLIRunner.Result {
                     let file = directory.appendingPathComponent("chains-\(user).csv")
                     try Data("600000,\(user)\n".utf8).write(to: file)
-                    return try await CLIRunner.runInBackground([
-                        "import", "appstore", "--data-dir", directory.path, "--database", databaseArgument, "--chains", file.path,
-                    ])
+                    return try await CLIRunner.runInBackground(arguments + ["--chains", file.path])
                 }
                 let first = try await importChain(for: "alice")
                 #expect(first.status == 0 && first.stdout.contains("0 replaced imported records, 1 added, 0 already signed"), "\(first.stdout)")
@@ -490,8 +488,8 @@ struct AppStoreImportTests {
                 #expect(second.stdout.contains("chains failed (asked again next run): 0"), "\(second.stdout)")
                 let database = try await Database.open(location, logger: FreshDatabase.logger)
                 let store = CustomerDatabase(database: database)
-                let alice = try await store.lookup(app: configured, user: "alice", now: Date())
-                let bob = try await store.lookup(app: configured, user: "bob", now: Date())
+                let alice = try await store.lookup(app: app, user: "alice", now: Date())
+                let bob = try await store.lookup(app: app, user: "bob", now: Date())
                 try await database.close()
                 switch behavior {
                 case .keepWithOriginal:
