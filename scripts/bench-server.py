@@ -4,7 +4,7 @@
     swift build -c release --product countersign
     swift build -c release --package-path Benchmarks --product FloorServer
     scripts/bench-server.py --binary .build/release/countersign --floor Benchmarks/.build/release/FloorServer \
-        [--database postgres://...] [--data-dir DIR] [--duration 10] [--repeat 3] [--update BENCHMARKS.md]
+        [--baseline OLD-BINARY] [--database postgres://...] [--data-dir DIR] [--duration 10] [--repeat 3] [--update BENCHMARKS.md]
 
 The server under test and the floor server are pinned to core 0 (taskset), wrk to core 1, so
 the server's CPU time per request is measured on one core while the load generator has the
@@ -19,6 +19,9 @@ median of each reported), so the machine's drift hits all targets alike:
   - signed GET /v1/subscribers/{id} (public key, X-Nonce): CustomerInfo;
   - unsigned GET /v1/admin/customers/{id}/customer_info (secret key; the same JSON body);
 then once: purchase intake, POST /v1/receipts of distinct pre-minted transactions.
+--baseline BINARY runs a second build beside it (the one before a change), on the same data
+directory and database, each of its targets measured in the same rounds: rows labelled
+before/after, so a change is judged by two ratios to one floor taken minutes apart.
 For each: requests/s and p50/p99 latency from wrk, and the server process's CPU time per
 request (user + system from /proc/PID/stat around the run, divided by the requests done) with
 its ratio to the floor's; with --database also the CPU time of all PostgreSQL processes per request
@@ -222,9 +225,22 @@ def replace_section(path, label, table):
     open(path, "w").write(before + begin + "\n" + table + "\n" + end + after)
 
 
+class Server:
+    """One `countersign serve` under test: its process, port and the answers measured."""
+
+    def __init__(self, label, binary, data_dir, database):
+        self.label = label
+        self.process, self.port = start_server(binary, data_dir, database, cpus=SERVER_CPU)
+
+    def prefix(self, name):
+        return "%s: %s" % (self.label, name) if self.label else name
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", required=True)
+    parser.add_argument("--baseline", help="another build (the one before a change), measured in the same rounds on the same "
+                                           "data; rows are labelled before/after")
     parser.add_argument("--floor", required=True, help="the FloorServer executable of Benchmarks/")
     parser.add_argument("--database")
     parser.add_argument("--data-dir", help="an existing data directory (a filled database); a fresh one when left out")
@@ -246,57 +262,73 @@ def main():
     # PostgreSQL shares wrk's core, so the server's core is the server's alone, as with a
     # database on another machine (its CPU is still measured and reported).
     pinned = pin_postgres(WRK_CPU) if arguments.database and not arguments.postgres_anywhere else {}
-    process, port = start_server(arguments.binary, data_dir, arguments.database, cpus=SERVER_CPU)
+    # The build under test starts first (it migrates the database); a baseline shares its data
+    # directory and database, so both answer from the same rows (bench-user included).
+    servers = [Server("after" if arguments.baseline else "", arguments.binary, data_dir, arguments.database)]
+    if arguments.baseline:
+        servers.insert(0, Server("before", arguments.baseline, data_dir, arguments.database))
     floor, floor_port = start_listening(floor_command(arguments.floor), cpus=SERVER_CPU)
     try:
         public, secret = app_keys(data_dir)
-        connection = connect(port)
         user = "bench-user"
+        connection = connect(servers[-1].port)
         status, body = call(connection, "POST", "/v1/test_store/purchases", public, {"app_user_id": user, "product_id": "pro_monthly"})
         status, body = call(connection, "POST", "/v1/receipts", public,
                             {"app_user_id": user, "fetch_token": json.loads(body)["signed_transaction"]})
         assert status == 200, body
-        _, signed_body = call(connection, "GET", "/v1/subscribers/" + user, public)
-        _, unsigned_body = call(connection, "GET", "/v1/admin/customers/%s/customer_info" % user, secret)
-        _, health_body = call(connection, "GET", "/v1/health", public)
-        lines = mint_intake(connection, public, arguments.mint, "intake-%d" % int(time.time()))
         connection.close()
+        work = tempfile.mkdtemp(prefix="countersign-bench-work-")
+        nonce = "X-Nonce: " + base64.b64encode(os.urandom(12)).decode()
+        targets = [("floor: Hummingbird, fixed 1 KiB body + one Ed25519 signature", 1024, floor.pid,
+                    "http://127.0.0.1:%d/" % floor_port, [])]
+        scripts = []
+        for server in servers:
+            connection = connect(server.port)
+            _, signed_body = call(connection, "GET", "/v1/subscribers/" + user, public)
+            _, unsigned_body = call(connection, "GET", "/v1/admin/customers/%s/customer_info" % user, secret)
+            _, health_body = call(connection, "GET", "/v1/health", public)
+            # Each server posts its own distinct transactions.
+            lines = mint_intake(connection, public, arguments.mint, "intake-%s%d" % (server.label, int(time.time())))
+            connection.close()
+            bodies = os.path.join(work, "bodies%s.txt" % server.label)
+            with open(bodies, "w") as handle:
+                handle.write("\n".join(lines) + "\n")
+            lua = os.path.join(work, "intake%s.lua" % server.label)
+            with open(lua, "w") as handle:
+                handle.write(INTAKE_LUA.replace("BODIES", bodies).replace("KEY", public))
+            scripts.append(lua)
+            base = "http://127.0.0.1:%d" % server.port
+            targets += [
+                (server.prefix("signed GET /v1/health"), len(health_body), server.process.pid, base + "/v1/health", [nonce]),
+                (server.prefix("signed GET /v1/subscribers/{id} (CustomerInfo)"), len(signed_body), server.process.pid,
+                 base + "/v1/subscribers/" + user, ["Authorization: Bearer " + public, nonce]),
+                (server.prefix("unsigned GET /v1/admin/customers/{id}/customer_info"), len(unsigned_body), server.process.pid,
+                 base + "/v1/admin/customers/%s/customer_info" % user, ["Authorization: Bearer " + secret]),
+            ]
         if arguments.database:
             # The mint's writes are checkpointed and vacuumed now, not during the first targets.
             waited = settle_postgres(arguments.database)
             print("PostgreSQL settled in %.0f s (checkpoint, no autovacuum running)" % waited, file=sys.stderr)
-        work = tempfile.mkdtemp(prefix="countersign-bench-work-")
-        bodies = os.path.join(work, "bodies.txt")
-        with open(bodies, "w") as handle:
-            handle.write("\n".join(lines) + "\n")
-        lua = os.path.join(work, "intake.lua")
-        with open(lua, "w") as handle:
-            handle.write(INTAKE_LUA.replace("BODIES", bodies).replace("KEY", public))
 
-        base = "http://127.0.0.1:%d" % port
-        nonce = "X-Nonce: " + base64.b64encode(os.urandom(12)).decode()
-        targets = [
-            ("floor: Hummingbird, fixed 1 KiB body + one Ed25519 signature", 1024, floor.pid,
-             "http://127.0.0.1:%d/" % floor_port, []),
-            ("signed GET /v1/health", len(health_body), process.pid, base + "/v1/health", [nonce]),
-            ("signed GET /v1/subscribers/{id} (CustomerInfo)", len(signed_body), process.pid,
-             base + "/v1/subscribers/" + user, ["Authorization: Bearer " + public, nonce]),
-            ("unsigned GET /v1/admin/customers/{id}/customer_info", len(unsigned_body), process.pid,
-             base + "/v1/admin/customers/%s/customer_info" % user, ["Authorization: Bearer " + secret]),
-        ]
         for _, _, pid, url, headers in targets:  # warm up
             run_wrk(pid, url, 3, arguments.connections, headers)
         runs = {name: [] for name, *_ in targets}
-        signing_before = signing_totals(port)
+        signing_before = [signing_totals(server.port) for server in servers]
         for _ in range(arguments.repeat):
             for name, _, pid, url, headers in targets:
                 runs[name].append(run_wrk(pid, url, arguments.duration, arguments.connections, headers))
-        signing_after = signing_totals(port)
-        signing_us = (signing_after[0] - signing_before[0]) / max(signing_after[1] - signing_before[1], 1) * 1e6
-        outcomes_before = purchase_outcomes(port)
-        intake = run_wrk(process.pid, base + "/v1/receipts", arguments.duration, arguments.connections, script=lua)
-        outcomes = {outcome: count - outcomes_before.get(outcome, 0) for outcome, count in purchase_outcomes(port).items()}
-        outcomes = {outcome: count for outcome, count in outcomes.items() if count}
+        signing = []
+        for server, before in zip(servers, signing_before):
+            after = signing_totals(server.port)
+            signing.append((server, (after[0] - before[0]) / max(after[1] - before[1], 1) * 1e6))
+        intakes, outcomes = [], []
+        for server, lua in zip(servers, scripts):
+            outcomes_before = purchase_outcomes(server.port)
+            intake = run_wrk(server.process.pid, "http://127.0.0.1:%d/v1/receipts" % server.port, arguments.duration,
+                             arguments.connections, script=lua)
+            counted = {outcome: count - outcomes_before.get(outcome, 0) for outcome, count in purchase_outcomes(server.port).items()}
+            intakes.append((server.prefix("POST /v1/receipts (distinct transactions)"), None, intake))
+            outcomes.append((server, {outcome: count for outcome, count in counted.items() if count}))
 
         results = [(name, size, median_run(runs[name])) for name, size, *_ in targets]
         # A target's ratio is the median of its ratios to the floor round by round (the floor ran
@@ -304,41 +336,51 @@ def main():
         floor_runs = runs[targets[0][0]]
         for name, _, result in results:
             result["ratio"] = median([run["cpu_us"] / floor["cpu_us"] for run, floor in zip(runs[name], floor_runs)])
-        results.append(("POST /v1/receipts (distinct transactions)", None, intake))
-        intake["ratio"] = intake["cpu_us"] / results[0][2]["cpu_us"]
-        backend = "PostgreSQL" if arguments.database else "SQLite"
-        out = []
-        postgres = bool(arguments.database)
-        out.append("| %s, %d connections | body bytes | requests/s | p50 ms | p99 ms | server CPU µs/request | ratio to floor |%s non-2xx |"
-                   % (backend, arguments.connections, " PostgreSQL CPU µs/request |" if postgres else ""))
-        out.append("|---|---:|---:|---:|---:|---:|---:|%s---:|" % ("---:|" if postgres else ""))
-        for name, size, result in results:
-            database = (" %.0f |" % result["database_cpu_us"] if pid_is_server(name) else " – |") if postgres else ""
-            out.append("| %s | %s | %.0f | %.2f | %.2f | %.0f | %.2f× |%s %d |" % (
-                name, size if size is not None else "–", result["rate"], result["p50"], result["p99"], result["cpu_us"],
-                result["ratio"], database, result["non2xx"]))
-            if result["socket_errors"]:
-                print("  socket errors:", name, result["socket_errors"], file=sys.stderr)
-        out.append("")
-        out.append("Medians of %d rounds of %d s (intake: one run; a ratio is the median of the rounds' ratios to the floor); signing inside the server (its /metrics histogram, "
-                   "monotonic clock): %.1f µs per signed answer." % (arguments.repeat, arguments.duration, signing_us))
-        out.append("Intake outcomes (the server's purchases counter): %s." % (
-            ", ".join("%s %d" % item for item in sorted(outcomes.items())) or "none"))
-        if intake["requests"] > arguments.mint:
-            out.append("Note: the intake run posted %d requests but only %d distinct transactions were minted; the rest were "
-                       "repeats (raise --mint)." % (intake["requests"], arguments.mint))
-        table = "\n".join(out)
+        for intake in intakes:
+            intake[2]["ratio"] = intake[2]["cpu_us"] / results[0][2]["cpu_us"]
+        results += intakes
+        table = render(arguments, results, signing, outcomes)
         print(table)
         if arguments.update:
-            replace_section(arguments.update, arguments.label or backend.lower(), table)
+            replace_section(arguments.update, arguments.label or ("postgresql" if arguments.database else "sqlite"), table)
         shutil.rmtree(work, ignore_errors=True)
     finally:
         restore_postgres(pinned)
-        for running in (process, floor):
+        for running in [server.process for server in servers] + [floor]:
             running.send_signal(signal.SIGTERM)
             running.wait(timeout=30)
         if not arguments.data_dir:
             shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def render(arguments, results, signing, outcomes):
+    """The Markdown table of `results` and the notes under it."""
+    backend = "PostgreSQL" if arguments.database else "SQLite"
+    out = []
+    postgres = bool(arguments.database)
+    out.append("| %s, %d connections | body bytes | requests/s | p50 ms | p99 ms | server CPU µs/request | ratio to floor |%s non-2xx |"
+               % (backend, arguments.connections, " PostgreSQL CPU µs/request |" if postgres else ""))
+    out.append("|---|---:|---:|---:|---:|---:|---:|%s---:|" % ("---:|" if postgres else ""))
+    for name, size, result in results:
+        database = (" %.0f |" % result["database_cpu_us"] if pid_is_server(name) else " – |") if postgres else ""
+        out.append("| %s | %s | %.0f | %.2f | %.2f | %.0f | %.2f× |%s %d |" % (
+            name, size if size is not None else "–", result["rate"], result["p50"], result["p99"], result["cpu_us"],
+            result["ratio"], database, result["non2xx"]))
+        if result["socket_errors"]:
+            print("  socket errors:", name, result["socket_errors"], file=sys.stderr)
+    out.append("")
+    out.append("Medians of %d rounds of %d s (intake: one run; a ratio is the median of the rounds' ratios to the floor); signing inside "
+               "the server (its /metrics histogram, monotonic clock): %s µs per signed answer." % (
+                   arguments.repeat, arguments.duration,
+                   ", ".join("%s%.1f" % (server.label + " " if server.label else "", us) for server, us in signing)))
+    out.append("Intake outcomes (the server's purchases counter): %s." % "; ".join(
+        (server.label + ": " if server.label else "") + (", ".join("%s %d" % item for item in sorted(counted.items())) or "none")
+        for server, counted in outcomes))
+    for name, _, result in results:
+        if name.endswith("(distinct transactions)") and result["requests"] > arguments.mint:
+            out.append("Note: %s posted %d requests but only %d distinct transactions were minted; the rest were "
+                       "repeats (raise --mint)." % (name, result["requests"], arguments.mint))
+    return "\n".join(out)
 
 
 INTAKE_LUA = r"""
