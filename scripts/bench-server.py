@@ -226,14 +226,49 @@ def replace_section(path, label, table):
 
 
 class Server:
-    """One `countersign serve` under test: its process, port and the answers measured."""
+    """One `countersign serve` under test: its label (before/after, or none), process and port."""
 
     def __init__(self, label, binary, data_dir, database):
         self.label = label
         self.process, self.port = start_server(binary, data_dir, database, cpus=SERVER_CPU)
+        self.intake_script = None
 
     def prefix(self, name):
         return "%s: %s" % (self.label, name) if self.label else name
+
+    def prepare(self, work, keys, user, nonce, mint):
+        """The server's three read targets; mints its own distinct transactions for intake
+        (written to a wrk script in `work`)."""
+        public, secret = keys
+        connection = connect(self.port)
+        _, signed_body = call(connection, "GET", "/v1/subscribers/" + user, public)
+        _, unsigned_body = call(connection, "GET", "/v1/admin/customers/%s/customer_info" % user, secret)
+        _, health_body = call(connection, "GET", "/v1/health", public)
+        lines = mint_intake(connection, public, mint, "intake-%s%d" % (self.label, int(time.time())))
+        connection.close()
+        bodies = os.path.join(work, "bodies%s.txt" % self.label)
+        with open(bodies, "w") as handle:
+            handle.write("\n".join(lines) + "\n")
+        self.intake_script = os.path.join(work, "intake%s.lua" % self.label)
+        with open(self.intake_script, "w") as handle:
+            handle.write(INTAKE_LUA.replace("BODIES", bodies).replace("KEY", public))
+        base = "http://127.0.0.1:%d" % self.port
+        pid = self.process.pid
+        return [
+            (self.prefix("signed GET /v1/health"), len(health_body), pid, base + "/v1/health", [nonce]),
+            (self.prefix("signed GET /v1/subscribers/{id} (CustomerInfo)"), len(signed_body), pid,
+             base + "/v1/subscribers/" + user, ["Authorization: Bearer " + public, nonce]),
+            (self.prefix("unsigned GET /v1/admin/customers/{id}/customer_info"), len(unsigned_body), pid,
+             base + "/v1/admin/customers/%s/customer_info" % user, ["Authorization: Bearer " + secret]),
+        ]
+
+    def intake(self, duration, connections):
+        """One intake run and the purchase outcomes it counted."""
+        outcomes_before = purchase_outcomes(self.port)
+        result = run_wrk(self.process.pid, "http://127.0.0.1:%d/v1/receipts" % self.port, duration, connections,
+                         script=self.intake_script)
+        counted = {outcome: count - outcomes_before.get(outcome, 0) for outcome, count in purchase_outcomes(self.port).items()}
+        return result, {outcome: count for outcome, count in counted.items() if count}
 
 
 def main():
@@ -281,30 +316,8 @@ def main():
         nonce = "X-Nonce: " + base64.b64encode(os.urandom(12)).decode()
         targets = [("floor: Hummingbird, fixed 1 KiB body + one Ed25519 signature", 1024, floor.pid,
                     "http://127.0.0.1:%d/" % floor_port, [])]
-        scripts = []
         for server in servers:
-            connection = connect(server.port)
-            _, signed_body = call(connection, "GET", "/v1/subscribers/" + user, public)
-            _, unsigned_body = call(connection, "GET", "/v1/admin/customers/%s/customer_info" % user, secret)
-            _, health_body = call(connection, "GET", "/v1/health", public)
-            # Each server posts its own distinct transactions.
-            lines = mint_intake(connection, public, arguments.mint, "intake-%s%d" % (server.label, int(time.time())))
-            connection.close()
-            bodies = os.path.join(work, "bodies%s.txt" % server.label)
-            with open(bodies, "w") as handle:
-                handle.write("\n".join(lines) + "\n")
-            lua = os.path.join(work, "intake%s.lua" % server.label)
-            with open(lua, "w") as handle:
-                handle.write(INTAKE_LUA.replace("BODIES", bodies).replace("KEY", public))
-            scripts.append(lua)
-            base = "http://127.0.0.1:%d" % server.port
-            targets += [
-                (server.prefix("signed GET /v1/health"), len(health_body), server.process.pid, base + "/v1/health", [nonce]),
-                (server.prefix("signed GET /v1/subscribers/{id} (CustomerInfo)"), len(signed_body), server.process.pid,
-                 base + "/v1/subscribers/" + user, ["Authorization: Bearer " + public, nonce]),
-                (server.prefix("unsigned GET /v1/admin/customers/{id}/customer_info"), len(unsigned_body), server.process.pid,
-                 base + "/v1/admin/customers/%s/customer_info" % user, ["Authorization: Bearer " + secret]),
-            ]
+            targets += server.prepare(work, (public, secret), user, nonce, arguments.mint)
         if arguments.database:
             # The mint's writes are checkpointed and vacuumed now, not during the first targets.
             waited = settle_postgres(arguments.database)
@@ -322,13 +335,10 @@ def main():
             after = signing_totals(server.port)
             signing.append((server, (after[0] - before[0]) / max(after[1] - before[1], 1) * 1e6))
         intakes, outcomes = [], []
-        for server, lua in zip(servers, scripts):
-            outcomes_before = purchase_outcomes(server.port)
-            intake = run_wrk(server.process.pid, "http://127.0.0.1:%d/v1/receipts" % server.port, arguments.duration,
-                             arguments.connections, script=lua)
-            counted = {outcome: count - outcomes_before.get(outcome, 0) for outcome, count in purchase_outcomes(server.port).items()}
+        for server in servers:
+            intake, counted = server.intake(arguments.duration, arguments.connections)
             intakes.append((server.prefix("POST /v1/receipts (distinct transactions)"), None, intake))
-            outcomes.append((server, {outcome: count for outcome, count in counted.items() if count}))
+            outcomes.append((server, counted))
 
         results = [(name, size, median_run(runs[name])) for name, size, *_ in targets]
         # A target's ratio is the median of its ratios to the floor round by round (the floor ran
