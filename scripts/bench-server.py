@@ -20,8 +20,9 @@ median of each reported), so the machine's drift hits all targets alike:
   - unsigned GET /v1/admin/customers/{id}/customer_info (secret key; the same JSON body);
 then once: purchase intake, POST /v1/receipts of distinct pre-minted transactions.
 --baseline BINARY runs a second build beside it (the one before a change), on the same data
-directory and database, each of its targets measured in the same rounds: rows labelled
-before/after, so a change is judged by two ratios to one floor taken minutes apart.
+directory and database, each of its targets measured in the same rounds right beside the same
+target of the build under test (which of the two goes first alternates by round): rows labelled
+before/after, so a change is judged by two ratios to one floor, taken seconds apart.
 For each: requests/s and p50/p99 latency from wrk, and the server process's CPU time per
 request (user + system from /proc/PID/stat around the run, divided by the requests done) with
 its ratio to the floor's; with --database also the CPU time of all PostgreSQL processes per request
@@ -314,10 +315,12 @@ def main():
         connection.close()
         work = tempfile.mkdtemp(prefix="countersign-bench-work-")
         nonce = "X-Nonce: " + base64.b64encode(os.urandom(12)).decode()
-        targets = [("floor: Hummingbird, fixed 1 KiB body + one Ed25519 signature", 1024, floor.pid,
-                    "http://127.0.0.1:%d/" % floor_port, [])]
-        for server in servers:
-            targets += server.prepare(work, (public, secret), user, nonce, arguments.mint)
+        floor_target = ("floor: Hummingbird, fixed 1 KiB body + one Ed25519 signature", 1024, floor.pid,
+                        "http://127.0.0.1:%d/" % floor_port, [])
+        # Grouped by kind: a baseline's health beside the build's health, and so on.
+        kinds = [list(kind) for kind in zip(*(server.prepare(work, (public, secret), user, nonce, arguments.mint)
+                                               for server in servers))]
+        targets = [floor_target] + [target for kind in kinds for target in kind]
         if arguments.database:
             # The mint's writes are checkpointed and vacuumed now, not during the first targets.
             waited = settle_postgres(arguments.database)
@@ -327,8 +330,11 @@ def main():
             run_wrk(pid, url, 3, arguments.connections, headers)
         runs = {name: [] for name, *_ in targets}
         signing_before = [signing_totals(server.port) for server in servers]
-        for _ in range(arguments.repeat):
-            for name, _, pid, url, headers in targets:
+        for round_index in range(arguments.repeat):
+            # The builds of a kind run back to back, which one first alternating by round, so
+            # neither is always the later one (nearer the next floor, further from this one).
+            order = [floor_target] + [target for kind in kinds for target in (kind if round_index % 2 == 0 else kind[::-1])]
+            for name, _, pid, url, headers in order:
                 runs[name].append(run_wrk(pid, url, arguments.duration, arguments.connections, headers))
         signing = []
         for server, before in zip(servers, signing_before):
