@@ -98,8 +98,7 @@ public final class Database: Sendable {
                 sqliteReports: try SQLiteReader(path: path, count: 1))
         case .postgres(let url):
             let pools = PostgresPools(configuration: try clientConfiguration(url: url), totalConnections: postgresConnections, logger: logger)
-            let running = Task { await pools.run() }
-            database = Database(location: location, backend: .postgres(pools, running))
+            database = Database(location: location, backend: .postgres(pools, pools.start()))
         }
         do {
             try await Migrations.run(on: database)

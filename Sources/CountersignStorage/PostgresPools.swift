@@ -32,11 +32,19 @@ final class PostgresPools: Sendable {
     var client: PostgresClient { pools.current }
 
     /// Runs every pool until the task is cancelled.
-    func run() async {
+    private func run() async {
         await withDiscardingTaskGroup { group in
             for pool in pools.all {
-                group.addTask { await pool.value.run() }
+                // Immediate: each pool is marked running before this call first suspends, so a
+                // lease made right after `start()` finds it so (PostgresNIO warns of a lease made
+                // before `run()`, a line in the log of every start).
+                group.addImmediateTask { await pool.value.run() }
             }
         }
+    }
+
+    /// Starts ``run()`` in a task of its own and returns it, every pool already running.
+    func start() -> Task<Void, Never> {
+        Task.immediate { await self.run() }
     }
 }

@@ -43,6 +43,34 @@ struct DatabaseTests {
         }
     }
 
+    /// Keeps the lines logged at warning or above.
+    struct WarningCollector: LogHandler {
+        let lines: Collected<String>
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .warning
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            lines.add("\(event.level) \(event.message)")
+        }
+    }
+
+    @Test(
+        "opening a database warns of nothing: PostgreSQL's pools run before the migrations lease a connection", arguments: TestDatabaseKind.available)
+    func quietOpen(_ kind: TestDatabaseKind) async throws {
+        try await Self.withFreshDatabase(kind) { location in
+            let warnings = Collected<String>()
+            let logger = Logger(label: "test.quiet") { _ in WarningCollector(lines: warnings) }
+            let database = try await Database.open(location, logger: logger)
+            try await database.close()
+            #expect(warnings.all == [])
+        }
+    }
+
     @Test("migration 9 keeps every purchase row and keys them by app, environment and transaction id", arguments: TestDatabaseKind.available)
     func purchasesRekeyed(_ kind: TestDatabaseKind) async throws {
         try await Self.withFreshDatabase(kind) { location in
