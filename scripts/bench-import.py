@@ -2,7 +2,8 @@
 """Import throughput as a ratio to purchase intake, both measured in one run (BENCHMARKS.md).
 
     swift build -c release --product countersign
-    scripts/bench-import.py --binary .build/release/countersign [--database postgres://...] [--transactions 100000]
+    scripts/bench-import.py --binary .build/release/countersign [--database postgres://...] [--transactions 100000] \
+        [--import-connections N]
 
 On one database (SQLite by default; --database is emptied first) and one data directory:
   1. intake: `countersign serve` pinned to core 0, wrk on core 1 posting distinct pre-minted
@@ -56,11 +57,13 @@ def add_import_app(data_dir):
     json.dump(configuration, open(path, "w"), indent=2)
 
 
-def timed_import(binary, data_dir, database, export):
+def timed_import(binary, data_dir, database, export, connections):
     command = ["taskset", "-c", bench.SERVER_CPU, binary, "import", "revenuecat", "--data-dir", data_dir, "--app", "imported",
                "--transactions", export]
     if database:
         command += ["--database", database]
+    if connections:
+        command += ["--database-connections", str(connections)]
     started = time.monotonic()
     result = subprocess.run(command, capture_output=True, text=True)
     elapsed = time.monotonic() - started
@@ -113,6 +116,8 @@ def main():
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--mint", type=int, default=30_000)
+    parser.add_argument("--import-connections", type=int,
+                        help="the import's --database-connections (its customers at once); default: the command's own")
     parser.add_argument("--verify", action="store_true",
                         help="after the runs, check every customer's entitlements and the refused lines against the generator's")
     arguments = parser.parse_args()
@@ -144,8 +149,8 @@ def main():
         process.terminate()
         process.wait()
         add_import_app(data_dir)
-        first, refused, summary = timed_import(arguments.binary, data_dir, arguments.database, export)
-        second, _, _ = timed_import(arguments.binary, data_dir, arguments.database, export)
+        first, refused, summary = timed_import(arguments.binary, data_dir, arguments.database, export, arguments.import_connections)
+        second, _, _ = timed_import(arguments.binary, data_dir, arguments.database, export, arguments.import_connections)
     finally:
         bench.restore_postgres(pinned)
     if arguments.verify:

@@ -12,22 +12,15 @@ extension CustomerDatabase {
     /// was known by (RevenueCat's `aliases`, as logIn records them).
     public func importCustomer(app: String, user: String, aliases: [String], firstSeen: Date) async throws {
         let first = firstSeen.epochMilliseconds
-        try await database.transaction { sql in
-            try await sql.run(Self.insertCustomerStatement(app: app, user: user, now: firstSeen))
-            try await sql.run(
-                """
-                UPDATE customers SET first_seen_ms = \(bind: first) \
-                WHERE app_id = \(bind: app) AND app_user_id = \(bind: user) AND first_seen_ms > \(bind: first)
-                """)
-            for alias in aliases where !AppUserID.same(alias, user) {
-                try await sql.run(
+        try await database.write(
+            [Self.insertCustomerStatement(app: app, user: user, now: firstSeen, sql: Self.importCustomerSQL)]
+                + aliases.filter { !AppUserID.same($0, user) }.map { alias in
                     """
                     INSERT INTO customer_aliases (app_id, app_user_id, alias, first_seen_ms) \
                     VALUES (\(bind: app), \(bind: user), \(bind: alias), \(bind: first)) \
                     ON CONFLICT (app_id, app_user_id, alias) DO NOTHING
-                    """)
-            }
-        }
+                    """
+                })
     }
 
     /// A promotional grant from another system, known by `grantId` (made from the other

@@ -73,6 +73,12 @@ public struct CustomerDatabase: Sendable {
         try await leanCustomerInfo(app: app, user: user, now: now) { _ in true }
     }
 
+    /// The entitlements `user` holds at `now` (none for an unknown customer), from CustomerInfo's
+    /// own read (batched on PostgreSQL).
+    public func activeEntitlementIds(app: AppConfiguration, user: String, now: Date) async throws -> Set<String> {
+        try await leanRead(app: app, user: user).entitlements(app: app, at: now).activeEntitlementIds
+    }
+
     /// The number of purchase rows of `app` with this transaction id (in any environment), for
     /// tests and the admin API.
     public func purchaseCount(app: String, transactionId: String) async throws -> Int {
@@ -118,19 +124,22 @@ public struct CustomerDatabase: Sendable {
             [.text(app), .text(user), .integer(now.epochMilliseconds)])
     }
 
-    /// A customer seen for the first time (nothing when another request just added them).
-    static func insertCustomerStatement(app: String, user: String, now: Date) -> SQLStatement {
+    /// A customer seen for the first time (nothing when another request just added them). With
+    /// ``importCustomerSQL``, a known customer first seen later than `now` is moved back to it.
+    static func insertCustomerStatement(app: String, user: String, now: Date, sql: String = insertCustomerSQL) -> SQLStatement {
         SQLStatement(
-            insertCustomerSQL,
+            sql,
             [
                 .text(app), .text(user), .text(AppAccountToken.forAppUserID(user).uuidString.lowercased()), .integer(now.epochMilliseconds),
             ])
     }
 
-    static let insertCustomerSQL = """
-        INSERT INTO customers (app_id, app_user_id, app_account_token, first_seen_ms, last_seen_ms)
-        VALUES ($1, $2, $3, $4, $4) ON CONFLICT (app_id, app_user_id) DO NOTHING
-        """
+    static let insertCustomerSQL = insertCustomerPrefix + "DO NOTHING"
+    static let importCustomerSQL =
+        insertCustomerPrefix + "DO UPDATE SET first_seen_ms = excluded.first_seen_ms WHERE customers.first_seen_ms > excluded.first_seen_ms"
+    private static let insertCustomerPrefix =
+        "INSERT INTO customers (app_id, app_user_id, app_account_token, first_seen_ms, last_seen_ms) "
+        + "VALUES ($1, $2, $3, $4, $4) ON CONFLICT (app_id, app_user_id) "
 
     static func customer(_ sql: any SQLExecutor, app: String, token: String) async throws -> String? {
         try await sql.first("SELECT app_user_id FROM customers WHERE app_id = \(bind: app) AND app_account_token = \(bind: token)") {
@@ -227,9 +236,7 @@ public struct CustomerDatabase: Sendable {
             read.statuses = read.statuses.filter { $0.key == onlyChain }
             read.grants = []
         }
-        return EntitlementRules.evaluate(
-            purchases: read.purchases, statuses: Array(read.statuses.values), grants: read.grants,
-            products: app.products, at: now)
+        return read.entitlements(app: app, at: now)
     }
 
     /// The names of a purchase row's columns with its chain's renewal state, by position (the
@@ -350,6 +357,11 @@ public struct CustomerDatabase: Sendable {
         var purchases: [PurchaseRecord] = []
         var statuses: [String: SubscriptionStatus] = [:]
         var grants: [PromotionalGrant] = []
+
+        /// What the entitlement rules make of the rows at `now`.
+        func entitlements(app: AppConfiguration, at now: Date) -> CustomerEntitlements {
+            EntitlementRules.evaluate(purchases: purchases, statuses: Array(statuses.values), grants: grants, products: app.products, at: now)
+        }
 
         private static let customer: [Int32] = [8, 9]
         private static let purchase: [Int32] = [1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 6, 7, 13, 14, 15]
@@ -536,12 +548,9 @@ public struct CustomerDatabase: Sendable {
     /// refuses its `last_seen`.
     static func customerInfo(_ read: LeanRead, app: AppConfiguration, user: String, now: Date, accepts: (Int64) -> Bool) -> SubscriberResponse? {
         guard let seen = read.seen, accepts(seen.last) else { return nil }
-        let entitlements = EntitlementRules.evaluate(
-            purchases: read.purchases, statuses: Array(read.statuses.values), grants: read.grants, products: app.products, at: now
-        )
         return SubscriberResponse(
             appUserId: user, firstSeen: Date(epochMilliseconds: seen.first), lastSeen: Date(epochMilliseconds: seen.last),
-            entitlements: entitlements, requestDate: now)
+            entitlements: read.entitlements(app: app, at: now), requestDate: now)
     }
 }
 

@@ -84,7 +84,7 @@ struct StoreCommandTests {
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("keys").path))
     }
 
-    @Test("serve refuses dashboard and database settings out of range, naming the option")
+    @Test("serve and import refuse dashboard and database settings out of range, naming the option")
     func dashboardSettingsChecked() throws {
         let directory = try makeTemporaryDirectory("countersign-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -96,5 +96,11 @@ struct StoreCommandTests {
             #expect(serve.status != 0, "\(option) \(value)")
             #expect(serve.lines.contains { $0.contains(option) }, "\(serve.lines)")
         }
+        // The imports share serve's storage options, and their checks.
+        let importing = try CLIRunner.run([
+            "import", "revenuecat", "--data-dir", directory.path, "--transactions", "/nonexistent.csv", "--database-connections", "1",
+        ])
+        #expect(importing.status != 0)
+        #expect(importing.lines.contains { $0.contains("--database-connections must be 2 to 1000") }, "\(importing.lines)")
     }
 }

@@ -109,6 +109,9 @@ struct ImportTests {
                 if active != entitlements { wrong.append("\(user): \(active ?? ["no customer"]) where \(entitlements) was expected") }
             }
             #expect(wrong.isEmpty, "\(wrong.prefix(5))")
+            // The report's summary counts the same (read through CustomerInfo's own read).
+            #expect(report.activeEntitlements == generated.expected.customers.values.map(\.count).reduce(0, +))
+            #expect(report.customersWithEntitlements == generated.expected.customers.values.filter { !$0.isEmpty }.count)
             let customers = try await database.withConnection { sql in try await sql.first("SELECT COUNT(*) AS n FROM customers") { try $0.int("n") }
             }
             #expect(customers == generated.expected.customers.count)
@@ -118,7 +121,7 @@ struct ImportTests {
 
             if kind == .sqlite {
                 // A customer's purchases are found through their chains, never by walking the
-                // app's purchases (the summary above reads every customer's).
+                // app's purchases (the check above reads every customer's).
                 let plan = try await database.withConnection { sql in
                     try await sql.all("EXPLAIN QUERY PLAN SELECT p.product_id FROM \(CustomerDatabase.ownedPurchases(app: app.id, user: "u"))") {
                         try $0.string("detail")
@@ -132,6 +135,35 @@ struct ImportTests {
             let again = try await RevenueCatImport(app: app, store: store).run(generated.export, now: now.addingTimeInterval(3_600))
             #expect(again.newPurchases == 0)
             #expect(try await Self.digest(database) == before)
+            try await database.close()
+        }
+    }
+
+    @Test(
+        "an imported customer's first visit moves back to an earlier one, never forward; aliases are added once",
+        arguments: TestDatabaseKind.available)
+    func importedCustomerFirstSeen(_ kind: TestDatabaseKind) async throws {
+        try await FreshDatabase.with(kind) { location, _ in
+            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let store = CustomerDatabase(database: database)
+            func customer() async throws -> [String] {
+                try await database.withConnection { sql in
+                    let seen = try await sql.first("SELECT first_seen_ms, last_seen_ms FROM customers WHERE app_user_id = 'alice'") {
+                        "\(try $0.int64("first_seen_ms")) \(try $0.int64("last_seen_ms"))"
+                    }
+                    let aliases = try await sql.all("SELECT alias FROM customer_aliases WHERE app_user_id = 'alice' ORDER BY alias") {
+                        try $0.string("alias")
+                    }
+                    return [seen ?? "none"] + aliases
+                }
+            }
+            let shop = Self.app().id
+            try await store.importCustomer(app: shop, user: "alice", aliases: ["alice", "a1"], firstSeen: Date(epochMilliseconds: 5_000))
+            #expect(try await customer() == ["5000 5000", "a1"])
+            try await store.importCustomer(app: shop, user: "alice", aliases: ["a1", "a2"], firstSeen: Date(epochMilliseconds: 3_000))
+            #expect(try await customer() == ["3000 5000", "a1", "a2"])
+            try await store.importCustomer(app: shop, user: "alice", aliases: ["a2"], firstSeen: Date(epochMilliseconds: 9_000))
+            #expect(try await customer() == ["3000 5000", "a1", "a2"])
             try await database.close()
         }
     }

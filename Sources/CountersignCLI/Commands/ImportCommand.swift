@@ -12,16 +12,9 @@ struct ImportCommand: AsyncParsableCommand {
         subcommands: [RevenueCat.self, AppStore.self]
     )
 
-    /// Where to import into: the server's data directory, database and configuration.
+    /// Where to import into (the server's own storage options) and for which app.
     struct Target: ParsableArguments {
-        @Option(name: .customLong("data-dir"), help: "The server's data directory.")
-        var dataDir = "countersign-data"
-
-        @Option(help: "postgres://user:password@host:5432/db, or an SQLite file (default: DATA/countersign.sqlite; env COUNTERSIGN_DATABASE_URL).")
-        var database: String?
-
-        @Option(help: "The apps' configuration file (default: DATA/countersign.json).")
-        var config: String?
+        @OptionGroup var storage: StorageOptions
 
         @Option(help: "The app id in the configuration (default: the only app; required when there are several).")
         var app: String?
@@ -35,21 +28,20 @@ struct ImportCommand: AsyncParsableCommand {
         }
 
         func open() async throws -> (app: AppConfiguration, database: Database) {
-            let directory = URL(fileURLWithPath: dataDir)
+            let configuration = try storage.serverConfiguration()
+            let directory = configuration.dataDirectory
             let deployment = try CLIError.wrapping("configuration") {
-                if let config { return try DeploymentConfiguration.load(from: URL(fileURLWithPath: config)) }
+                if let file = configuration.configurationFile { return try DeploymentConfiguration.load(from: file) }
                 guard let found = try DeploymentConfiguration.load(fromDataDirectory: directory) else {
-                    throw CLIError("no countersign.json in \(dataDir): run `countersign serve` once, or pass --config")
+                    throw CLIError("no countersign.json in \(storage.dataDir): run `countersign serve` once, or pass --config")
                 }
                 return found
             }
             let chosen = try chooseApp(from: deployment.apps)
-            let location = try CLIError.wrapping("--database") {
-                try (database ?? ProcessInfo.processInfo.environment["COUNTERSIGN_DATABASE_URL"]).map(DatabaseLocation.init(argument:))
-                    ?? .embedded(in: directory)
-            }
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let opened = try await Database.open(location, logger: Logger(label: "countersign.import"), postgresConnections: 16)
+            let opened = try await Database.open(
+                configuration.database ?? .embedded(in: directory), logger: Logger(label: "countersign.import"),
+                postgresConnections: configuration.databaseConnections)
             return (chosen, opened)
         }
     }
@@ -87,6 +79,8 @@ struct ImportCommand: AsyncParsableCommand {
             var options = RevenueCatImport.Options()
             options.dryRun = dryRun
             options.deliversEvents = deliverEvents
+            // Each customer in flight holds a connection while it writes.
+            options.concurrency = target.storage.databaseConnections
             let progress = ImportProgress(label: dryRun ? "checking" : "importing")
             let report: RevenueCatImport.Report
             do {
@@ -163,12 +157,8 @@ extension ImportCommand {
                     options.chains.append((fields[0], fields[1]))
                 }
             }
-            var configuration = ServerConfiguration(dataDirectory: URL(fileURLWithPath: target.dataDir))
-            configuration.configurationFile = target.config.map { URL(fileURLWithPath: $0) }
+            var configuration = try target.storage.serverConfiguration()
             configuration.intermediatesDirectory = intermediates.map { URL(fileURLWithPath: $0) }
-            if let database = target.database ?? ProcessInfo.processInfo.environment["COUNTERSIGN_DATABASE_URL"] {
-                configuration.database = try CLIError.wrapping("--database") { try DatabaseLocation(argument: database) }
-            }
             var logger = Logger(label: "countersign.import")
             logger.logLevel = .error
             let server = try await CountersignServer(configuration: configuration, logger: logger)

@@ -25,20 +25,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The port to listen on (0: any free port).")
     var port = 8080
 
-    @Option(name: .customLong("data-dir"), help: "The data directory.")
-    var dataDir = "countersign-data"
+    @OptionGroup var storage: StorageOptions
 
     @Option(help: "Offline key mode: sign with the intermediates in this directory instead of a managed root.")
     var intermediates: String?
-
-    @Option(help: "postgres://user:password@host:5432/db, or an SQLite file (default: DATA/countersign.sqlite; env COUNTERSIGN_DATABASE_URL).")
-    var database: String?
-
-    @Option(name: .customLong("database-connections"), help: "PostgreSQL connections this instance keeps (2 to 1000, split between its event loops).")
-    var databaseConnections = Database.defaultPostgresConnections
-
-    @Option(help: "The apps' configuration file (default: DATA/countersign.json, written with the demo app on first start).")
-    var config: String?
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info (one line per request), notice, warning, error or critical.")
     var logLevel = "info"
@@ -72,7 +62,6 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
         guard (0...86_400).contains(dashboardCacheSeconds) else { throw ValidationError("--dashboard-cache-seconds must be 0 to 86400") }
-        guard (2...1_000).contains(databaseConnections) else { throw ValidationError("--database-connections must be 2 to 1000") }
         guard (60...2_592_000).contains(dashboardSessionSeconds) else { throw ValidationError("--dashboard-session-seconds must be 60 to 2592000") }
         guard ["on", "off"].contains(rateLimits) else { throw ValidationError("--rate-limits must be on or off") }
         guard ratePerAddress > 0, ratePerAddress.isFinite, ratePerApp > 0, ratePerApp.isFinite else {
@@ -89,12 +78,10 @@ struct ServeCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "countersign")
-        var configuration = ServerConfiguration(dataDirectory: URL(fileURLWithPath: dataDir))
+        var configuration = try storage.serverConfiguration()
         configuration.host = host
         configuration.port = port
         configuration.intermediatesDirectory = intermediates.map { URL(fileURLWithPath: $0) }
-        configuration.configurationFile = config.map { URL(fileURLWithPath: $0) }
-        configuration.databaseConnections = databaseConnections
         configuration.dashboard.overviewCacheSeconds = dashboardCacheSeconds
         configuration.dashboard.sessionLifetime = dashboardSessionSeconds
         if rateLimits == "on" {
@@ -105,10 +92,6 @@ struct ServeCommand: AsyncParsableCommand {
         }
         configuration.webhooks.retention = eventRetentionDays * 86_400
         configuration.metricsBearerToken = ProcessInfo.processInfo.environment["COUNTERSIGN_METRICS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
-        // A database URL holds a password: the environment keeps it out of `ps`.
-        if let database = database ?? ProcessInfo.processInfo.environment["COUNTERSIGN_DATABASE_URL"] {
-            configuration.database = try CLIError.wrapping("--database") { try DatabaseLocation(argument: database) }
-        }
         let server: CountersignServer
         do {
             server = try await CountersignServer(configuration: configuration, logger: logger)
@@ -117,7 +100,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if let root = server.keys.managedRootPublicKey {
             say("root public key (pin it in your app): \(root.rawRepresentation.base64EncodedString())")
-            say("WARNING: managed key mode keeps the root key in \(dataDir)/keys: for development only.")
+            say("WARNING: managed key mode keeps the root key in \(storage.dataDir)/keys: for development only.")
         }
         if configuration.metricsBearerToken == nil, !["127.0.0.1", "::1", "localhost"].contains(host) {
             logger.warning("GET /metrics answers only this machine: set COUNTERSIGN_METRICS_TOKEN to read it from another host")

@@ -28,7 +28,7 @@ public struct RevenueCatImport: Sendable {
         public var deliversEvents = false
         /// Check and count, write nothing.
         public var dryRun = false
-        /// Customers written at once.
+        /// Customers written, and then read for the summary, at once.
         public var concurrency = 16
 
         public init() {}
@@ -92,14 +92,32 @@ public struct RevenueCatImport: Sendable {
         report.grants = outcomes.grants
         report.ownership = outcomes.ownership.sorted { $0.line < $1.line }
         if !options.dryRun {
-            for customer in customers {
-                guard let found = try await store.lookupWithEntitlements(app: app, user: customer.user, now: now) else { continue }
-                let active = found.entitlements.activeEntitlementIds.count
+            try await Self.forEach(customers, atOnce: options.concurrency) { customer in
+                try await store.activeEntitlementIds(app: app, user: customer.user, now: now).count
+            } merge: { active in
                 report.activeEntitlements += active
                 if active > 0 { report.customersWithEntitlements += 1 }
             }
         }
         return report
+    }
+
+    /// Runs `body` for every element, `atOnce` at a time, and hands each result to `merge` as it
+    /// comes (in no set order).
+    static func forEach<Element: Sendable, Result: Sendable>(
+        _ elements: [Element], atOnce: Int, _ body: @escaping @Sendable (Element) async throws -> Result, merge: (Result) -> Void
+    ) async throws {
+        try await withThrowingTaskGroup(of: Result.self) { group in
+            var pending = elements.makeIterator()
+            for _ in 0..<max(1, atOnce) {
+                guard let next = pending.next() else { break }
+                group.addTask { try await body(next) }
+            }
+            while let result = try await group.next() {
+                merge(result)
+                if let next = pending.next() { group.addTask { try await body(next) } }
+            }
+        }
     }
 
     /// Reads every row of the file and checks it against the app; what is refused goes into
@@ -130,25 +148,13 @@ public struct RevenueCatImport: Sendable {
     ) async throws -> Outcome {
         let done = ImportCounter()
         progress(0, total)
-        var outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
-            var outcomes = Outcome()
-            var pending = customers.makeIterator()
-            func add(_ customer: Customer) {
-                group.addTask {
-                    let outcome = try await write(customer, rows: customer.rows)
-                    progress(done.add(customer.rows.count), total)
-                    return outcome
-                }
-            }
-            for _ in 0..<max(1, options.concurrency) {
-                guard let next = pending.next() else { break }
-                add(next)
-            }
-            while let outcome = try await group.next() {
-                outcomes.merge(outcome)
-                if let next = pending.next() { add(next) }
-            }
-            return outcomes
+        var outcomes = Outcome()
+        try await Self.forEach(customers, atOnce: options.concurrency) { customer in
+            let outcome = try await write(customer, rows: customer.rows)
+            progress(done.add(customer.rows.count), total)
+            return outcome
+        } merge: {
+            outcomes.merge($0)
         }
         for (customer, row) in contested {
             outcomes.merge(try await write(customer, rows: [row]))
