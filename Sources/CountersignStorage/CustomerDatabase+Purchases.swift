@@ -332,10 +332,20 @@ extension CustomerDatabase {
     /// write of an app without webhooks.
     enum NewPurchaseStatement: PreparedSQL {
         static let name = "countersign_new_purchase"
-        static let sql = SQLStatement.together([
-            SQLStatement(CustomerDatabase.insertCustomerSQL, []), SQLStatement(CustomerDatabase.insertPurchaseSQL, []),
-            SQLStatement(CustomerDatabase.insertOwnerSQL, []), SQLStatement(CustomerDatabase.insertEventSQL, []),
-        ]).text
+        static let sql = newPurchaseSQL(customer: CustomerDatabase.insertCustomerSQL)
+    }
+
+    /// The same for a known customer last seen over an hour ago (a returning customer's
+    /// purchase, an imported row): the customer's visit noted instead.
+    enum NewPurchaseTouchingStatement: PreparedSQL {
+        static let name = "countersign_new_purchase_touching"
+        static let sql = newPurchaseSQL(customer: CustomerDatabase.touchCustomerSQL)
+    }
+
+    private static func newPurchaseSQL(customer: String) -> String {
+        SQLStatement.together(
+            [customer, insertPurchaseSQL, insertOwnerSQL, insertEventSQL].map { SQLStatement($0, []) }
+        ).text
     }
 
     /// Writes what `plan` says: on SQLite statement by statement (inside the caller's
@@ -348,14 +358,17 @@ extension CustomerDatabase {
         let chain = transaction.originalTransactionId
         let eventWrites = events.flatMap { eventStatements($0, app: app, now: now) }
         let postgres = sql.dialect == .postgres
-        if postgres, plan.customer != .touch, plan.purchase == .insert, case .insert(let owner) = plan.owner, eventWrites.count == 1 {
+        if postgres, plan.purchase == .insert, case .insert(let owner) = plan.owner, eventWrites.count == 1 {
             // A known customer's insert does nothing (ON CONFLICT DO NOTHING), as the plan says.
+            let touches = plan.customer == .touch
             let values =
-                insertCustomerStatement(app: app.id, user: poster, now: now).values
+                (touches
+                ? touchCustomerStatement(app: app.id, user: poster, now: now) : insertCustomerStatement(app: app.id, user: poster, now: now))
+                .values
                 + insertPurchaseStatement(transaction, app: app, now: now).values
                 + insertOwnerStatement(app: app.id, chain: chain, user: owner, now: now).values
                 + eventWrites[0].values
-            try await sql.run(NewPurchaseStatement.statement(values))
+            try await sql.run(touches ? NewPurchaseTouchingStatement.statement(values) : NewPurchaseStatement.statement(values))
             return
         }
         var statements: [SQLStatement] = []

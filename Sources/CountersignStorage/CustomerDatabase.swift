@@ -119,10 +119,10 @@ public struct CustomerDatabase: Sendable {
     }
 
     static func touchCustomerStatement(app: String, user: String, now: Date) -> SQLStatement {
-        SQLStatement(
-            "UPDATE customers SET last_seen_ms = $3 WHERE app_id = $1 AND app_user_id = $2",
-            [.text(app), .text(user), .integer(now.epochMilliseconds)])
+        SQLStatement(touchCustomerSQL, [.text(app), .text(user), .integer(now.epochMilliseconds)])
     }
+
+    static let touchCustomerSQL = "UPDATE customers SET last_seen_ms = $3 WHERE app_id = $1 AND app_user_id = $2"
 
     /// A customer seen for the first time (nothing when another request just added them). With
     /// ``importCustomerSQL``, a known customer first seen later than `now` is moved back to it.
