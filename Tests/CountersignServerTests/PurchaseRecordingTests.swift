@@ -289,6 +289,29 @@ struct PurchaseRecordingTests {
         }
     }
 
+    @Test(
+        "a returning customer's new purchase (last seen over an hour ago) writes purchase, owner and event and notes the visit",
+        arguments: TestDatabaseKind.available)
+    func returningCustomer(_ kind: TestDatabaseKind) async throws {
+        try await FreshDatabase.with(kind) { location, directory in
+            let server = try await OperationsTests.server(location, directory)
+            let app = server.deployment.apps[0]
+            let now = Date()
+            let earlier = now.addingTimeInterval(-2 * 3_600)
+            #expect(try await server.store.record(try Self.purchase(server), app: app, poster: "back", now: earlier) == .new)
+            // On PostgreSQL the prepared statement of a known customer's purchase.
+            let second = try Self.purchase(server)
+            #expect(try await server.store.record(second, app: app, poster: "back", now: now) == .new)
+            #expect(try await Self.counts(server, second) == (1, ["back"]))
+            let info = try await server.store.existingCustomerInfo(app: app, user: "back", now: now)
+            #expect(info?.subscriber.lastSeen == WireDate.format(now))
+            #expect(info?.subscriber.firstSeen == WireDate.format(earlier))
+            let events = try await server.store.events(app: app.id, user: "back")
+            #expect(events.filter { $0.body.contains(#""transaction_id":"\#(second.transactionId)""#) }.map(\.type) == ["NON_RENEWING_PURCHASE"])
+            try await server.shutdown()
+        }
+    }
+
     @Test("the writes of a purchase stand or fall together: an owner row in the way leaves no purchase behind", arguments: TestDatabaseKind.available)
     func writesAreAtomic(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, directory in
