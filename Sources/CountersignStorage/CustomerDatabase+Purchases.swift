@@ -350,7 +350,7 @@ extension CustomerDatabase {
 
     /// Writes what `plan` says: on SQLite statement by statement (inside the caller's
     /// transaction), on PostgreSQL as one statement (each write a data-modifying `WITH` clause;
-    /// a new purchase's the prepared ``NewPurchaseStatement``).
+    /// a new purchase's the prepared ``NewPurchaseStatement`` or ``NewPurchaseTouchingStatement``).
     static func write(
         _ plan: PurchasePlan, on sql: any SQLExecutor, _ transaction: VerifiedTransaction,
         app: AppConfiguration, poster: String, now: Date, events: [WebhookEvent]
@@ -359,12 +359,13 @@ extension CustomerDatabase {
         let eventWrites = events.flatMap { eventStatements($0, app: app, now: now) }
         let postgres = sql.dialect == .postgres
         if postgres, plan.purchase == .insert, case .insert(let owner) = plan.owner, eventWrites.count == 1 {
-            // A known customer's insert does nothing (ON CONFLICT DO NOTHING), as the plan says.
+            // A customer seen within the hour: the insert does nothing (ON CONFLICT DO NOTHING), as
+            // the plan says; one seen before is touched.
             let touches = plan.customer == .touch
+            let customer =
+                touches ? touchCustomerStatement(app: app.id, user: poster, now: now) : insertCustomerStatement(app: app.id, user: poster, now: now)
             let values =
-                (touches
-                ? touchCustomerStatement(app: app.id, user: poster, now: now) : insertCustomerStatement(app: app.id, user: poster, now: now))
-                .values
+                customer.values
                 + insertPurchaseStatement(transaction, app: app, now: now).values
                 + insertOwnerStatement(app: app.id, chain: chain, user: owner, now: now).values
                 + eventWrites[0].values
