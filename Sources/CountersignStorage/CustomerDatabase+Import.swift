@@ -23,19 +23,21 @@ extension CustomerDatabase {
                 })
     }
 
-    /// A promotional grant from another system, known by `grantId` (made from the other
-    /// system's id of it): added, or brought to the given end and revocation.
+    /// A promotional grant from another system, known in `app` by `grantId` (made from the other
+    /// system's id of it): added, or brought to the given end and revocation. False, with nothing
+    /// written, when the app holds that grant for another customer (a grant never moves).
     public func importGrant(
         app: String, user: String, grantId: String, entitlement: String, starts: Date, expires: Date?, revoked: Date?
-    ) async throws {
+    ) async throws -> Bool {
         try await database.withConnection { sql in
-            try await sql.run(
+            try await sql.count(
                 """
                 INSERT INTO promotional_grants (grant_id, app_id, app_user_id, entitlement, starts_ms, expires_ms, revoked_ms, created_ms) \
                 VALUES (\(bind: grantId), \(bind: app), \(bind: user), \(bind: entitlement), \(bind: starts.epochMilliseconds), \
                 \(bind: expires.map(\.epochMilliseconds)), \(bind: revoked.map(\.epochMilliseconds)), \(bind: starts.epochMilliseconds)) \
-                ON CONFLICT (grant_id) DO UPDATE SET expires_ms = excluded.expires_ms, revoked_ms = excluded.revoked_ms
-                """)
+                ON CONFLICT (app_id, grant_id) DO UPDATE SET expires_ms = excluded.expires_ms, revoked_ms = excluded.revoked_ms \
+                WHERE promotional_grants.app_user_id = excluded.app_user_id RETURNING grant_id
+                """) == 1
         }
     }
 

@@ -269,7 +269,8 @@ extension CustomerDatabase {
     ) async throws -> [WebhookEvent] {
         let signed = (transaction.payload.signedDate ?? now).epochMilliseconds
         if let stored, signed <= stored.signedMs { return [] }
-        let revocation = transaction.payload.revocationDate?.epochMilliseconds
+        // A stored revocation no earlier than the copy stands (``keptRevocationSQL``).
+        let revocation = transaction.payload.revocationDate?.epochMilliseconds ?? stored?.revokedMs.flatMap { $0 >= signed ? $0 : nil }
         let wasRevoked = stored.map { $0.revokedMs != nil } ?? false
         var subject = EventTransaction(transaction)
         if let revocation, stored == nil || !wasRevoked {

@@ -155,13 +155,19 @@ extension CustomerDatabase {
         }
     }
 
-    /// Stores attributes for the user (created if needed); returns how many changed.
+    /// Stores attributes for the user (created if needed); returns how many changed. An
+    /// attribute replaces a stored one updated no later than it; an `updatedAtMs` after `now` is
+    /// taken as `now`.
     @discardableResult
     public func setAttributes(app: String, user: String, _ attributes: [String: AttributeRecord], now: Date) async throws -> Int {
         try await database.transactionRetryingUniqueViolations { sql in
             try await Self.touchCustomer(sql, app: app, user: user, now: now)
             var changed = 0
-            for (key, attribute) in attributes.sorted(by: { $0.key < $1.key }) {
+            for (key, sent) in attributes.sorted(by: { $0.key < $1.key }) {
+                // A client's clock, or a client, may say any time: none lies beyond the server's
+                // (an attribute dated 9e18 would otherwise never be replaced).
+                var attribute = sent
+                attribute.updatedAtMs = min(sent.updatedAtMs, now.epochMilliseconds)
                 let customerKey: SQLStatement = "app_id = \(bind: app) AND app_user_id = \(bind: user) AND attribute_key = \(bind: key)"
                 let stored = try await sql.first("SELECT updated_at_ms FROM subscriber_attributes WHERE \(customerKey)") {
                     try $0.int64("updated_at_ms")

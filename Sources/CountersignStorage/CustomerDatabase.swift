@@ -172,15 +172,25 @@ public struct CustomerDatabase: Sendable {
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
         """
 
+    /// The revocation a copy of a stored transaction leaves, as SQL over the stored row: the
+    /// copy's own (`revocation`), else the stored one when it is no earlier than the copy was
+    /// signed (`signed`): a copy never undoes a later fact. A refund (imported, notified or
+    /// signed) stands until a copy signed after it says otherwise, as Apple's copy after a
+    /// reversed refund does. ``transactionEvents(_:_:stored:app:user:now:)`` decides the same.
+    static func keptRevocationSQL(revocation: String, signed: String) -> String {
+        "COALESCE(\(revocation), CASE WHEN revocation_date_ms >= \(signed) THEN revocation_date_ms END)"
+    }
+
     /// The store's signed copy of a transaction stored as imported: every field takes the signed
-    /// copy's value, and the row is no longer marked imported (the offering it was bought from
-    /// and when it was first recorded stay).
+    /// copy's value but a later revocation (``keptRevocationSQL(revocation:signed:)``), and the
+    /// row is no longer marked imported (the offering it was bought from and when it was first
+    /// recorded stay).
     static func confirmImportedStatement(_ transaction: VerifiedTransaction, app: AppConfiguration, now: Date) -> SQLStatement {
         let insert = insertPurchaseStatement(transaction, app: app, now: now).values
         return SQLStatement(
             """
             UPDATE purchases SET original_transaction_id = $3, product_id = $4, product_type = $5, purchase_date_ms = $7,
-                expires_date_ms = $8, revocation_date_ms = $9, signed_date_ms = $10, app_account_token = $11,
+                expires_date_ms = $8, revocation_date_ms = \(keptRevocationSQL(revocation: "$9", signed: "$10")), signed_date_ms = $10, app_account_token = $11,
                 signed_transaction = $12, is_upgraded = $13, period_type = $14, ownership_type = $15,
                 price_milliunits = $16, currency = $17, imported = 0
             WHERE transaction_id = $1 AND app_id = $2 AND environment = $6 AND imported <> 0
@@ -189,13 +199,13 @@ public struct CustomerDatabase: Sendable {
 
     /// A copy of a stored transaction signed later than the stored one: every field Apple may
     /// change after the purchase takes the newer copy's value (expiry, which an extension moves;
-    /// revocation; upgrade flag; period type; the signed copy itself). The condition keeps an
-    /// older copy from undoing a newer one.
+    /// revocation, unless the stored one is later than the copy; upgrade flag; period type; the
+    /// signed copy itself). The condition keeps an older copy from undoing a newer one.
     static func refreshPurchaseStatement(_ transaction: VerifiedTransaction, app: String, now: Date) -> SQLStatement {
         let payload = transaction.payload
         return SQLStatement(
             """
-            UPDATE purchases SET revocation_date_ms = $2, is_upgraded = $3, signed_date_ms = $4, expires_date_ms = $7,
+            UPDATE purchases SET revocation_date_ms = \(keptRevocationSQL(revocation: "$2", signed: "$4")), is_upgraded = $3, signed_date_ms = $4, expires_date_ms = $7,
                 signed_transaction = $8, period_type = $9
             WHERE app_id = $5 AND environment = $6 AND transaction_id = $1 AND signed_date_ms < $4
             """,
@@ -612,11 +622,27 @@ public struct VerifiedTransaction: Sendable {
     }
 
     /// Checks the fields the server relies on; throws an ``APIError`` naming what is missing.
+    /// Prices in milliunits a transaction may carry: up to a trillion units of any currency.
+    public static let priceRange: ClosedRange<Int64> = 0...1_000_000_000_000_000
+
     public init(jws: String, payload: TransactionPayload, app: AppConfiguration) throws(APIError) {
         guard let transactionId = payload.transactionId, !transactionId.isEmpty,
             let originalTransactionId = payload.originalTransactionId, !originalTransactionId.isEmpty,
             let productId = payload.productId, !productId.isEmpty
         else { throw APIError(.invalidField, "the transaction lacks a transaction id, original transaction id or product id") }
+        // What is stored as text or summed as money comes from whoever signed (a developer's own
+        // Xcode certificate signs anything): no control character (PostgreSQL refuses U+0000, a
+        // 500 where a 4xx belongs), and a price a sum or a negation cannot overflow.
+        for (name, value) in [
+            ("transactionId", transactionId), ("originalTransactionId", originalTransactionId), ("productId", productId),
+            ("appAccountToken", payload.appAccountToken ?? ""), ("currency", payload.currency ?? ""), ("periodType", payload.periodType),
+            ("environment", payload.environment?.rawValue ?? ""),
+        ] where value.unicodeScalars.count > 256 || value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw APIError(.invalidField, "the transaction's \(name) must be at most 256 characters without control characters")
+        }
+        if let price = payload.price, !Self.priceRange.contains(price) {
+            throw APIError(.invalidField, "the transaction's price \(price) is outside 0 to \(Self.priceRange.upperBound) milliunits")
+        }
         let product = app.product(productId)
         let kind: AppConfiguration.ProductKind
         if let product {

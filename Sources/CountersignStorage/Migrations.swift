@@ -338,7 +338,45 @@ enum Migrations {
         // Events made by imported history: stored, and delivered only when the import asks.
         Migration(
             version: 18, name: "imported events", statements: ["ALTER TABLE events ADD COLUMN imported INTEGER NOT NULL DEFAULT 0"]),
+        // A grant id is the app's own: one app's import of a grant `promo-1` touched another
+        // app's `promo-1` while grant ids were one key for every app. SQLite cannot change a
+        // primary key in place, so the table is copied (on both databases, the same statements).
+        Migration(
+            version: 19, name: "promotional grants keyed by app",
+            statements: [
+                """
+                CREATE TABLE promotional_grants_by_app (
+                    grant_id TEXT NOT NULL,
+                    app_id TEXT NOT NULL,
+                    app_user_id TEXT NOT NULL,
+                    entitlement TEXT NOT NULL,
+                    starts_ms BIGINT NOT NULL,
+                    expires_ms BIGINT,
+                    revoked_ms BIGINT,
+                    created_ms BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, grant_id)
+                )
+                """,
+                """
+                INSERT INTO promotional_grants_by_app (grant_id, app_id, app_user_id, entitlement, starts_ms, expires_ms, revoked_ms, created_ms)
+                SELECT grant_id, app_id, app_user_id, entitlement, starts_ms, expires_ms, revoked_ms, created_ms FROM promotional_grants
+                """,
+                "DROP TABLE promotional_grants",
+                "ALTER TABLE promotional_grants_by_app RENAME TO promotional_grants",
+                "CREATE INDEX promotional_grants_by_user ON promotional_grants (app_id, app_user_id)",
+            ]),
+        // Attribute times are the server's at most (a client's `updated_at_ms` beyond it is taken
+        // as the time it arrives); one stored before that rule, dated ahead, is brought back to the
+        // time of this migration so that later writes replace it.
+        Migration(
+            version: 20, name: "attribute times no later than the server's",
+            statements: [
+                "UPDATE subscriber_attributes SET updated_at_ms = \(migrationTime) WHERE updated_at_ms > \(migrationTime)"
+            ]),
     ]
+
+    /// When this process first read the migrations (milliseconds): the time version 20 writes.
+    static let migrationTime = Date().epochMilliseconds
 
     /// Version 6 with `seq`, the one column whose definition differs between the databases.
     static func eventTables(seq: String) -> [String] {

@@ -146,10 +146,10 @@ public struct WebhookEvent: Sendable, Hashable {
             if transaction.currency == "USD" {
                 priceUSDMilli = signed
             } else if let currency = transaction.currency, let rate = app.usdExchangeRates?.usdPerUnit[currency] {
-                priceUSDMilli = Int64((Double(signed) * rate).rounded())
+                priceUSDMilli = Int64(clamping: (Double(signed) * rate).rounded())
             }
         }
-        commissionPermille = Int64(((app.commissionPercentage ?? AppConfiguration.standardCommission) * 1000).rounded())
+        commissionPermille = Int64(clamping: ((app.commissionPercentage ?? AppConfiguration.standardCommission) * 1000).rounded())
         offerCode = transaction.offerCode
         presentedOfferingId = transaction.presentedOfferingId
         renewalNumber = transaction.renewalNumber

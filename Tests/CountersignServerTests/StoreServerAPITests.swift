@@ -259,11 +259,14 @@ struct StoreServerAPITests {
             let coins = try #require(
                 try await setup.standIn.add(.init(productId: "coins_100", type: .consumable, bundleId: bundle)).transactionId)
             #expect(try await harness.post(user: "alice", jws: try #require(await setup.standIn.signed(coins))).status == 200)
-            let attribute = try await harness.send(
-                .post, "/v1/subscribers/alice/attributes", key: harness.key,
-                body: Data(#"{"attributes":{"$appleRefundHandlingPreference":{"value":"grant_full","updated_at_ms":5}}}"#.utf8),
-                headers: [SignatureHeader.nonce: SignedRequestParts.makeNonce().base64EncodedString()])
-            #expect(attribute.status == 200)
+            // The preference is the app backend's to set (its secret key); the app's public key is refused.
+            for (key, status) in [(harness.key, 400), (harness.secretKey, 200)] as [(String, Int)] {
+                let attribute = try await harness.send(
+                    .post, "/v1/subscribers/alice/attributes", key: key,
+                    body: Data(#"{"attributes":{"$appleRefundHandlingPreference":{"value":"grant_full","updated_at_ms":5}}}"#.utf8),
+                    headers: [SignatureHeader.nonce: SignedRequestParts.makeNonce().base64EncodedString()])
+                #expect(attribute.status == status)
+            }
             // A non-renewing pass, 30 days of which 6 have gone, that no device ever posted.
             var pass = TestStoreCA.Purchase(
                 productId: "season_pass", type: .nonRenewing, bundleId: bundle, purchaseDate: Date().addingTimeInterval(-6 * 86_400))

@@ -76,7 +76,7 @@ struct WebhookSampleTests {
             _ = try await harness.signed(
                 .post, "/v1/subscribers/identify", json: ["app_user_id": anonymous, "new_app_user_id": "alice"], paramKeys: ParamKeys.identify)
             _ = try await store.setAttributes(
-                app: harness.app.id, user: "alice", ["$email": .init(value: "alice@example.com", updatedAtMs: 1_799_000_000_000)], now: Date())
+                app: harness.app.id, user: "alice", ["$email": .init(value: "alice@example.com", updatedAtMs: 1_790_000_000_000)], now: Date())
 
             var purchase = TestStoreCA.Purchase(productId: "pro_monthly", type: .autoRenewable, bundleId: harness.app.bundleId)
             purchase.price = 4_990
@@ -86,7 +86,7 @@ struct WebhookSampleTests {
             let extra: [String: Any] = [
                 "presented_offering_identifier": "default",
                 "attributes": [
-                    "$mediaSource": ["value": "search", "updated_at_ms": 1_799_000_000_000], "$bogus": ["value": "x", "updated_at_ms": 1],
+                    "$mediaSource": ["value": "search", "updated_at_ms": 1_790_000_000_000], "$bogus": ["value": "x", "updated_at_ms": 1],
                 ],
             ]
             #expect(try await harness.post(user: "alice", jws: jws, extra: extra).status == 200)
@@ -201,7 +201,7 @@ struct WebhookSampleTests {
         try await WebhookTests.withSetup(kind, attemptTimeout: 20) { setup in
             let harness = setup.harness
             let (jws, payload) = try harness.mint("pro_monthly")
-            let attribute: [String: Any] = ["$email": ["value": "alice@example.com", "updated_at_ms": 1_799_000_000_000]]
+            let attribute: [String: Any] = ["$email": ["value": "alice@example.com", "updated_at_ms": 1_790_000_000_000]]
             #expect(try await harness.post(user: "alice", jws: jws, extra: ["attributes": attribute]).status == 200)
             let event = try #require(try await setup.received { !$0.isEmpty }.first).event
             let user = try #require(event["app_user_id"] as? String)
@@ -227,7 +227,7 @@ struct WebhookSampleTests {
             // The secret key's answer carries the attributes, as RevenueCat's does; the app's never.
             let attributes = try #require(subscriber["subscriber_attributes"] as? [String: [String: Any]])
             #expect(attributes["$email"]?["value"] as? String == "alice@example.com")
-            #expect(attributes["$email"]?["updated_at_ms"] as? Int64 == 1_799_000_000_000)
+            #expect(attributes["$email"]?["updated_at_ms"] as? Int64 == 1_790_000_000_000)
             #expect((try await harness.customerInfo("alice")["subscriber"] as? [String: Any])?["subscriber_attributes"] == nil)
             // A key of no app, or a public key of another kind of route, stays refused.
             #expect(try await harness.send(.get, path, key: "cs_sec_unknown").status == 401)

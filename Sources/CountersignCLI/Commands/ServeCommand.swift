@@ -64,8 +64,8 @@ struct ServeCommand: AsyncParsableCommand {
         guard (0...86_400).contains(dashboardCacheSeconds) else { throw ValidationError("--dashboard-cache-seconds must be 0 to 86400") }
         guard (60...2_592_000).contains(dashboardSessionSeconds) else { throw ValidationError("--dashboard-session-seconds must be 60 to 2592000") }
         guard ["on", "off"].contains(rateLimits) else { throw ValidationError("--rate-limits must be on or off") }
-        guard ratePerAddress > 0, ratePerAddress.isFinite, ratePerApp > 0, ratePerApp.isFinite else {
-            throw ValidationError("--rate-limit-per-address and --rate-limit-per-app must be positive numbers")
+        guard (0.001...1_000_000).contains(ratePerAddress), (0.001...1_000_000).contains(ratePerApp) else {
+            throw ValidationError("--rate-limit-per-address and --rate-limit-per-app must be 0.001 to 1000000 requests a second")
         }
         guard (1...3_650).contains(eventRetentionDays) else { throw ValidationError("--event-retention-days must be 1 to 3650") }
     }

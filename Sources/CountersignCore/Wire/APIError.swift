@@ -116,6 +116,9 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     case storeAPIFailed = 5021
     /// The dashboard's templates are not installed beside the server.
     case dashboardUnavailable = 5032
+    /// The database is away for now (restarting, failing over, out of connections): nothing was
+    /// changed; ask again after `Retry-After`.
+    case databaseUnavailable = 5033
 
     /// Refusals of a posted purchase that are about the transaction itself and that posting it
     /// again cannot change: not signed by the store, another app's, or owned by or bound to
@@ -147,7 +150,7 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
         case .methodNotAllowed: 405
         case .internalError: 500
         case .rateLimited: 429
-        case .signingKeyExpired, .dashboardUnavailable: 503
+        case .signingKeyExpired, .dashboardUnavailable, .databaseUnavailable: 503
         case .storeAPIFailed: 502
         }
     }

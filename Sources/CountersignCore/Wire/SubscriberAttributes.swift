@@ -19,8 +19,17 @@ public enum SubscriberAttributeRules {
     public static let maximumValueLength = 500
     public static let maximumBatch = 100
 
-    /// What is wrong with an attribute, or nil when it may be stored.
-    public static func problem(key: String, value: String?) -> String? {
+    /// Keys only an app's backend sets, with its secret key: `$appleRefundHandlingPreference`
+    /// decides what the server asks Apple to do with the customer's refund requests
+    /// (docs/webhooks.md, consumption answers), which no customer may choose for themselves.
+    public static let secretKeyOnlyKeys: Set<String> = ["$appleRefundHandlingPreference"]
+
+    /// What is wrong with an attribute, or nil when it may be stored; `secretKey`: the request
+    /// carries the app's secret key (a backend's), which alone sets ``secretKeyOnlyKeys``.
+    public static func problem(key: String, value: String?, secretKey: Bool = false) -> String? {
+        if !secretKey, secretKeyOnlyKeys.contains(key) {
+            return "attribute '\(key)' is set with the app's secret key only (by the app's backend)"
+        }
         if key.isEmpty || key.unicodeScalars.count > maximumKeyLength {
             return "attribute key '\(key.prefix(60))' must be 1 to \(maximumKeyLength) characters"
         }

@@ -35,8 +35,7 @@ struct RequestObservation: RouterMiddleware {
         } catch let error as any HTTPResponseError {
             response = try error.response(from: request, context: context)
         } catch {
-            context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
-            response = ErrorAnswer.response(APIError(.internalError, "internal error; the server log has the details"))
+            response = ErrorAnswer.response(ErrorAnswer.apiError(for: error, logger: context.logger))
         }
         response.headers[Self.requestIdHeader] = id
         let duration = ContinuousClock.now - start

@@ -1,7 +1,9 @@
 import CountersignCore
+import CountersignStorage
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import Synchronization
 
 /// The middleware of the signed routes: checks what the request asks the server to vouch for,
@@ -63,10 +65,7 @@ public struct ResponseSigning: RouterMiddleware {
             }
             return try exchange.response(to: request, answer: SignedAnswer.error(error))
         } catch {
-            // Never echo internals to the client; the log has them, with the request id.
-            context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
-            return try exchange.response(
-                to: request, answer: SignedAnswer.error(APIError(.internalError, "internal error; the server log has the details")))
+            return try exchange.response(to: request, answer: SignedAnswer.error(ErrorAnswer.apiError(for: error, logger: context.logger)))
         }
     }
 
@@ -183,6 +182,23 @@ public struct UnsignedRefusal: Error, Sendable {
 /// Unsigned error answers: for endpoints that are not signed, and for requests whose signed
 /// parts could not be checked.
 public enum ErrorAnswer {
+    /// Seconds a client is told to wait while the database is away (PostgreSQL restarts in a
+    /// few seconds; the SDK retries after `Retry-After`).
+    static let databaseRetryAfter = 2
+
+    /// What a client hears of an error that is no ``APIError``: 503 with `Retry-After` when the
+    /// database is away for now (``Database/isUnavailable(_:)``), else 500. Never the internals:
+    /// the log has them, with the request id.
+    static func apiError(for error: any Error, logger: Logger) -> APIError {
+        if Database.isUnavailable(error) {
+            logger.warning("database unavailable", metadata: ["error": "\(String(reflecting: error))"])
+            return APIError(
+                .databaseUnavailable, "the database is unavailable for now; nothing was changed, try again", retryAfter: databaseRetryAfter)
+        }
+        logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
+        return APIError(.internalError, "internal error; the server log has the details")
+    }
+
     public static func response(_ error: APIError) -> Response {
         let body = (try? WireJSON.encode(error)) ?? Data()
         var headers: HTTPFields = [.contentType: "application/json"]

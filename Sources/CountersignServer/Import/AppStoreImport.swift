@@ -149,7 +149,7 @@ public struct AppStoreImport: Sendable {
                 default: throw error
                 }
                 guard attempt < options.attempts else { throw error }
-                try await Task.sleep(for: .milliseconds(Int64(min(wait, 60) * 1000)))
+                try await Task.sleep(for: .milliseconds(Int64(clamping: min(wait, 60) * 1000, to: 0...60_000)))
                 pause = min(pause * 2, 60)
             }
         }

@@ -31,8 +31,7 @@ struct DelimitedText: Sendable {
 
     /// Reads `data`, gzipped or not (a gzip stream is recognised by its magic bytes).
     init(_ data: Data) throws {
-        let text = try Self.decompressedIfGzip(data)
-        var bytes = [UInt8](text)
+        var bytes = try Self.decompressedIfGzip(data)
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
         guard String(validating: bytes, as: UTF8.self) != nil else { throw Failure(message: "the file is not UTF-8 text") }
         var parser = Parser(bytes: bytes)
@@ -172,32 +171,72 @@ struct DelimitedText: Sendable {
         }
     }
 
-    /// The data itself, or its gzip stream inflated.
-    static func decompressedIfGzip(_ data: Data) throws -> Data {
-        guard data.count >= 2, data[data.startIndex] == 0x1F, data[data.startIndex + 1] == 0x8B else { return data }
+    /// The most a gzip stream may inflate to: 100 times its size, and never less than 64 MiB. A
+    /// CSV export compresses about ten to one; a gzip bomb (a 2 MB file that inflates to 512 MB)
+    /// is refused when its output passes the bound, with at most the bound held in memory.
+    static func inflationLimit(compressed: Int) -> Int {
+        max(64 << 20, compressed.multipliedReportingOverflow(by: 100).overflow ? .max : compressed * 100)
+    }
+
+    /// The data itself, or its gzip stream inflated: every member of it (`cat a.gz b.gz` is one
+    /// valid gzip stream of two members, as gzip(1) reads it), each checked against its trailer.
+    /// Refused: a stream cut short or corrupt, bytes after the last member that are not another
+    /// member, output beyond `limit` (``inflationLimit(compressed:)`` by default).
+    static func decompressedIfGzip(_ data: Data, limit: Int? = nil) throws -> [UInt8] {
+        guard data.count >= 2, data[data.startIndex] == 0x1F, data[data.startIndex + 1] == 0x8B else { return [UInt8](data) }
+        let limit = limit ?? inflationLimit(compressed: data.count)
         var stream = z_stream()
         // 16 + MAX_WBITS: a gzip header and trailer (checked: a corrupt stream is an error).
         guard inflateInit2_(&stream, 16 + MAX_WBITS, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
             throw Failure(message: "zlib cannot start")
         }
         defer { inflateEnd(&stream) }
-        var output = Data()
-        var input = [UInt8](data)
+        var output: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        var status: Int32 = Z_OK
-        input.withUnsafeMutableBufferPointer { input in
-            stream.next_in = input.baseAddress
-            stream.avail_in = uInt(input.count)
-            repeat {
-                chunk.withUnsafeMutableBufferPointer { chunk in
+        var members = 1
+        try data.withUnsafeBytes { (input: UnsafeRawBufferPointer) in
+            let base = input.bindMemory(to: UInt8.self).baseAddress!
+            var offset = 0
+            // zlib counts input in 32 bits: a larger file is fed a gigabyte at a time.
+            func feed() {
+                let count = min(input.count - offset, 1 << 30)
+                stream.next_in = UnsafeMutablePointer(mutating: base + offset)
+                stream.avail_in = uInt(count)
+                offset += count
+            }
+            feed()
+            while true {
+                let status = chunk.withUnsafeMutableBufferPointer { chunk in
                     stream.next_out = chunk.baseAddress
                     stream.avail_out = uInt(chunk.count)
-                    status = inflate(&stream, Z_NO_FLUSH)
-                    output.append(chunk.baseAddress!, count: chunk.count - Int(stream.avail_out))
+                    let status = inflate(&stream, Z_NO_FLUSH)
+                    output.append(contentsOf: chunk[..<(chunk.count - Int(stream.avail_out))])
+                    return status
                 }
-            } while status == Z_OK
+                guard output.count <= limit else {
+                    throw Failure(
+                        message: "the gzip stream of \(data.count) bytes inflates to more than \(limit): refused as a gzip bomb")
+                }
+                let remaining = Int(stream.avail_in) + (input.count - offset)
+                switch status {
+                case Z_OK:
+                    if stream.avail_in == 0, offset < input.count { feed() }
+                case Z_STREAM_END:
+                    guard remaining > 0 else { return }
+                    // Another member must follow; anything else is refused rather than dropped.
+                    if stream.avail_in == 0 { feed() }
+                    guard stream.avail_in >= 2, stream.next_in[0] == 0x1F, stream.next_in[1] == 0x8B else {
+                        throw Failure(message: "\(remaining) bytes after gzip member \(members) are not another gzip member")
+                    }
+                    members += 1
+                    guard inflateReset(&stream) == Z_OK else { throw Failure(message: "zlib cannot read gzip member \(members)") }
+                case Z_BUF_ERROR where remaining == 0:
+                    throw Failure(message: "gzip member \(members) is cut short")
+                default:
+                    throw Failure(message: "gzip member \(members) is corrupt (zlib status \(status))")
+                }
+            }
         }
-        guard status == Z_STREAM_END else { throw Failure(message: "the gzip stream is corrupt or cut short (zlib status \(status))") }
         return output
     }
 }

@@ -43,6 +43,11 @@ struct RevenueCatExportRow: Sendable {
     ]
 
     init(_ record: DelimitedText.Record, columns: [String: Int]) throws(Refusal) {
+        // PostgreSQL's text cannot hold U+0000 and SQLite's C strings end at it: refused here
+        // rather than stored cut short on one database and failing the import on the other.
+        if let column = columns.first(where: { record.fields[$0.value].utf8.contains(0) })?.key {
+            throw Refusal("\(column) holds U+0000")
+        }
         let field = Fields(record: record, columns: columns)
         line = record.line
         originalAppUserId = try field.required("rc_original_app_user_id")
@@ -51,8 +56,14 @@ struct RevenueCatExportRow: Sendable {
         store = try field.required("store")
         transactionId = try field.required("store_transaction_id")
         originalTransactionId = try field.required("original_store_transaction_id")
-        for id in [originalAppUserId, lastSeenAppUserId] where id.utf8.count > 100 || id.contains(where: \.isNewline) {
-            throw Refusal("app user id '\(id.prefix(40))…' is not one the server accepts")
+        // The API's own rules (`PublicRoutes.appUserId`): an id the API refuses (reserved, with
+        // a control character, a NUL that SQLite's C strings would cut) is no customer's.
+        for id in [originalAppUserId, lastSeenAppUserId] {
+            do throws(APIError) {
+                _ = try PublicRoutes.appUserId(id, percentEncoded: false)
+            } catch {
+                throw Refusal("app user id \(String(id.prefix(40)).debugDescription): \(error.message)")
+            }
         }
         if columns["is_sandbox"] != nil {
             guard let sandbox = try field.flag("is_sandbox") else { throw Refusal("is_sandbox is empty") }
@@ -167,7 +178,8 @@ struct RevenueCatExportRow: Sendable {
         else { return nil }
         var fraction = 0.0
         if bytes.count > 19 {
-            guard bytes[19] == UInt8(ascii: "."), bytes.count > 20, let digits = number(20..<bytes.count), bytes.count - 20 <= 9 else { return nil }
+            // At most nine digits (nanoseconds), counted before they are read: 19 of them overflow.
+            guard bytes[19] == UInt8(ascii: "."), (21...29).contains(bytes.count), let digits = number(20..<bytes.count) else { return nil }
             fraction = Double(digits) / pow(10, Double(bytes.count - 20))
         }
         let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)

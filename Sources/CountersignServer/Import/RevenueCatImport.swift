@@ -91,6 +91,7 @@ public struct RevenueCatImport: Sendable {
         report.knownPurchases = outcomes.known
         report.grants = outcomes.grants
         report.ownership = outcomes.ownership.sorted { $0.line < $1.line }
+        report.refused = (report.refused + outcomes.refused).sorted { $0.line < $1.line }
         if !options.dryRun {
             try await Self.forEach(customers, atOnce: options.concurrency) { customer in
                 try await store.activeEntitlementIds(app: app, user: customer.user, now: now).count
@@ -262,12 +263,15 @@ public struct RevenueCatImport: Sendable {
         var known = 0
         var grants = 0
         var ownership: [Report.Note] = []
+        /// Rows refused when written (a grant another customer holds).
+        var refused: [Report.Note] = []
 
         mutating func merge(_ other: Outcome) {
             new += other.new
             known += other.known
             grants += other.grants
             ownership += other.ownership
+            refused += other.refused
         }
     }
 
@@ -281,12 +285,21 @@ public struct RevenueCatImport: Sendable {
             let row = planned.row
             switch planned.kind {
             case .grants(let entitlements):
-                outcome.grants += entitlements.count
-                guard !options.dryRun else { continue }
+                guard !options.dryRun else {
+                    outcome.grants += entitlements.count
+                    continue
+                }
                 for entitlement in entitlements {
-                    try await store.importGrant(
-                        app: app.id, user: customer.user, grantId: "revenuecat:\(row.transactionId):\(entitlement)", entitlement: entitlement,
+                    let grantId = "revenuecat:\(row.transactionId):\(entitlement)"
+                    if try await store.importGrant(
+                        app: app.id, user: customer.user, grantId: grantId, entitlement: entitlement,
                         starts: row.purchased, expires: row.expires, revoked: row.refunded)
+                    {
+                        outcome.grants += 1
+                    } else {
+                        outcome.refused.append(
+                            .init(line: row.line, message: "promotional grant \(row.transactionId) of '\(entitlement)' belongs to another customer"))
+                    }
                 }
             case .purchase(let transaction):
                 if options.dryRun {

@@ -32,7 +32,7 @@ public final class RateLimiter: @unchecked Sendable {
     public func admit(_ key: String) -> Int? {
         let tokens = take(key, consume: true)
         guard tokens < 1 else { return nil }
-        return max(1, Int(((1 - tokens) / perSecond).rounded(.up)))
+        return Int(Int64(clamping: ((1 - tokens) / perSecond).rounded(.up), to: 1...86_400))
     }
 
     /// Whether `key` has a token left, taking none (a sign-in spends one only when it fails).

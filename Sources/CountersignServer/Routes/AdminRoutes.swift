@@ -144,6 +144,9 @@ struct AdminRoutes: Sendable {
             expires = try PromotionalDuration.named(name).end(from: start)
         case (nil, let end?):
             guard end > start.epochMilliseconds else { throw APIError(.invalidField, "end_time_ms must be in the future") }
+            guard end <= Date.latestRequestMilliseconds else {
+                throw APIError(.invalidField, "end_time_ms must be a time before the year 10000 (at most \(Date.latestRequestMilliseconds))")
+            }
             expires = Date(epochMilliseconds: end)
         default:
             throw APIError(.invalidField, "give exactly one of duration and end_time_ms")

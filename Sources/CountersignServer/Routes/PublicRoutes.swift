@@ -150,7 +150,9 @@ struct PublicRoutes: Sendable {
         get(routes, "/v1/product_entitlement_mapping", productEntitlementMapping)
         post(routes, "/v1/receipts", ReceiptRequest.self, receipts)
         post(routes, "/v1/subscribers/identify", IdentifyRequest.self, identify)
-        post(routes, "/v1/subscribers/:app_user_id/attributes", SubscriberAttributesBody.self, setAttributes)
+        // A backend sets attributes with its secret key, as RevenueCat's REST API takes them
+        // (and only it sets `$appleRefundHandlingPreference`).
+        post(routes, "/v1/subscribers/:app_user_id/attributes", acceptsSecretKey: true, SubscriberAttributesBody.self, setAttributes)
         post(routes, "/v1/subscribers/:app_user_id/intro_eligibility", IntroEligibilityRequest.self, introEligibility)
         post(routes, "/v1/subscribers/:app_user_id/promotional_offer", PromotionalOfferRequest.self, promotionalOffer)
         post(routes, "/v1/test_store/purchases", TestPurchaseRequest.self, testStorePurchase)
@@ -163,7 +165,7 @@ struct PublicRoutes: Sendable {
         let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         var info = try await store.customerInfo(app: app, user: user, now: context.now)
         // A backend reading with the secret key also gets the attributes, as RevenueCat answers it.
-        if APIKeyAuthentication.holds(app.secretApiKeys, context.exchange.apiKey ?? "") {
+        if Self.holdsSecretKey(app, context) {
             info.subscriber.subscriberAttributes = try await store.attributes(app: app.id, user: user)
         }
         return SignedAnswer.customerInfo(info)
@@ -229,8 +231,9 @@ struct PublicRoutes: Sendable {
     ) async throws {
         guard let attributes, !attributes.isEmpty else { return }
         var valid: [String: CustomerDatabase.AttributeRecord] = [:]
+        let secret = Self.holdsSecretKey(app, context)
         for (key, attribute) in attributes.prefix(SubscriberAttributeRules.maximumBatch) {
-            if SubscriberAttributeRules.problem(key: key, value: attribute.value) == nil, attribute.updatedAtMs > 0 {
+            if SubscriberAttributeRules.problem(key: key, value: attribute.value, secretKey: secret) == nil, attribute.updatedAtMs > 0 {
                 valid[key] = CustomerDatabase.AttributeRecord(value: attribute.value, updatedAtMs: attribute.updatedAtMs)
             }
         }
@@ -263,9 +266,10 @@ struct PublicRoutes: Sendable {
         // As RevenueCat: the valid attributes are stored, each invalid one is named.
         var valid: [String: CustomerDatabase.AttributeRecord] = [:]
         var refused: [APIError.AttributeError] = []
+        let secret = Self.holdsSecretKey(app, context)
         for (key, attribute) in body.attributes.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
             let problem =
-                SubscriberAttributeRules.problem(key: key, value: attribute.value)
+                SubscriberAttributeRules.problem(key: key, value: attribute.value, secretKey: secret)
                 ?? (attribute.updatedAtMs > 0 ? nil : "updated_at_ms of '\(key.prefix(60))' must be a time")
             if let problem {
                 refused.append(.init(keyName: String(key.prefix(60)), message: problem))
@@ -376,7 +380,10 @@ struct PublicRoutes: Sendable {
             throw APIError(
                 .promotionalOfferUnavailable, "product '\(product.id)' has no promotional offer '\(offer.prefix(100))' signed with this app's key")
         }
-        guard abs(now.epochMilliseconds - timestamp) <= 86_400_000,
+        // The timestamp is the client's number: compared without arithmetic on it (a distance
+        // of `now - timestamp` overflows for a timestamp near Int64.min and stops the process).
+        let time = now.epochMilliseconds
+        guard timestamp >= time - 86_400_000, timestamp <= time + 86_400_000,
             signer.isValidV1(signature: signature, productId: product.id, offerId: offer, appAccountToken: token, nonce: nonce, timestamp: timestamp)
         else {
             throw APIError(.promotionalOfferUnavailable, "the promotional offer's signature does not verify or is older than 24 hours")
@@ -475,13 +482,7 @@ struct PublicRoutes: Sendable {
     ) {
         let authentication = self.authentication
         group.get(path) { request, context -> Response in
-            let app: AppConfiguration
-            do throws(APIError) {
-                app = try context.authenticatedApp()
-            } catch {
-                guard acceptsSecretKey, error.code == APIErrorCode.wrongKeyKind.rawValue else { throw error }
-                app = try authentication.secretApp(request)
-            }
+            let app = try Self.app(of: request, context, acceptsSecretKey: acceptsSecretKey, authentication)
             return try context.respond(to: request, with: try await handler(app, request, context))
         }
     }
@@ -490,14 +491,33 @@ struct PublicRoutes: Sendable {
     /// against the decoded fields (``JSONBody/signedBody(_:of:context:)``); then the API key's
     /// refusal, if any (signed), and the handler.
     private func post<Body: PostBody>(
-        _ group: RouterGroup<SignedRequestContext>, _ path: RouterPath, _ type: Body.Type,
+        _ group: RouterGroup<SignedRequestContext>, _ path: RouterPath, acceptsSecretKey: Bool = false, _ type: Body.Type,
         _ handler: @escaping @Sendable (AppConfiguration, Body, SignedRequestContext) async throws -> SignedAnswer
     ) {
+        let authentication = self.authentication
         group.post(path) { request, context -> Response in
             var body = request
             let decoded = try await JSONBody.signedBody(Body.self, of: &body, context: context)
-            return try context.respond(to: request, with: try await handler(try context.authenticatedApp(), decoded, context))
+            let app = try Self.app(of: request, context, acceptsSecretKey: acceptsSecretKey, authentication)
+            return try context.respond(to: request, with: try await handler(app, decoded, context))
         }
+    }
+
+    /// The app the request's public key opens, or with `acceptsSecretKey` its secret key.
+    private static func app(
+        of request: Request, _ context: SignedRequestContext, acceptsSecretKey: Bool, _ authentication: APIKeyAuthentication
+    ) throws(APIError) -> AppConfiguration {
+        do throws(APIError) {
+            return try context.authenticatedApp()
+        } catch {
+            guard acceptsSecretKey, error.code == APIErrorCode.wrongKeyKind.rawValue else { throw error }
+            return try authentication.secretApp(request)
+        }
+    }
+
+    /// Whether the request carries one of the app's secret keys (a backend's, not an app's).
+    static func holdsSecretKey(_ app: AppConfiguration, _ context: SignedRequestContext) -> Bool {
+        APIKeyAuthentication.holds(app.secretApiKeys, context.exchange.apiKey ?? "")
     }
 
     /// Verifies a signed transaction for `app`, mapping store errors to API errors.
