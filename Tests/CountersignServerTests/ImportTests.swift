@@ -176,7 +176,8 @@ struct ImportTests {
             let app = Self.app()
             let header =
                 "store;product_identifier;rc_original_app_user_id;rc_last_seen_app_user_id_alias;start_time;store_transaction_id;original_store_transaction_id;is_auto_renewable;refunded_at;updated_at;is_sandbox;unused_column\n"
-            let bought = header + "app_store;lifetime;$RCAnonymousID:000000000000000000000000000000aa;alice;2026-01-02 03:04:05;900;900;f;;2026-01-02 03:04:05;f;x\n"
+            let anonymous = "$RCAnonymousID:" + String(repeating: "0", count: 30) + "aa"
+            let bought = header + "app_store;lifetime;\(anonymous);alice;2026-01-02 03:04:05;900;900;f;;2026-01-02 03:04:05;f;x\n"
             let now = Date(epochMilliseconds: 1_790_000_000_000)
             _ = try await RevenueCatImport(app: app, store: store).run(Data(bought.utf8), now: now)
             #expect(
@@ -184,16 +185,16 @@ struct ImportTests {
             let aliases = try await database.withConnection { sql in
                 try await sql.all("SELECT alias FROM customer_aliases WHERE app_user_id = 'alice'") { try $0.string("alias") }
             }
-            #expect(aliases == ["$RCAnonymousID:000000000000000000000000000000aa"])
+            #expect(aliases == [anonymous])
 
             // An older copy changes nothing; the later one with its refund revokes.
             let older =
-                header + "app_store;lifetime;$RCAnonymousID:000000000000000000000000000000aa;alice;2026-01-02 03:04:05;900;900;f;2026-01-01 00:00:00;2025-12-31 00:00:00;f;x\n"
+                header + "app_store;lifetime;\(anonymous);alice;2026-01-02 03:04:05;900;900;f;2026-01-01 00:00:00;2025-12-31 00:00:00;f;x\n"
             _ = try await RevenueCatImport(app: app, store: store).run(Data(older.utf8), now: now)
             #expect(
                 try await store.lookupWithEntitlements(app: app, user: "alice", now: now)?.entitlements.activeEntitlementIds == ["pro", "premium"])
             let refunded =
-                header + "app_store;lifetime;$RCAnonymousID:000000000000000000000000000000aa;alice;2026-01-02 03:04:05;900;900;f;2026-02-01 00:00:00;2026-02-01 00:00:00;f;x\n"
+                header + "app_store;lifetime;\(anonymous);alice;2026-01-02 03:04:05;900;900;f;2026-02-01 00:00:00;2026-02-01 00:00:00;f;x\n"
             _ = try await RevenueCatImport(app: app, store: store).run(Data(refunded.utf8), now: now)
             #expect(try await store.lookupWithEntitlements(app: app, user: "alice", now: now)?.entitlements.activeEntitlementIds == [])
             let record = try await store.lookup(app: app, user: "alice", now: now)
@@ -438,7 +439,8 @@ struct AppStoreImportTests {
                     }
                 }
             }
-            csv += "$RCAnonymousID:\(String(format: "%032x", 0)),user_0,pro_monthly,\(stamp(start)),\(stamp(start.addingTimeInterval(86_400))),app_store,true,777,500000,true\n"
+            let first = "$RCAnonymousID:" + String(format: "%032x", 0)
+            csv += "\(first),user_0,pro_monthly,\(stamp(start)),\(stamp(start.addingTimeInterval(86_400))),app_store,true,777,500000,true\n"
             let database = try await Database.open(location, logger: FreshDatabase.logger)
             _ = try await RevenueCatImport(app: app, store: CustomerDatabase(database: database)).run(Data(csv.utf8), now: Date())
             #expect(try await CustomerDatabase(database: database).importedPurchaseCounts(app: app.id) == [1: Self.chains * 2 + 1])
