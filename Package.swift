@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "CountersignCore", targets: ["CountersignCore"]),
         .library(name: "CountersignAppStore", targets: ["CountersignAppStore"]),
         .library(name: "CountersignAppStoreServerAPI", targets: ["CountersignAppStoreServerAPI"]),
+        .library(name: "CountersignImportFormats", targets: ["CountersignImportFormats"]),
         .executable(name: "countersign", targets: ["CountersignCLI"]),
     ],
     dependencies: [
@@ -68,10 +69,13 @@ let package = Package(
         ),
         // The system's zlib, for gzipped RevenueCat exports (`countersign import revenuecat`).
         .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"])]),
+        // Other systems' export files read into rows (RevenueCat's CSV, gzipped or not): no I/O
+        // beyond the bytes given, so the fuzz targets (Fuzz/) take it alone.
+        .target(name: "CountersignImportFormats", dependencies: ["CZlib", "CountersignCore", "CountersignAppStore"]),
         .target(
             name: "CountersignServer",
             dependencies: [
-                "CZlib",
+                "CountersignImportFormats",
                 "CountersignCore",
                 "CountersignAppStore",
                 "CountersignAppStoreServerAPI",
@@ -169,6 +173,7 @@ let package = Package(
             name: "CountersignServerTests",
             dependencies: [
                 "CountersignServer",
+                "CountersignImportFormats",
                 "CountersignStorage",
                 "Countersign",
                 "CountersignTesting",

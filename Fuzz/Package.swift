@@ -3,7 +3,7 @@
 // module is compiled with `-sanitize=fuzzer,address`; run them with scripts/fuzz.sh.
 import PackageDescription
 
-let fuzzTargets = ["FuzzSignatureHeader", "FuzzCapturedHTTP", "FuzzJWS", "FuzzLegacyReceipt", "FuzzConfiguration"]
+let fuzzTargets = ["FuzzSignatureHeader", "FuzzCapturedHTTP", "FuzzJWS", "FuzzLegacyReceipt", "FuzzConfiguration", "FuzzRevenueCatExport"]
 
 let package = Package(
     name: "CountersignFuzz",
@@ -22,6 +22,7 @@ let package = Package(
                 "FuzzSupport",
                 .product(name: "CountersignCore", package: "Countersign"),
                 .product(name: "CountersignAppStore", package: "Countersign"),
+                .product(name: "CountersignImportFormats", package: "Countersign"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: [.unsafeFlags(["-parse-as-library"])],

@@ -1,5 +1,6 @@
 import CountersignAppStore
 import CountersignCore
+import CountersignImportFormats
 import CountersignTesting
 import Crypto
 import Foundation

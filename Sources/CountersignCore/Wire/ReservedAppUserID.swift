@@ -1,3 +1,5 @@
+import Foundation
+
 /// App user ids the server keeps for itself.
 ///
 /// The SDK names a user who has not logged in `$CSAnonymousID:` followed by a UUID; RevenueCat's
@@ -56,5 +58,32 @@ public enum AppUserID {
     /// Whether `a` and `b` are one app user id: the same UTF-8 bytes.
     public static func same(_ a: String, _ b: String) -> Bool {
         a.utf8.elementsEqual(b.utf8)
+    }
+}
+
+/// The rules every app user id from outside passes (a path, a body, an import file): the API
+/// and the imports apply the same ones, so an id one accepts the other never refuses.
+public enum AppUserIDRules {
+    /// App user ids: 1 to 256 characters (Unicode scalars, as JSON Schema's `maxLength` and the
+    /// OpenAPI document count them) without control characters, and not reserved (see
+    /// ``ReservedAppUserID``).
+    public static func validated(_ raw: String, percentEncoded: Bool) throws(APIError) -> String {
+        // Foundation's decoding only where there is something to decode (it returns the text as
+        // it is otherwise), and the control-character check without a Unicode property lookup
+        // for ASCII (whose controls are U+0000–U+001F and U+007F): both ran on every request.
+        guard let decoded = percentEncoded && raw.utf8.contains(UInt8(ascii: "%")) ? raw.removingPercentEncoding : raw else {
+            throw APIError(.invalidAppUserId, "app user id is not valid percent-encoded UTF-8")
+        }
+        let isControl = { (scalar: Unicode.Scalar) in
+            scalar.isASCII ? scalar.value < 0x20 || scalar.value == 0x7F : scalar.properties.generalCategory == .control
+        }
+        guard (1...256).contains(decoded.unicodeScalars.count), !decoded.unicodeScalars.contains(where: isControl) else {
+            throw APIError(.invalidAppUserId, "app user id must be 1 to 256 characters without control characters")
+        }
+        guard !ReservedAppUserID.isReserved(decoded) else {
+            throw APIError(
+                .reservedAppUserId, "app user ids starting with '$CS' or '$RC' are reserved (only the SDK's '$CSAnonymousID:' ids are accepted)")
+        }
+        return decoded
     }
 }

@@ -526,7 +526,7 @@ struct DashboardRoutes: Sendable {
         // The id is the path's fourth segment, still percent-encoded (it may hold a '/').
         let segments = request.uri.path.split(separator: "/", omittingEmptySubsequences: false)
         guard segments.count >= 4 else { throw APIError(.invalidAppUserId, "no app user id in the path") }
-        return try PublicRoutes.appUserId(String(segments[3]), percentEncoded: true)
+        return try AppUserIDRules.validated(String(segments[3]), percentEncoded: true)
     }
 
     /// How a transaction's import status reads after its state (nothing for a signed copy).

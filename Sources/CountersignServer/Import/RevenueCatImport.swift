@@ -1,5 +1,6 @@
 import CountersignAppStore
 import CountersignCore
+import CountersignImportFormats
 import CountersignStorage
 import Foundation
 import NIOConcurrencyHelpers

@@ -124,7 +124,7 @@ extension AdminRoutes {
         let account = try PublicRoutes.storeAccount(try request.required(request.storeAccount, "store_account"))
         let productId = try request.required(request.productId, "product_id")
         let token = try request.appUserId.map { user throws(APIError) in
-            AppAccountToken.forAppUserID(try PublicRoutes.appUserId(user, percentEncoded: false))
+            AppAccountToken.forAppUserID(try AppUserIDRules.validated(user, percentEncoded: false))
         }
         let time = now()
         guard let minted = try ca.mintPurchase(of: productId, for: app, appAccountToken: token, purchaseDate: time) else {

@@ -225,7 +225,7 @@ struct AdminRoutes: Sendable {
     }
 
     private static func user(_ context: ServerRequestContext) throws(APIError) -> String {
-        try PublicRoutes.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+        try AppUserIDRules.validated(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
     }
 
     /// The entitlement in the path, which some product of the app must unlock.

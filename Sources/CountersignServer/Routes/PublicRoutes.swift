@@ -162,7 +162,7 @@ struct PublicRoutes: Sendable {
     }
 
     private func customerInfo(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
-        let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+        let user = try AppUserIDRules.validated(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         var info = try await store.customerInfo(app: app, user: user, now: context.now)
         // A backend reading with the secret key also gets the attributes, as RevenueCat answers it.
         if Self.holdsSecretKey(app, context) {
@@ -172,7 +172,7 @@ struct PublicRoutes: Sendable {
     }
 
     private func offerings(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
-        _ = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+        _ = try AppUserIDRules.validated(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         let answer = OfferingsAnswer(
             currentOfferingId: app.offerings.first(where: \.isCurrent)?.id,
             offerings: app.offerings.map { offering in
@@ -191,7 +191,7 @@ struct PublicRoutes: Sendable {
     }
 
     private func receipts(_ app: AppConfiguration, _ receipt: ReceiptRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
-        let user = try Self.appUserId(receipt.appUserId, percentEncoded: false)
+        let user = try AppUserIDRules.validated(receipt.appUserId, percentEncoded: false)
         if let offering = receipt.presentedOfferingIdentifier,
             offering.isEmpty || offering.unicodeScalars.count > 200
                 || offering.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
@@ -244,8 +244,8 @@ struct PublicRoutes: Sendable {
     }
 
     private func identify(_ app: AppConfiguration, _ identify: IdentifyRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
-        let current = try Self.appUserId(identify.appUserId, percentEncoded: false)
-        let new = try Self.appUserId(identify.newAppUserId, percentEncoded: false)
+        let current = try AppUserIDRules.validated(identify.appUserId, percentEncoded: false)
+        let new = try AppUserIDRules.validated(identify.newAppUserId, percentEncoded: false)
         if CustomerDatabase.isAnonymous(new) {
             throw APIError(.invalidAppUserId, "new_app_user_id must be a real user id, not an anonymous one")
         }
@@ -259,7 +259,7 @@ struct PublicRoutes: Sendable {
     private func setAttributes(_ app: AppConfiguration, _ body: SubscriberAttributesBody, _ context: SignedRequestContext) async throws
         -> SignedAnswer
     {
-        let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+        let user = try AppUserIDRules.validated(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         guard body.attributes.count <= SubscriberAttributeRules.maximumBatch else {
             throw APIError(.invalidSubscriberAttributes, "at most \(SubscriberAttributeRules.maximumBatch) attributes per request")
         }
@@ -289,7 +289,7 @@ struct PublicRoutes: Sendable {
     private func introEligibility(_ app: AppConfiguration, _ body: IntroEligibilityRequest, _ context: SignedRequestContext) async throws
         -> SignedAnswer
     {
-        let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+        let user = try AppUserIDRules.validated(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         guard (1...100).contains(body.productIdentifiers.count) else {
             throw APIError(.invalidField, "product_identifiers must list 1 to 100 products")
         }
@@ -302,7 +302,7 @@ struct PublicRoutes: Sendable {
     private func promotionalOffer(_ app: AppConfiguration, _ body: PromotionalOfferRequest, _ context: SignedRequestContext) async throws
         -> SignedAnswer
     {
-        let user = try Self.appUserId(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+        let user = try AppUserIDRules.validated(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         guard let signer = offerSigners[app.id] else {
             throw APIError(.promotionalOfferUnavailable, "app '\(app.id)' has no In-App Purchase key (inAppPurchaseKey in countersign.json)")
         }
@@ -330,7 +330,7 @@ struct PublicRoutes: Sendable {
         -> SignedAnswer
     {
         let testStore = try testStore(for: app)
-        let user = try Self.appUserId(request.appUserId, percentEncoded: false)
+        let user = try AppUserIDRules.validated(request.appUserId, percentEncoded: false)
         let token = try Self.appAccountToken(request.appAccountToken)
         let account = try request.storeAccount.map(Self.storeAccount)
         let time = context.now
@@ -395,7 +395,7 @@ struct PublicRoutes: Sendable {
         -> SignedAnswer
     {
         _ = try testStore(for: app)
-        _ = try Self.appUserId(request.appUserId, percentEncoded: false)
+        _ = try AppUserIDRules.validated(request.appUserId, percentEncoded: false)
         let token = try Self.appAccountToken(request.appAccountToken)
         guard let account = try request.storeAccount.map(Self.storeAccount) else {
             throw APIError(.invalidField, "an Ask-to-Buy purchase needs the store_account its approval goes to")
@@ -567,29 +567,6 @@ struct PublicRoutes: Sendable {
             throw APIError(storeRefusal: error, of: "fetch_token")
         }
         return try VerifiedTransaction(jws: jws, payload: payload, app: app)
-    }
-
-    /// App user ids: 1 to 256 characters (Unicode scalars, as JSON Schema's `maxLength` and the
-    /// OpenAPI document count them) without control characters, and not reserved (see
-    /// ``ReservedAppUserID``).
-    static func appUserId(_ raw: String, percentEncoded: Bool) throws(APIError) -> String {
-        // Foundation's decoding only where there is something to decode (it returns the text as
-        // it is otherwise), and the control-character check without a Unicode property lookup
-        // for ASCII (whose controls are U+0000–U+001F and U+007F): both ran on every request.
-        guard let decoded = percentEncoded && raw.utf8.contains(UInt8(ascii: "%")) ? raw.removingPercentEncoding : raw else {
-            throw APIError(.invalidAppUserId, "app user id is not valid percent-encoded UTF-8")
-        }
-        let isControl = { (scalar: Unicode.Scalar) in
-            scalar.isASCII ? scalar.value < 0x20 || scalar.value == 0x7F : scalar.properties.generalCategory == .control
-        }
-        guard (1...256).contains(decoded.unicodeScalars.count), !decoded.unicodeScalars.contains(where: isControl) else {
-            throw APIError(.invalidAppUserId, "app user id must be 1 to 256 characters without control characters")
-        }
-        guard !ReservedAppUserID.isReserved(decoded) else {
-            throw APIError(
-                .reservedAppUserId, "app user ids starting with '$CS' or '$RC' are reserved (only the SDK's '$CSAnonymousID:' ids are accepted)")
-        }
-        return decoded
     }
 }
 

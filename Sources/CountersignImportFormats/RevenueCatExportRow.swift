@@ -6,43 +6,43 @@ import Foundation
 /// by column name. The columns read, and what each becomes, are listed in docs/migration.md;
 /// every other column is ignored. A row that cannot be taken throws a ``Refusal`` naming the
 /// reason; nothing of it is written.
-struct RevenueCatExportRow: Sendable {
-    var line: Int
-    var originalAppUserId: String
-    var lastSeenAppUserId: String
-    var productId: String
-    var store: String
-    var transactionId: String
-    var originalTransactionId: String
-    var environment: AppStoreEnvironment
-    var purchased: Date
+public struct RevenueCatExportRow: Sendable {
+    public var line: Int
+    public var originalAppUserId: String
+    public var lastSeenAppUserId: String
+    public var productId: String
+    public var store: String
+    public var transactionId: String
+    public var originalTransactionId: String
+    public var environment: AppStoreEnvironment
+    public var purchased: Date
     /// `effective_end_time`, else the later of `end_time` and `grace_period_end_time`.
-    var expires: Date?
-    var refunded: Date?
-    var isAutoRenewable: Bool
-    var isTrial: Bool
-    var isIntroOffer: Bool
-    var familyShared: Bool
+    public var expires: Date?
+    public var refunded: Date?
+    public var isAutoRenewable: Bool
+    public var isTrial: Bool
+    public var isIntroOffer: Bool
+    public var familyShared: Bool
     /// Thousandths of the currency (`purchase_price_in_purchased_currency`, the gross price).
-    var priceMilliunits: Int64?
-    var currency: String?
+    public var priceMilliunits: Int64?
+    public var currency: String?
     /// `entitlement_identifiers`; nil when the column is absent or empty.
-    var entitlements: [String]?
+    public var entitlements: [String]?
     /// `updated_at`, else the latest date the row holds: a later copy of the row replaces this one.
-    var updated: Date
-    var firstSeen: Date?
+    public var updated: Date
+    public var firstSeen: Date?
 
-    struct Refusal: Error, CustomStringConvertible {
-        var description: String
-        init(_ description: String) { self.description = description }
+    public struct Refusal: Error, CustomStringConvertible {
+        public var description: String
+        public init(_ description: String) { self.description = description }
     }
 
     /// The columns a file must have (each row needs them to be imported at all).
-    static let requiredColumns = [
+    public static let requiredColumns = [
         "rc_original_app_user_id", "product_identifier", "start_time", "store", "store_transaction_id", "original_store_transaction_id",
     ]
 
-    init(_ record: DelimitedText.Record, columns: [String: Int]) throws(Refusal) {
+    public init(_ record: DelimitedText.Record, columns: [String: Int]) throws(Refusal) {
         // PostgreSQL's text cannot hold U+0000 and SQLite's C strings end at it: refused here
         // rather than stored cut short on one database and failing the import on the other.
         if let column = columns.first(where: { record.fields[$0.value].utf8.contains(0) })?.key {
@@ -60,7 +60,7 @@ struct RevenueCatExportRow: Sendable {
         // a control character, a NUL that SQLite's C strings would cut) is no customer's.
         for id in [originalAppUserId, lastSeenAppUserId] {
             do throws(APIError) {
-                _ = try PublicRoutes.appUserId(id, percentEncoded: false)
+                _ = try AppUserIDRules.validated(id, percentEncoded: false)
             } catch {
                 throw Refusal("app user id \(String(id.prefix(40)).debugDescription): \(error.message)")
             }
@@ -130,7 +130,7 @@ struct RevenueCatExportRow: Sendable {
     }
 
     /// A price in the purchase's currency as thousandths (RevenueCat writes `4.99`), rounded.
-    static func milliunits(_ text: String) throws(Refusal) -> Int64 {
+    public static func milliunits(_ text: String) throws(Refusal) -> Int64 {
         guard let price = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), price >= 0, price < 1_000_000_000 else {
             throw Refusal("the price '\(text)' is not a number from 0 to 10⁹")
         }
@@ -142,7 +142,7 @@ struct RevenueCatExportRow: Sendable {
 
     /// `entitlement_identifiers` as RevenueCat writes a string array: JSON (`["a","b"]`, spaced or
     /// over several lines), or a bare comma-separated list.
-    static func identifiers(_ text: String) -> [String] {
+    public static func identifiers(_ text: String) -> [String] {
         if let data = text.data(using: .utf8), let array = try? JSONDecoder().decode([String].self, from: data) {
             return array.filter { !$0.isEmpty }
         }
@@ -154,7 +154,7 @@ struct RevenueCatExportRow: Sendable {
     /// for the space, and a trailing `Z` or `+00:00` / `+0000`; any other offset is refused
     /// (every export date is UTC). The fields are checked (month 1–12, day within the month,
     /// hour < 24, minute and second < 60).
-    static func date(_ text: String) -> Date? {
+    public static func date(_ text: String) -> Date? {
         var bytes = Array(text.utf8)
         for suffix in ["Z", "+00:00", "+0000", " UTC"] where bytes.count > 19 && text.hasSuffix(suffix) {
             bytes.removeLast(suffix.utf8.count)
@@ -197,7 +197,7 @@ struct RevenueCatExportRow: Sendable {
     }
 
     /// The row as the transaction it records, unsigned, for an app that configures its product.
-    func transaction(app: AppConfiguration, kind: AppConfiguration.ProductKind) -> TransactionPayload {
+    public func transaction(app: AppConfiguration, kind: AppConfiguration.ProductKind) -> TransactionPayload {
         let type: ProductType =
             switch kind {
             case .autoRenewable: .autoRenewable

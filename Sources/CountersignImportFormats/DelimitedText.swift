@@ -10,27 +10,37 @@ import Foundation
 /// Refused rather than guessed (a second reader could read them otherwise): a header naming a
 /// column twice, a quote that is never closed, text after a closing quote, a record with more
 /// or fewer fields than the header.
-struct DelimitedText: Sendable {
-    struct Record: Sendable {
+public struct DelimitedText: Sendable {
+    public struct Record: Sendable {
         /// The physical line the record starts on.
-        var line: Int
-        var fields: [String]
+        public var line: Int
+        public var fields: [String]
+
+        public init(line: Int, fields: [String]) {
+            self.line = line
+            self.fields = fields
+        }
     }
 
-    struct Failure: Error, CustomStringConvertible {
-        var line: Int?
-        var message: String
-        var description: String { line.map { "line \($0): \(message)" } ?? message }
+    public struct Failure: Error, CustomStringConvertible {
+        public var line: Int?
+        public var message: String
+        public var description: String { line.map { "line \($0): \(message)" } ?? message }
+
+        public init(line: Int? = nil, message: String) {
+            self.line = line
+            self.message = message
+        }
     }
 
     /// Column name to position.
-    var columns: [String: Int]
-    var records: [Record]
+    public var columns: [String: Int]
+    public var records: [Record]
     /// Records that could not be split into the header's fields: line and reason.
-    var malformed: [(line: Int, reason: String)]
+    public var malformed: [(line: Int, reason: String)]
 
     /// Reads `data`, gzipped or not (a gzip stream is recognised by its magic bytes).
-    init(_ data: Data) throws {
+    public init(_ data: Data) throws {
         var bytes = try Self.decompressedIfGzip(data)
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
         guard String(validating: bytes, as: UTF8.self) != nil else { throw Failure(message: "the file is not UTF-8 text") }
@@ -174,7 +184,7 @@ struct DelimitedText: Sendable {
     /// The most a gzip stream may inflate to: 100 times its size, and never less than 64 MiB. A
     /// CSV export compresses about ten to one; a gzip bomb (a 2 MB file that inflates to 512 MB)
     /// is refused when its output passes the bound, with at most the bound held in memory.
-    static func inflationLimit(compressed: Int) -> Int {
+    public static func inflationLimit(compressed: Int) -> Int {
         max(64 << 20, compressed.multipliedReportingOverflow(by: 100).overflow ? .max : compressed * 100)
     }
 
@@ -182,7 +192,7 @@ struct DelimitedText: Sendable {
     /// valid gzip stream of two members, as gzip(1) reads it), each checked against its trailer.
     /// Refused: a stream cut short or corrupt, bytes after the last member that are not another
     /// member, output beyond `limit` (``inflationLimit(compressed:)`` by default).
-    static func decompressedIfGzip(_ data: Data, limit: Int? = nil) throws -> [UInt8] {
+    public static func decompressedIfGzip(_ data: Data, limit: Int? = nil) throws -> [UInt8] {
         guard data.count >= 2, data[data.startIndex] == 0x1F, data[data.startIndex + 1] == 0x8B else { return [UInt8](data) }
         let limit = limit ?? inflationLimit(compressed: data.count)
         var stream = z_stream()
