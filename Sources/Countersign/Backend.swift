@@ -161,8 +161,11 @@ final class Backend: Sendable {
     }
 
     /// `Retry-After` in seconds (the HTTP-date form is not used by this server and is ignored).
+    /// The header is not signed: anything on the way may write `nan`, `1e400` or `-5` there, and
+    /// such a number converted to an integer would stop the app. Only 0 to 3600 seconds are taken.
     static func retryAfter(_ response: HTTPURLResponse) -> TimeInterval? {
         response.value(forHTTPHeaderField: "Retry-After").flatMap { TimeInterval($0.trimmingCharacters(in: .whitespaces)) }
+            .flatMap { (0...3_600).contains($0) ? $0 : nil }
     }
 
     /// One attempt; `sendETag` false leaves the cached answer's ETag out (the attempt after a

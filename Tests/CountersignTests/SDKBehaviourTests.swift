@@ -6,6 +6,10 @@ import Testing
 
 @testable import Countersign
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// Offline entitlements, mode changes, purchases under enforced failures, updates and the cache
 /// rule, each against the live server through the proxy.
 @Suite("SDK behaviour")
@@ -305,5 +309,19 @@ struct SDKBehaviourTests {
             _ = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
             #expect(asked() == 3)
         }
+    }
+
+    @Test("a forged Retry-After (nan, 1e400, -5, 1e300) is ignored, not converted to an integer that stops the app")
+    func hostileRetryAfter() throws {
+        func header(_ value: String) throws -> TimeInterval? {
+            let url = try #require(URL(string: "https://example.com/v1/subscribers/a"))
+            return Backend.retryAfter(
+                try #require(HTTPURLResponse(url: url, statusCode: 503, httpVersion: nil, headerFields: ["Retry-After": value])))
+        }
+        for value in ["nan", "NaN", "inf", "1e400", "-5", "1e300", "-0.5", "3601"] {
+            #expect(try header(value) == nil, "\(value)")
+        }
+        #expect(try header("2") == 2)
+        #expect(try header(" 0 ") == 0)
     }
 }
