@@ -145,7 +145,13 @@ def main():
             sys.exit(1)
     finally:
         process.terminate()
-        process.wait(timeout=60)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            # A request still in flight holds graceful shutdown up: say so, and stop it.
+            process.kill()
+            process.wait()
+            sys.exit("error: the server did not stop within 60 s of SIGTERM (a request never ended)")
 
 
 if __name__ == "__main__":
