@@ -382,7 +382,27 @@ public final class Database: Sendable {
             await lock.withLock { connection.close() }
         case .postgres(_, let running):
             running.cancel()
-            await running.value
+            // The pools end once every connection is closed. A statement PostgresNIO lost (see
+            // PostgresExecutor) keeps its connection leased for good, and with it the process's
+            // exit: the close waits 10 seconds at most, then the process goes on without it.
+            let ended = NIOLockedValueBox(false)
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeOnce = { @Sendable in
+                    if ended.withLockedValue({ done in
+                        defer { done = true }; return !done
+                    }) {
+                        continuation.resume()
+                    }
+                }
+                Task {
+                    await running.value
+                    resumeOnce()
+                }
+                Task {
+                    try? await Task.sleep(for: .seconds(10))
+                    resumeOnce()
+                }
+            }
         }
     }
 }
