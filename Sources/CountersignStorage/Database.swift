@@ -148,8 +148,7 @@ public final class Database: Sendable {
     public static let connectionWait: Duration = .seconds(5)
 
     /// The database could not be reached in time, or dropped the connection (PostgreSQL
-    /// restarting, shutting down, out of connections): nothing of the work was committed, and the
-    /// same request may be tried again.
+    /// restarting, shutting down, out of connections): the same request may be tried again.
     public struct Unavailable: Error, CustomStringConvertible {
         public var description: String
     }

@@ -116,8 +116,8 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     case storeAPIFailed = 5021
     /// The dashboard's templates are not installed beside the server.
     case dashboardUnavailable = 5032
-    /// The database is away for now (restarting, failing over, out of connections): nothing was
-    /// changed; ask again after `Retry-After`.
+    /// The database is away for now (restarting, failing over, out of connections): ask again
+    /// after `Retry-After` (a request repeated is taken once).
     case databaseUnavailable = 5033
 
     /// Refusals of a posted purchase that are about the transaction itself and that posting it

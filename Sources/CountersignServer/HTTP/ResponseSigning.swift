@@ -193,7 +193,8 @@ public enum ErrorAnswer {
         if Database.isUnavailable(error) {
             logger.warning("database unavailable", metadata: ["error": "\(String(reflecting: error))"])
             return APIError(
-                .databaseUnavailable, "the database is unavailable for now; nothing was changed, try again", retryAfter: databaseRetryAfter)
+                .databaseUnavailable, "the database is unavailable for now; try again (a request repeated is taken once)",
+                retryAfter: databaseRetryAfter)
         }
         logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
         return APIError(.internalError, "internal error; the server log has the details")
