@@ -45,8 +45,8 @@ public struct RevenueCatExportRow: Sendable {
     public init(_ record: DelimitedText.Record, columns: [String: Int]) throws(Refusal) {
         // PostgreSQL's text cannot hold U+0000 and SQLite's C strings end at it: refused here
         // rather than stored cut short on one database and failing the import on the other.
-        if let column = columns.first(where: { record.fields[$0.value].utf8.contains(0) })?.key {
-            throw Refusal("\(column) holds U+0000")
+        if let index = record.fields.firstIndex(where: { $0.utf8.contains(0) }) {
+            throw Refusal("\(columns.first { $0.value == index }?.key ?? "field \(index + 1)") holds U+0000")
         }
         let field = Fields(record: record, columns: columns)
         line = record.line
