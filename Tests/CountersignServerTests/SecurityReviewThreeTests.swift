@@ -170,6 +170,30 @@ struct SecurityReviewThreeTests {
         }
     }
 
+    @Test("the class behind 2 and 4: a developer-signed refund with price -2⁶³ is refused, not negated into a trap")
+    func developerSignedPriceOverflow() async throws {
+        let xcode = try SecurityReviewTests.XcodeSigner()
+        var developer = SecurityReviewTests.app("developer", bundle: "com.example.developer", environments: ["Xcode"])
+        developer.storeKitTestingCertificates = [xcode.base64]
+        try await SecurityReviewTests.withApps(.sqlite, [developer]) { harnesses in
+            let harness = harnesses[0]
+            var payload = try harness.mint("lifetime", type: .nonConsumable).payload
+            payload.environment = .xcode
+            payload.currency = "USD"
+            payload.revocationDate = Date()
+            payload.revocationReason = 0
+            for price in [Int64.min, -1, Int64.max] {
+                payload.price = price
+                payload.transactionId = "\(9_000 + price % 1_000)"
+                let reply = try await harness.send(
+                    .post, "/v1/receipts", key: harness.key,
+                    body: try JSONSerialization.data(withJSONObject: ["app_user_id": "dev", "fetch_token": try xcode.sign(payload)]))
+                #expect(reply.status == 400 && reply.code == APIErrorCode.invalidField.rawValue, "\(price): \(reply.status) \(reply.json)")
+            }
+            #expect(try await harness.send(.get, "/v1/health", key: nil).status == 200)
+        }
+    }
+
     // MARK: Finding 3
 
     @Test(
