@@ -124,6 +124,15 @@ public struct CustomerInfo: Sendable, Hashable {
     public var nonSubscriptions: [NonSubscriptionTransaction] = []
     /// When each subscription product ends (nil: no end).
     var subscriptionExpirations: [String: Date?] = [:]
+    /// The id the answer was for, when the request named one of the customer's aliases (the
+    /// answer's top-level `app_user_id`, inside the signature); nil when it was the customer's own.
+    var requestedAppUserID: String?
+
+    /// Whether this is the answer for a request about `user`: the customer's own id, or the
+    /// alias the request named (an id logIn merged into the customer answers as the customer).
+    func answers(for user: String) -> Bool {
+        AppUserID.same(originalAppUserId, user) || requestedAppUserID.map { AppUserID.same($0, user) } ?? false
+    }
 
     /// The latest expiration of any subscription, as in RevenueCat.
     public var latestExpirationDate: Date? { subscriptionExpirations.values.compactMap { $0 }.max() }
@@ -196,6 +205,7 @@ public struct CustomerInfo: Sendable, Hashable {
         allPurchasedProductIdentifiers = Set(purchases.keys)
         self.requestDate = requestDate
         originalAppUserId = subscriber.originalAppUserId
+        requestedAppUserID = try JSONDecoder().decode(RequestedID.self, from: body).appUserId
         firstSeen = WireDate.parse(subscriber.firstSeen) ?? requestDate
         verificationFailure = verification == .failed ? failure : nil
         rawData = body
@@ -210,6 +220,13 @@ public struct CustomerInfo: Sendable, Hashable {
                 )
             }
         }.sorted { ($0.purchaseDate ?? .distantPast, $0.transactionIdentifier) < ($1.purchaseDate ?? .distantPast, $1.transactionIdentifier) }
+    }
+
+    /// The answer's top-level `app_user_id` (present for an alias only).
+    private struct RequestedID: Decodable {
+        var appUserId: String?
+
+        enum CodingKeys: String, CodingKey { case appUserId = "app_user_id" }
     }
 
     /// A subscription or the latest one-time purchase of a product, as RevenueCat merges them

@@ -59,6 +59,19 @@ public struct Offerings: Sendable, Hashable {
             metadata[key] as? T ?? `default`
         }
 
+        /// The metadata value for `key` decoded as a `T`; nil when there is none or it does not
+        /// decode (RevenueCat's accessor: an object or array is decoded from its JSON with keys
+        /// converted from snake case, any other value is taken as it is when it is a `T`).
+        public func getMetadataValue<T: Decodable>(for key: String) -> T? {
+            guard let value = metadata[key] else { return nil }
+            if JSONSerialization.isValidJSONObject(value), let json = try? JSONSerialization.data(withJSONObject: value) {
+                let decoder = JSONDecoder()
+                decoder.keyDecodingStrategy = .convertFromSnakeCase
+                return try? decoder.decode(T.self, from: json)
+            }
+            return value as? T
+        }
+
         /// The packages in the order the server lists them, as RevenueCat names it.
         public var availablePackages: [Package] { packages }
 

@@ -310,7 +310,7 @@ public final class Purchases: @unchecked Sendable {
     /// The last CustomerInfo delivered for the current user, else the cached one.
     private var currentCustomerInfo: CustomerInfo? {
         let (user, last) = state.withLock { ($0.appUserID, $0.lastDelivered) }
-        if let last, AppUserID.same(last.originalAppUserId, user) { return last }
+        if let last, last.answers(for: user) { return last }
         return cachedCustomerInfo(for: user)?.info
     }
 
@@ -319,7 +319,7 @@ public final class Purchases: @unchecked Sendable {
     /// hand the new user the old user's entitlements).
     func deliver(_ info: CustomerInfo, force: Bool = false) {
         let receivers: (continuations: [AsyncStream<CustomerInfo>.Continuation], delegate: (any PurchasesDelegate)?)? = state.withLock { state in
-            guard AppUserID.same(info.originalAppUserId, state.appUserID) else { return nil }
+            guard info.answers(for: state.appUserID) else { return nil }
             if !force, let last = state.lastDelivered, last.sameContent(as: info) { return nil }
             state.lastDelivered = info
             return (Array(state.continuations.values), state.delegate)
@@ -430,8 +430,9 @@ public final class Purchases: @unchecked Sendable {
 
     /// Reads a CustomerInfo answer for `user` and caches it for that user.
     ///
-    /// A verified answer about someone else (`original_app_user_id` is not `user`) is a signed
-    /// answer moved from another request: it fails with ``VerificationFailure/appUserMismatch``
+    /// A verified answer about someone else (`original_app_user_id` is not `user`, and the answer
+    /// does not say it is for `user` as an alias of that customer) is a signed answer moved from
+    /// another request: it fails with ``VerificationFailure/appUserMismatch``
     /// (an error in enforced mode, delivered as `failed` in informational mode).
     private func remember(_ answer: Backend.Answer, path: String, user: String) throws -> CustomerInfo {
         let now = referenceNow
@@ -439,7 +440,7 @@ public final class Purchases: @unchecked Sendable {
         var info: CustomerInfo
         do {
             info = try CustomerInfo(answer: answer.body, verification: answer.verification, failure: answer.failure, now: now)
-            if !AppUserID.same(info.originalAppUserId, user) && answer.verification == .verified {
+            if !info.answers(for: user) && answer.verification == .verified {
                 try backend.reportFailure(.appUserMismatch, path: path, status: answer.status)
                 (answer.verification, answer.failure) = (.failed, .appUserMismatch)
                 info = try CustomerInfo(answer: answer.body, verification: .failed, failure: .appUserMismatch, now: now)
@@ -462,7 +463,7 @@ public final class Purchases: @unchecked Sendable {
         guard let cached = disk.read(CachedAnswer.self, CacheFiles.fileName("customer-info", user)) else { return nil }
         // Data cached while verification was disabled stays `notRequested` in a verifying mode.
         guard let info = try? CustomerInfo(answer: cached.body, verification: cached.verification, failure: nil, now: referenceNow),
-            AppUserID.same(info.originalAppUserId, user)
+            info.answers(for: user)
         else {
             return nil
         }

@@ -9,44 +9,6 @@ extension CustomerDatabase {
         ReservedAppUserID.isAnonymous(appUserId)
     }
 
-    /// logIn: `newUser` becomes the customer; when `currentUser` is anonymous its purchases and
-    /// grants move to `newUser` (the merge RevenueCat's logIn does). Returns whether `newUser`
-    /// was seen for the first time.
-    public func identify(app: AppConfiguration, currentUser: String, newUser: String, now: Date) async throws -> Bool {
-        try await database.transaction { sql in
-            let existed = try await Self.customerExists(sql, app: app.id, user: newUser)
-            try await Self.touchCustomer(sql, app: app.id, user: newUser, now: now)
-            if !AppUserID.same(currentUser, newUser), Self.isAnonymous(currentUser) {
-                // The anonymous id, and the ids it had absorbed, become aliases of the new user.
-                let firstSeen =
-                    try await sql.first(
-                        "SELECT first_seen_ms FROM customers WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: currentUser)"
-                    ) { try $0.int64("first_seen_ms") } ?? now.epochMilliseconds
-                try await sql.run(
-                    """
-                    INSERT INTO customer_aliases (app_id, app_user_id, alias, first_seen_ms) \
-                    VALUES (\(bind: app.id), \(bind: newUser), \(bind: currentUser), \(bind: firstSeen)) \
-                    ON CONFLICT (app_id, app_user_id, alias) DO NOTHING
-                    """)
-                try await sql.run(
-                    """
-                    INSERT INTO customer_aliases (app_id, app_user_id, alias, first_seen_ms) \
-                    SELECT app_id, \(bind: newUser), alias, first_seen_ms FROM customer_aliases \
-                    WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: currentUser) \
-                    ON CONFLICT (app_id, app_user_id, alias) DO NOTHING
-                    """)
-                try await sql.run("DELETE FROM customer_aliases WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: currentUser)")
-                for table in ["purchase_owners", "promotional_grants"] {
-                    try await sql.run(
-                        """
-                        UPDATE \(raw: table) SET app_user_id = \(bind: newUser) WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: currentUser)
-                        """)
-                }
-            }
-            return !existed
-        }
-    }
-
     /// One stored transaction, as the admin API lists it.
     public struct TransactionRecord: Codable, Sendable, Hashable {
         public var transactionId: String
@@ -147,6 +109,7 @@ extension CustomerDatabase {
         -> (record: CustomerRecord, entitlements: CustomerEntitlements)?
     {
         try await database.transaction { sql in
+            let user = try await Self.customerId(sql, app: app.id, user: user)
             let customer = try await sql.first(
                 """
                 SELECT app_account_token, first_seen_ms, last_seen_ms FROM customers WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: user)
@@ -182,6 +145,7 @@ extension CustomerDatabase {
     public func grantPromotional(app: AppConfiguration, user: String, entitlement: String, expires: Date?, now: Date) async throws -> String {
         let grantId = UUID().uuidString.lowercased()
         try await database.transaction { sql in
+            let user = try await Self.customerId(sql, app: app.id, user: user)
             try await Self.touchCustomer(sql, app: app.id, user: user, now: now)
             try await sql.run(
                 """
@@ -196,7 +160,8 @@ extension CustomerDatabase {
     /// Ends every unrevoked promotional grant of `entitlement` for the user now; returns how many.
     public func revokePromotionals(app: AppConfiguration, user: String, entitlement: String, now: Date) async throws -> Int {
         try await database.transaction { sql in
-            try await sql.count(
+            let user = try await Self.customerId(sql, app: app.id, user: user)
+            return try await sql.count(
                 """
                 UPDATE promotional_grants SET revoked_ms = \(bind: now.epochMilliseconds) WHERE app_id = \(bind: app.id) \
                 AND app_user_id = \(bind: user) AND entitlement = \(bind: entitlement) AND revoked_ms IS NULL RETURNING grant_id
@@ -211,6 +176,7 @@ extension CustomerDatabase {
     /// customer.
     public func deleteCustomer(app: AppConfiguration, user: String, now: Date) async throws -> Bool {
         try await database.transaction { sql in
+            let user = try await Self.customerId(sql, app: app.id, user: user)
             guard try await Self.customerExists(sql, app: app.id, user: user) else { return false }
             let customer: SQLStatement = "app_id = \(bind: app.id) AND app_user_id = \(bind: user)"
             try await sql.run("DELETE FROM promotional_grants WHERE \(customer)")

@@ -114,7 +114,9 @@ extension CustomerDatabase {
     // MARK: Customers
 
     public func customerExists(app: String, user: String) async throws -> Bool {
-        try await database.withConnection { sql in try await Self.customerExists(sql, app: app, user: user) }
+        try await database.withConnection { sql in
+            try await Self.customerExists(sql, app: app, user: try await Self.customerId(sql, app: app, user: user))
+        }
     }
 
     /// The app user ids a search finds: the customer of that app user id, and the owner of the
@@ -146,6 +148,7 @@ extension CustomerDatabase {
                 WHERE p.transaction_id = \(bind: query) AND p.app_id = \(bind: app)
                 """
             ) { try $0.text("app_user_id") }
+            if let owner = try await Self.aliasOwner(sql, app: app, alias: query) { add(owner, "alias") }
             if let byTransaction { add(byTransaction, "transaction id") }
             let byChain = try await sql.first(
                 """

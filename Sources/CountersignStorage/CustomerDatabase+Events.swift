@@ -283,7 +283,8 @@ extension CustomerDatabase {
     /// The customer's events, newest first (the dashboard's history and tests).
     public func events(app: String, user: String, limit: Int = 100) async throws -> [(type: String, body: String)] {
         try await database.withConnection { sql in
-            try await sql.all(
+            let user = try await Self.customerId(sql, app: app, user: user)
+            return try await sql.all(
                 """
                 SELECT event_type, body FROM events WHERE app_id = \(bind: app) AND app_user_id = \(bind: user) ORDER BY seq DESC LIMIT \(bind: limit)
                 """
@@ -392,7 +393,8 @@ extension CustomerDatabase {
     /// The user's auto-renewable chains with their environment (what a refresh asks about).
     public func subscriptionChains(app: String, user: String) async throws -> [(chain: String, environment: String)] {
         try await database.withConnection { sql in
-            try await sql.all(
+            let user = try await Self.customerId(sql, app: app, user: user)
+            return try await sql.all(
                 """
                 SELECT DISTINCT p.original_transaction_id, p.environment FROM purchase_owners o \
                 JOIN purchases p ON p.app_id = o.app_id AND p.original_transaction_id = o.original_transaction_id \

@@ -9,18 +9,25 @@ import Foundation
 extension CustomerDatabase {
     /// Adds the customer unless known, first seen at `firstSeen`, or moves a known customer's
     /// first visit back to `firstSeen` when it is earlier; `aliases` become the ids the customer
-    /// was known by (RevenueCat's `aliases`, as logIn records them).
+    /// was known by (RevenueCat's `aliases`, as logIn records them), each answering as the
+    /// customer from then on. An alias the server had already recorded as a customer of its own
+    /// (an install that read its CustomerInfo before the import) is merged into this one.
     public func importCustomer(app: String, user: String, aliases: [String], firstSeen: Date) async throws {
         let first = firstSeen.epochMilliseconds
-        try await database.write(
-            [Self.insertCustomerStatement(app: app, user: user, now: firstSeen, sql: Self.importCustomerSQL)]
-                + aliases.filter { !AppUserID.same($0, user) }.map { alias in
+        try await database.transaction { sql in
+            try await sql.run(Self.insertCustomerStatement(app: app, user: user, now: firstSeen, sql: Self.importCustomerSQL))
+            for alias in aliases where !AppUserID.same(alias, user) {
+                if try await Self.customerExists(sql, app: app, user: alias) {
+                    try await Self.merge(sql, app: app, from: alias, into: user, now: firstSeen)
+                }
+                try await sql.run(
                     """
                     INSERT INTO customer_aliases (app_id, app_user_id, alias, first_seen_ms) \
                     VALUES (\(bind: app), \(bind: user), \(bind: alias), \(bind: first)) \
-                    ON CONFLICT (app_id, app_user_id, alias) DO NOTHING
-                    """
-                })
+                    ON CONFLICT DO NOTHING
+                    """)
+            }
+        }
     }
 
     /// A promotional grant from another system, known in `app` by `grantId` (made from the other

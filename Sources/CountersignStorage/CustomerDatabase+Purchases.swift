@@ -51,10 +51,10 @@ extension CustomerDatabase {
     {
         if database.dialect == .postgres {
             do {
-                let status = try await database.withConnection { sql in
+                let recorded = try await database.withConnection { sql in
                     try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: false)
                 }
-                if let status { return (status, nil) }
+                if let recorded { return (recorded.status, nil) }
             } catch  where Database.isUniqueViolation(error) {
                 // Another server recorded this purchase or its chain meanwhile: decide again below.
             }
@@ -62,20 +62,26 @@ extension CustomerDatabase {
         let readsOnWriter = reading && database.dialect == .sqlite
         return try await database.transactionRetryingUniqueViolations { sql in
             // Never nil when chains may move.
-            let status = try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: true)!
+            let (status, customer) = try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: true)!
             guard readsOnWriter, status != .boundToAnotherUser else { return (status, nil) }
-            let read = try await Self.leanRead(sql, app: app, user: poster)
-            return (status, Self.customerInfo(read, app: app, user: poster, now: now) { Self.isRecent($0, now: now) })
+            let read = try await Self.leanRead(sql, app: app, user: customer)
+            return (status, Self.customerInfo(read, app: app, user: customer, now: now) { Self.isRecent($0, now: now) })
         }
     }
 
-    /// Reads, decides and writes on `sql`; nil, with nothing written, when the purchase would
-    /// move a chain and `movesChains` is false.
+    /// Reads, decides and writes on `sql`, for the customer the poster's id names (an alias
+    /// posts for the customer it was merged into); nil, with nothing written, when the purchase
+    /// would move a chain and `movesChains` is false.
     static func record(
         _ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration,
-        poster: String, now: Date, movesChains: Bool
-    ) async throws -> PurchaseStatus? {
-        let facts = try await purchaseFacts(sql, transaction, app: app.id, poster: poster)
+        poster postedAs: String, now: Date, movesChains: Bool
+    ) async throws -> (status: PurchaseStatus, poster: String)? {
+        var poster = postedAs
+        var facts = try await purchaseFacts(sql, transaction, app: app.id, poster: poster)
+        if facts.posterSeen == nil, let customer = facts.posterAliasOf {
+            poster = customer
+            facts = try await purchaseFacts(sql, transaction, app: app.id, poster: poster)
+        }
         let chain = transaction.originalTransactionId
         let plan = try await Self.plan(facts, transaction, app: app, poster: poster, now: now) { other in
             try await !entitlements(sql, app: app, user: other, now: now, onlyChain: chain).activeEntitlementIds.isEmpty
@@ -84,7 +90,7 @@ extension CustomerDatabase {
         try await write(
             plan, on: sql, transaction, app: app, poster: poster, now: now,
             events: try await purchaseEvents(sql, plan, facts, transaction, app: app, now: now))
-        return plan.status
+        return (plan.status, poster)
     }
 
     /// The events a planned purchase makes: a `TRANSFER` when its chain moves, and what the
@@ -135,6 +141,8 @@ extension CustomerDatabase {
 
         /// The poster's first and last visit (milliseconds); nil for a new customer.
         var posterSeen: (first: Int64, last: Int64)?
+        /// The customer whose alias the poster's id is, if any (the poster then has no row).
+        var posterAliasOf: String? = nil
         /// The customer whose app account token the transaction carries, if any.
         var tokenUser: String?
         /// When the stored copy of the transaction was signed; nil when it is new.
@@ -192,7 +200,8 @@ extension CustomerDatabase {
     /// chain's owner row joined on their keys (either may be missing), the token's customer and
     /// the stored transaction as scalar subqueries. Parameters: $1 app, $2 poster, $3 app
     /// account token (lowercased; NULL: none), $4 transaction id, $5 original transaction id,
-    /// $6 environment (a transaction is known by app, environment and id).
+    /// $6 environment (a transaction is known by app, environment and id). The last column names
+    /// the customer the poster's id is an alias of, if any.
     /// (`LIMIT 1` without `ORDER BY` on the token: a token is made from its user id, so two
     /// customers never share one; an `ORDER BY` would invite a plan that walks the app's
     /// customers in key order.)
@@ -201,7 +210,8 @@ extension CustomerDatabase {
         (SELECT app_user_id FROM customers WHERE app_id = $1 AND app_account_token = $3 LIMIT 1) AS token_user, \
         p.signed_date_ms AS stored_signed_ms, \
         CAST(CASE WHEN o.app_id IS NULL THEN 0 ELSE 1 END AS BIGINT) AS owner_rows, o.app_user_id AS owner, o.moved_at_ms, \
-        p.expires_date_ms AS stored_expires_ms, p.revocation_date_ms AS stored_revoked_ms, p.imported AS stored_imported \
+        p.expires_date_ms AS stored_expires_ms, p.revocation_date_ms AS stored_revoked_ms, p.imported AS stored_imported, \
+        (SELECT app_user_id FROM customer_aliases WHERE app_id = $1 AND alias = $2) AS alias_of \
         FROM (SELECT 1 AS one) AS facts \
         LEFT JOIN customers c ON c.app_id = $1 AND c.app_user_id = $2 \
         LEFT JOIN purchase_owners o ON o.app_id = $1 AND o.original_transaction_id = $5 \
@@ -240,6 +250,7 @@ extension CustomerDatabase {
         }
         return PurchaseFacts(
             posterSeen: first.flatMap { first in last.map { (first, $0) } },
+            posterAliasOf: try row.text(10, "alias_of"),
             tokenUser: try row.text(2, "token_user"),
             storedSignedDate: try row.integer(3, "stored_signed_ms"),
             chainOwner: owner,

@@ -161,6 +161,7 @@ extension CustomerDatabase {
     @discardableResult
     public func setAttributes(app: String, user: String, _ attributes: [String: AttributeRecord], now: Date) async throws -> Int {
         try await database.transactionRetryingUniqueViolations { sql in
+            let user = try await Self.customerId(sql, app: app, user: user)
             try await Self.touchCustomer(sql, app: app, user: user, now: now)
             var changed = 0
             for (key, sent) in attributes.sorted(by: { $0.key < $1.key }) {
@@ -195,7 +196,8 @@ extension CustomerDatabase {
     /// The customer's attributes with a value (a key set to nil was deleted).
     public func attributes(app: String, user: String) async throws -> [String: SubscriberAttributeValue] {
         try await database.withConnection { sql in
-            try await Self.attributes(sql, app: app, user: user).compactMapValues { record in
+            let user = try await Self.customerId(sql, app: app, user: user)
+            return try await Self.attributes(sql, app: app, user: user).compactMapValues { record in
                 record.value.map { SubscriberAttributeValue(value: $0, updatedAtMs: record.updatedAtMs) }
             }
         }
@@ -223,7 +225,8 @@ extension CustomerDatabase {
         IntroEligibilityStatus]
     {
         let owned: Set<String> = try await database.withConnection { sql in
-            Set(
+            let user = try await Self.customerId(sql, app: app.id, user: user)
+            return Set(
                 try await sql.all("SELECT DISTINCT p.product_id FROM \(Self.ownedPurchases(app: app.id, user: user))") { try $0.string("product_id") }
             )
         }

@@ -50,33 +50,46 @@ public struct CustomerDatabase: Sendable {
     /// Whether a customer last seen at `lastSeen` (milliseconds) needs no new `last_seen` at `now`.
     static func isRecent(_ lastSeen: Int64, now: Date) -> Bool { now.epochMilliseconds - lastSeen < lastSeenResolution }
 
-    /// The customer's entitlements at `now`. A read never creates a customer: an id nobody has
-    /// purchased, logged in or been granted anything as is answered as seen first now, with
-    /// nothing written (a flood of made-up ids leaves no rows; the row comes with the first
-    /// purchase, logIn, grant or attribute).
+    /// The customer's entitlements at `now`, as the customer `user` names (an alias answers as
+    /// the customer it was merged into: the answer's `original_app_user_id` says which). An id
+    /// never seen is recorded as a customer now (RevenueCat records a customer at first sight):
+    /// its `first_seen`, and so the answer's ETag, stay the same on every later read. What a flood
+    /// of made-up ids costs is bounded by the rate limits and the retention
+    /// (``pruneCustomers(app:lastSeenBefore:limit:)``).
     ///
     /// A known customer seen within the hour is answered with reads only, outside a transaction:
     /// each statement sees committed data, and this is the hot path of every app launch.
     public func customerInfo(app: AppConfiguration, user: String, now: Date) async throws -> SubscriberResponse {
         // Seen within the hour: last_seen needs no update, so no write and no transaction.
-        let known = try await leanCustomerInfo(app: app, user: user, now: now) { lastSeen in Self.isRecent(lastSeen, now: now) }
-        if let known { return known }
-        return try await database.transaction { sql in
-            let seen = try await Self.touchCustomer(sql, app: app.id, user: user, now: now, creating: false) ?? (now, now)
-            let entitlements = try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
-            return SubscriberResponse(appUserId: user, firstSeen: seen.first, lastSeen: seen.last, entitlements: entitlements, requestDate: now)
+        if let known = try await leanCustomerInfo(app: app, user: user, now: now, accepts: { Self.isRecent($0, now: now) }) { return known }
+        // Unknown, seen over an hour ago, or an alias (which has no row of its own).
+        var customer = user
+        if let owner = try await database.withConnection({ sql in try await Self.aliasOwner(sql, app: app.id, alias: user) }) {
+            if let known = try await leanCustomerInfo(app: app, user: owner, now: now, accepts: { Self.isRecent($0, now: now) }) { return known }
+            customer = owner
+        }
+        return try await database.transaction { [customer] sql in
+            // Merged meanwhile (a logIn racing this read): the merged customer answers.
+            var id = customer
+            if !(try await Self.customerExists(sql, app: app.id, user: id)) { id = try await Self.customerId(sql, app: app.id, user: id) }
+            let seen = try await Self.touchCustomer(sql, app: app.id, user: id, now: now)
+            let entitlements = try await Self.entitlements(sql, app: app, user: id, now: now, onlyChain: nil)
+            return SubscriberResponse(appUserId: id, firstSeen: seen.first, lastSeen: seen.last, entitlements: entitlements, requestDate: now)
         }
     }
 
-    /// The CustomerInfo of a known customer, with reads only; nil for an unknown customer.
+    /// The CustomerInfo of a known customer (or of the customer an alias names), with reads
+    /// only; nil for an id never seen.
     public func existingCustomerInfo(app: AppConfiguration, user: String, now: Date) async throws -> SubscriberResponse? {
-        try await leanCustomerInfo(app: app, user: user, now: now) { _ in true }
+        let customer = try await customerId(app: app.id, user: user)
+        return try await leanCustomerInfo(app: app, user: customer, now: now) { _ in true }
     }
 
     /// The entitlements `user` holds at `now` (none for an unknown customer), from CustomerInfo's
     /// own read (batched on PostgreSQL).
     public func activeEntitlementIds(app: AppConfiguration, user: String, now: Date) async throws -> Set<String> {
-        try await leanRead(app: app, user: user).entitlements(app: app, at: now).activeEntitlementIds
+        let customer = try await customerId(app: app.id, user: user)
+        return try await leanRead(app: app, user: customer).entitlements(app: app, at: now).activeEntitlementIds
     }
 
     /// The number of purchase rows of `app` with this transaction id (in any environment), for
@@ -95,12 +108,9 @@ public struct CustomerDatabase: Sendable {
     // text on SQLite; those of the hottest paths also run as named prepared statements on
     // PostgreSQL (``PreparedSQL``).
 
-    /// Notes a visit of the customer (at most one write an hour), adding them unless `creating`
-    /// is false; nil for an unknown customer not added.
+    /// Notes a visit of the customer (at most one write an hour), adding them when unknown.
     @discardableResult
-    static func touchCustomer(_ sql: any SQLExecutor, app: String, user: String, now: Date, creating: Bool = true) async throws -> (
-        first: Date, last: Date
-    )? {
+    static func touchCustomer(_ sql: any SQLExecutor, app: String, user: String, now: Date) async throws -> (first: Date, last: Date) {
         if let (firstSeen, lastSeen) = try await sql.first(
             """
             SELECT first_seen_ms, last_seen_ms FROM customers WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)
@@ -113,7 +123,6 @@ public struct CustomerDatabase: Sendable {
             try await sql.run(touchCustomerStatement(app: app, user: user, now: now))
             return (Date(epochMilliseconds: firstSeen), now)
         }
-        guard creating else { return nil }
         try await sql.run(insertCustomerStatement(app: app, user: user, now: now))
         return (now, now)
     }

@@ -27,9 +27,16 @@ public struct SignedAnswer: Sendable {
     /// client whose cached customer is unchanged gets a signed 304 (the 304's own signed request
     /// time tells when the server vouched for it). The body is byte for byte
     /// `WireJSON.encode(info)` (tests hold the lean writer to it); the subscriber is written once.
-    public static func customerInfo(_ info: SubscriberResponse) -> SignedAnswer {
+    ///
+    /// `requestedAs` is the id the request named: when it is an alias of the customer (not its
+    /// `original_app_user_id`), the body also says `"app_user_id": requestedAs`, within the
+    /// signature, so that a client holding the alias can tell an answer for itself from one moved
+    /// from another user's request. The ETag is the customer's, whichever id asked.
+    public static func customerInfo(_ info: SubscriberResponse, requestedAs: String? = nil) -> SignedAnswer {
         let subscriber = info.subscriber.leanJSON()
-        let body = LeanJSONWriter.subscriberResponse(requestDate: info.requestDate, requestDateMs: info.requestDateMs, subscriber: subscriber)
+        let body = LeanJSONWriter.subscriberResponse(
+            requestDate: info.requestDate, requestDateMs: info.requestDateMs, subscriber: subscriber,
+            leading: aliasMember(info, requestedAs: requestedAs))
         return SignedAnswer(body: Data(body), cacheable: true, etagSource: Data(subscriber))
     }
 
@@ -37,9 +44,15 @@ public struct SignedAnswer: Sendable {
     /// (`purchase_status` of a receipt, `created` of a logIn), answered to a POST: no ETag.
     /// `LeanAnswerTests` holds it to golden files.
     static func customerInfo(
-        _ info: SubscriberResponse, status: HTTPResponse.Status = .ok, member key: String, string value: String? = nil, bool flag: Bool? = nil
+        _ info: SubscriberResponse, requestedAs: String? = nil, status: HTTPResponse.Status = .ok, member key: String,
+        string value: String? = nil, bool flag: Bool? = nil
     ) -> SignedAnswer {
         var member = LeanJSONWriter(capacity: 40)
+        let alias = aliasMember(info, requestedAs: requestedAs)
+        if !alias.isEmpty {
+            member.append(contentsOf: alias)
+            member.raw(",")
+        }
         member.string(key)
         member.raw(":")
         if let value { member.string(value) } else { member.bool(flag ?? false) }
@@ -47,6 +60,16 @@ public struct SignedAnswer: Sendable {
             requestDate: info.requestDate, requestDateMs: info.requestDateMs, subscriber: info.subscriber.leanJSON(), leading: member.bytes
         )
         return SignedAnswer(status: status, body: Data(body), cacheable: false)
+    }
+
+    /// `"app_user_id":"<alias>"` when `requestedAs` is not the customer's own id; nothing otherwise.
+    /// (`app_user_id` sorts before every other top-level key.)
+    private static func aliasMember(_ info: SubscriberResponse, requestedAs: String?) -> [UInt8] {
+        guard let requestedAs, !AppUserID.same(requestedAs, info.subscriber.originalAppUserId) else { return [] }
+        var member = LeanJSONWriter(capacity: requestedAs.utf8.count + 16)
+        member.raw(#""app_user_id":"#)
+        member.string(requestedAs)
+        return member.bytes
     }
 
     /// Encodes a JSON answer with sorted keys, so equal content gives equal bytes and ETags.

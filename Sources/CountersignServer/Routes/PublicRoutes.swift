@@ -163,12 +163,13 @@ struct PublicRoutes: Sendable {
 
     private func customerInfo(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let user = try AppUserIDRules.validated(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+        // An alias answers as its customer (RevenueCat's aliases).
         var info = try await store.customerInfo(app: app, user: user, now: context.now)
         // A backend reading with the secret key also gets the attributes, as RevenueCat answers it.
         if Self.holdsSecretKey(app, context) {
-            info.subscriber.subscriberAttributes = try await store.attributes(app: app.id, user: user)
+            info.subscriber.subscriberAttributes = try await store.attributes(app: app.id, user: info.subscriber.originalAppUserId)
         }
-        return SignedAnswer.customerInfo(info)
+        return SignedAnswer.customerInfo(info, requestedAs: user)
     }
 
     private func offerings(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
@@ -220,7 +221,7 @@ struct PublicRoutes: Sendable {
         if status == .boundToAnotherUser {
             throw APIError(.purchaseBoundToAnotherUser, "this purchase carries another user's app account token and stays with that user")
         }
-        return SignedAnswer.customerInfo(info, member: "purchase_status", string: status.rawValue)
+        return SignedAnswer.customerInfo(info, requestedAs: user, member: "purchase_status", string: status.rawValue)
     }
 
     /// Stores the attributes a purchase carried, for the poster (whatever becomes of the
@@ -253,7 +254,7 @@ struct PublicRoutes: Sendable {
         let created = try await store.identify(app: app, currentUser: current, newUser: new, now: time)
         let info = try await store.customerInfo(app: app, user: new, now: time)
         // 201 when the user is new, as RevenueCat answers logIn.
-        return SignedAnswer.customerInfo(info, status: created ? .created : .ok, member: "created", bool: created)
+        return SignedAnswer.customerInfo(info, requestedAs: new, status: created ? .created : .ok, member: "created", bool: created)
     }
 
     private func setAttributes(_ app: AppConfiguration, _ body: SubscriberAttributesBody, _ context: SignedRequestContext) async throws
