@@ -170,6 +170,7 @@ public struct CustomerInfo: Sendable, Hashable {
     /// it renews unless promotional, for life, unsubscribed, in billing trouble or prepaid.
     public init(answer body: Data, verification: VerificationResult, failure: VerificationFailure?, now: Date) throws {
         let response = try JSONDecoder().decode(SubscriberResponse.self, from: body)
+        try Self.checkPurchases(in: body)
         let requestDate = Date(timeIntervalSince1970: TimeInterval(response.requestDateMs) / 1000)
         let subscriber = response.subscriber
         func active(_ date: Date?) -> Bool { Self.isDateActive(date, requestDate: requestDate, now: now) }
@@ -200,9 +201,13 @@ public struct CustomerInfo: Sendable, Hashable {
             all[identifier] = info
         }
         self.entitlements = EntitlementInfos(all: all, verification: verification)
-        subscriptionExpirations = subscriber.subscriptions.mapValues { $0.expiresDate.flatMap(WireDate.parse) }
+        // A Play Store subscription is known by `productId:basePlan`, as RevenueCat's clients
+        // know it (`CustomerInfo+ActiveDates`); entitlements still name the product alone.
+        subscriptionExpirations = Dictionary(
+            subscriber.subscriptions.map { (Self.productKey($0.key, $0.value), $0.value.expiresDate.flatMap(WireDate.parse)) },
+            uniquingKeysWith: { first, _ in first })
         activeSubscriptions = Set(subscriptionExpirations.filter { active($0.value) }.keys)
-        allPurchasedProductIdentifiers = Set(purchases.keys)
+        allPurchasedProductIdentifiers = Set(subscriptionExpirations.keys).union(subscriber.nonSubscriptions.keys)
         self.requestDate = requestDate
         originalAppUserId = subscriber.originalAppUserId
         requestedAppUserID = try JSONDecoder().decode(RequestedID.self, from: body).appUserId
@@ -220,6 +225,48 @@ public struct CustomerInfo: Sendable, Hashable {
                 )
             }
         }.sorted { ($0.purchaseDate ?? .distantPast, $0.transactionIdentifier) < ($1.purchaseDate ?? .distantPast, $1.transactionIdentifier) }
+    }
+
+    /// The id RevenueCat's clients know a subscription by: `productId:basePlan` when the answer
+    /// names a base plan, else the product id.
+    static func productKey(_ productId: String, _ subscription: SubscriberResponse.Subscription) -> String {
+        subscription.productPlanIdentifier.map { "\(productId):\($0)" } ?? productId
+    }
+
+    /// Refuses a subscriber whose purchases RevenueCat's `CustomerInfo` refuses to decode (its
+    /// `CustomerInfoResponse`; RevenueCat's `CustomerInfoWithInvalidSubscription.json` fixture,
+    /// `CustomerInfoInvalidDataDecodingTests.testDecodingCustomerInfoWithInvalidSubscriptionFailsToDecode`):
+    /// `subscriptions` not an object of objects, `non_subscriptions` not an object of arrays of
+    /// objects, or a date of either that is there (not null) and is not an ISO 8601 date. A
+    /// missing date is no reason (RevenueCat's `BasicCustomerInfoTests` decodes subscriptions
+    /// without `purchase_date`). Other fields stay lenient, as RevenueCat's are.
+    static func checkPurchases(in body: Data) throws {
+        struct InvalidPurchase: Error {}
+        guard let object = try JSONSerialization.jsonObject(with: body) as? [String: Any],
+            let subscriber = object["subscriber"] as? [String: Any]
+        else { return }
+        func check(_ entry: Any, dates: [String]) throws {
+            guard let fields = entry as? [String: Any] else { throw InvalidPurchase() }
+            for key in dates {
+                guard let value = fields[key], !(value is NSNull) else { continue }
+                guard let text = value as? String, WireDate.parse(text) != nil else { throw InvalidPurchase() }
+            }
+        }
+        if let subscriptions = subscriber["subscriptions"], !(subscriptions is NSNull) {
+            guard let subscriptions = subscriptions as? [String: Any] else { throw InvalidPurchase() }
+            let dates = [
+                "purchase_date", "original_purchase_date", "expires_date", "unsubscribe_detected_at", "billing_issues_detected_at",
+                "grace_period_expires_date", "refunded_at",
+            ]
+            for entry in subscriptions.values { try check(entry, dates: dates) }
+        }
+        if let purchases = subscriber["non_subscriptions"], !(purchases is NSNull) {
+            guard let purchases = purchases as? [String: Any] else { throw InvalidPurchase() }
+            for list in purchases.values {
+                guard let list = list as? [Any] else { throw InvalidPurchase() }
+                for entry in list { try check(entry, dates: ["purchase_date", "original_purchase_date"]) }
+            }
+        }
     }
 
     /// The answer's top-level `app_user_id` (present for an alias only).

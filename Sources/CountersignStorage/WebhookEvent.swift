@@ -195,8 +195,10 @@ public struct WebhookEvent: Sendable, Hashable {
     /// customer keys added at delivery. Every field RevenueCat documents for the event's type is
     /// present, null when unknown; a type's own fields (`cancel_reason`, `expiration_reason`,
     /// `new_product_id`, `is_trial_conversion`, `grace_period_expiration_at_ms`) only on that
-    /// type. A `TRANSFER` carries what RevenueCat's does: ids, time, store, environment and the
-    /// two lists, no transaction. Written directly (every purchase makes one); the golden files
+    /// type. `experiments` is RevenueCat's list of the customer's experiment enrollments, empty
+    /// here (no experiments run on this server), on every type, and `metadata` is null on a
+    /// `REFUND_REVERSED`, as in RevenueCat's samples. A `TRANSFER` carries what RevenueCat's does:
+    /// ids, time, store, environment and the two lists, no transaction. Written directly (every purchase makes one); the golden files
     /// in Tests/Fixtures/golden hold its bytes.
     public var body: String {
         var json = LeanJSONWriter(capacity: 1024)
@@ -219,6 +221,7 @@ public struct WebhookEvent: Sendable, Hashable {
         if type == .transfer {
             json.member("environment", first: &first); optional(environment)
             json.member("event_timestamp_ms", first: &first); json.integer(eventTimestampMs)
+            json.member("experiments", first: &first); json.raw("[]")
             json.member("id", first: &first); json.string(id)
             json.member("store", first: &first); optional(store)
             json.member("transferred_from", first: &first); strings(transferredFrom ?? [])
@@ -237,12 +240,14 @@ public struct WebhookEvent: Sendable, Hashable {
         if let entitlementIds { strings(entitlementIds) } else { json.raw("null") }
         json.member("environment", first: &first); optional(environment)
         json.member("event_timestamp_ms", first: &first); json.integer(eventTimestampMs)
+        json.member("experiments", first: &first); json.raw("[]")
         json.member("expiration_at_ms", first: &first); optional(expirationAtMs)
         if type == .expiration { json.member("expiration_reason", first: &first); optional(expirationReason) }
         if type == .billingIssue { json.member("grace_period_expiration_at_ms", first: &first); optional(gracePeriodExpirationAtMs) }
         json.member("id", first: &first); json.string(id)
         json.member("is_family_share", first: &first); json.bool(isFamilyShare)
         if type == .renewal { json.member("is_trial_conversion", first: &first); json.bool(isTrialConversion ?? false) }
+        if type == .refundReversed { json.member("metadata", first: &first); json.raw("null") }
         if type == .productChange { json.member("new_product_id", first: &first); optional(newProductId) }
         json.member("offer_code", first: &first); optional(offerCode)
         json.member("original_transaction_id", first: &first); optional(originalTransactionId)

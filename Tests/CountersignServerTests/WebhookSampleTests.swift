@@ -15,8 +15,9 @@ import Testing
 /// actions, and caught as delivered over real HTTP.
 @Suite("RevenueCat's webhook samples", .serialized)
 struct WebhookSampleTests {
-    /// Sample keys Countersign does not send, with the reason (docs/webhooks.md, "The body").
-    static let notSent: Set<String> = ["experiments", "price_experiments", "metadata"]
+    /// Sample keys Countersign does not send, with the reason (docs/webhooks.md, "The body"):
+    /// `price_experiments` is the older name of `experiments`, which is sent (empty).
+    static let notSent: Set<String> = ["price_experiments"]
 
     /// Every event field RevenueCat documents (Event Types and Fields: common, subscription
     /// lifecycle and transfer fields).
@@ -26,7 +27,7 @@ struct WebhookSampleTests {
         "expiration_at_ms", "store", "environment", "is_trial_conversion", "cancel_reason", "expiration_reason", "new_product_id",
         "presented_offering_id", "price", "currency", "price_in_purchased_currency", "tax_percentage", "commission_percentage",
         "takehome_percentage", "transaction_id", "original_transaction_id", "is_family_share", "transferred_from", "transferred_to",
-        "country_code", "offer_code", "renewal_number",
+        "country_code", "offer_code", "renewal_number", "experiments", "metadata",
     ]
 
     /// A JSON value's kind as it is written: `null`, `boolean`, `number`, `string`, `array` or
@@ -167,6 +168,13 @@ struct WebhookSampleTests {
                     "no \(name) was delivered")
                 #expect(Self.differences(sample: sample, ours: ours) == [], "\(name)")
             }
+            // RevenueCat's samples carry `experiments` on every type, `metadata` on REFUND_REVERSED:
+            // a receiver may iterate the list, so it is always there (empty: no experiments here).
+            for event in received {
+                #expect((event["experiments"] as? [Any])?.isEmpty == true, "\(event["type"] ?? "?") without experiments: []")
+                #expect((event["type"] as? String == "REFUND_REVERSED") == event.keys.contains("metadata"))
+            }
+            #expect(received.contains { $0["type"] as? String == "REFUND_REVERSED" && $0["metadata"] is NSNull })
             // The values RevenueCat's receivers read first.
             let initial = try #require(received.first { $0["type"] as? String == "INITIAL_PURCHASE" })
             #expect(initial["aliases"] as? [String] == [anonymous, "alice"])

@@ -57,6 +57,13 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("event-retention-days"), help: "How long delivered webhook deliveries and events are kept (1 to 3650).")
     var eventRetentionDays: Double = WebhookDeliveryService.Settings().retention / 86_400
 
+    @Option(
+        name: .customLong("customer-retention-days"),
+        help:
+            "How long a customer who never bought, logged in or got a grant or attribute is kept after last seen (0: forever; else 1 to 3650; default 90)."
+    )
+    var customerRetentionDays: Double = (WebhookDeliveryService.Settings().customerRetention ?? 0) / 86_400
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
@@ -68,6 +75,9 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--rate-limit-per-address and --rate-limit-per-app must be 0.001 to 1000000 requests a second")
         }
         guard (1...3_650).contains(eventRetentionDays) else { throw ValidationError("--event-retention-days must be 1 to 3650") }
+        guard customerRetentionDays == 0 || (1...3_650).contains(customerRetentionDays) else {
+            throw ValidationError("--customer-retention-days must be 0 (forever) or 1 to 3650")
+        }
     }
 
     func run() async throws {
@@ -91,6 +101,7 @@ struct ServeCommand: AsyncParsableCommand {
             configuration.rateLimits = limits
         }
         configuration.webhooks.retention = eventRetentionDays * 86_400
+        configuration.webhooks.customerRetention = customerRetentionDays == 0 ? nil : customerRetentionDays * 86_400
         configuration.metricsBearerToken = ProcessInfo.processInfo.environment["COUNTERSIGN_METRICS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         let server: CountersignServer
         do {

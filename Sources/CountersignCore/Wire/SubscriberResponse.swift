@@ -79,9 +79,13 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         public var displayName: String? = nil
         /// What the shown transaction cost (null when unknown, and for promotional grants).
         public var price: Price? = nil
+        /// A Google Play base plan (RevenueCat's `product_plan_identifier`): read, never sent by
+        /// this server; RevenueCat's clients know such a subscription as `productId:basePlan`.
+        public var productPlanIdentifier: String? = nil
 
         enum CodingKeys: String, CodingKey {
             case price
+            case productPlanIdentifier = "product_plan_identifier"
             case ownershipType = "ownership_type"
             case storeTransactionId = "store_transaction_id"
             case autoResumeDate = "auto_resume_date"
@@ -210,6 +214,7 @@ extension SubscriberResponse.Subscription {
         storeTransactionId = container.lenient(String.self, .storeTransactionId)
         displayName = container.lenient(String.self, .displayName)
         price = container.lenient(SubscriberResponse.Price.self, .price)
+        productPlanIdentifier = container.lenient(String.self, .productPlanIdentifier)
     }
 }
 
@@ -399,9 +404,13 @@ public enum WireDate {
         return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
+    /// An ISO 8601 date and time, with or without fractional seconds (RevenueCat's answers use
+    /// both).
     public static func parse(_ text: String) -> Date? {
-        try? Date(text, strategy: .iso8601)
+        (try? Date(text, strategy: .iso8601)) ?? (try? Date(text, strategy: fractional))
     }
+
+    private static let fractional = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
     /// Where App Store customers manage their subscriptions (RevenueCat's `management_url`).
     public static let appStoreSubscriptionsURL = "https://apps.apple.com/account/subscriptions"

@@ -37,6 +37,10 @@ public struct WebhookDeliveryService: Service {
         /// How long delivered deliveries, and events with nothing left to deliver, are kept
         /// (seconds; the admin API, the dashboard's charts and `countersign` read them until then).
         public var retention: TimeInterval = 90 * 86_400
+        /// How long a customer who never bought, never logged in and has no grant or attribute is
+        /// kept after they were last seen (seconds; nil: forever). A read of an id never seen
+        /// records a customer (RevenueCat's first sight); this bounds what made-up ids leave.
+        public var customerRetention: TimeInterval? = 90 * 86_400
         /// How often what is past the retention is deleted.
         public var pruneInterval: Duration = .seconds(3_600)
 
@@ -96,11 +100,24 @@ public struct WebhookDeliveryService: Service {
         if reported > 0 { logger.info("subscriptions expired", metadata: ["events": "\(reported)"]) }
     }
 
-    /// Deletes delivered deliveries and undeliverable-or-delivered events older than the retention.
+    /// Deletes delivered deliveries and undeliverable-or-delivered events older than the
+    /// retention, and customers who left nothing to keep, unseen for the customer retention
+    /// (``CustomerDatabase/pruneCustomers(app:lastSeenBefore:limit:)``, a thousand at a time).
     func prune() async throws {
-        let removed = try await store.pruneEvents(before: now().addingTimeInterval(-settings.retention))
+        let time = now()
+        let removed = try await store.pruneEvents(before: time.addingTimeInterval(-settings.retention))
         if removed.events + removed.deliveries > 0 {
             logger.info("pruned past the retention", metadata: ["events": "\(removed.events)", "deliveries": "\(removed.deliveries)"])
+        }
+        guard let customerRetention = settings.customerRetention else { return }
+        for app in deployment.apps {
+            var customers = 0
+            while true {
+                let batch = try await store.pruneCustomers(app: app.id, lastSeenBefore: time.addingTimeInterval(-customerRetention))
+                customers += batch
+                if batch < 1000 || Task.isCancelled { break }
+            }
+            if customers > 0 { logger.info("pruned customers past the retention", metadata: ["app": "\(app.id)", "customers": "\(customers)"]) }
         }
     }
 
