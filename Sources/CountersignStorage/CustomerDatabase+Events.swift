@@ -170,14 +170,18 @@ extension CustomerDatabase {
     }
 
     /// The body as it is delivered: the stored event with the customer's `aliases` (every id
-    /// they were known by, oldest first, their own last), `original_app_user_id` (the oldest)
+    /// they were known by, oldest first, their own last; the customer an alias names, for an
+    /// event stored under an id merged since), `original_app_user_id` (the oldest)
     /// and `subscriber_attributes` (`{"$email": {"value": …, "updated_at_ms": …}}`) as they are
     /// now. A `TRANSFER` names its customers in its own lists and gets none of them.
     static func deliveryBody(_ sql: any SQLExecutor, stored: String, app: String, user: String?, type: String) async throws -> String {
         guard type != WebhookEventType.transfer.rawValue, stored.hasSuffix("}}") else { return stored }
         var ids: [String] = []
         var attributes: [(key: String, value: String, updated: Int64)] = []
-        if let user {
+        if let named = user {
+            // An event made before a logIn merged its customer names the id of the time; the lists
+            // are the customer's as it is now.
+            let user = try await Self.customerId(sql, app: app, user: named)
             ids = try await sql.all(
                 """
                 SELECT alias FROM customer_aliases WHERE app_id = \(bind: app) AND app_user_id = \(bind: user) ORDER BY first_seen_ms, alias

@@ -1,0 +1,216 @@
+import CountersignAppStore
+import CountersignCore
+import CountersignTesting
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import CountersignServer
+@testable import CountersignStorage
+
+/// Identity as RevenueCat keeps it, read back as users read it (over HTTP with the public key,
+/// the secret key and the admin API, after the real `countersign import`), on both databases:
+/// an id merged into a customer answers as the customer ("the user can then be referenced by any
+/// of their aliases and the same result will be returned", RevenueCat's App User IDs guide); a
+/// customer is recorded at first sight, so `first_seen` and the ETag hold still; the retention
+/// removes only customers who left nothing to keep.
+@Suite("Identity: aliases, first sight, retention")
+struct IdentityTests {
+    static func subscriber(_ json: [String: Any]) -> [String: Any] { json["subscriber"] as? [String: Any] ?? [:] }
+
+    static func anonymousID() -> String { "$RCAnonymousID:" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased() }
+
+    /// The signed read of `user` with the public key, verified.
+    static func read(_ harness: ReceiptTests.Harness, _ user: String, etag: String? = nil) async throws -> Reply {
+        let (reply, outcome) = try await harness.signed(.get, "/v1/subscribers/\(user.pathSegment)", etag: etag)
+        #expect(outcome == .verified, "the read of \(user) did not verify")
+        return reply
+    }
+
+    @Test("after logIn the anonymous id answers as the merged customer: public key, secret key, admin API, purchases, attributes, grants, deletion",
+        arguments: TestDatabaseKind.available)
+    func logInAlias(_ kind: TestDatabaseKind) async throws {
+        try await ReceiptTests.withHarness(kind) { harness in
+            let anonymous = Self.anonymousID()
+            #expect(try await harness.post(user: anonymous, jws: try harness.mint("pro_monthly").jws).status == 200)
+            let logIn = try await harness.signed(
+                .post, "/v1/subscribers/identify", json: ["app_user_id": anonymous, "new_app_user_id": "bob"], paramKeys: ParamKeys.identify)
+            #expect(logIn.reply.status == 201 && logIn.outcome == .verified)
+
+            // The alias's answer is bob's: his id, his entitlement, his ETag; the answer says which
+            // id asked (inside the signature).
+            let viaAlias = try await Self.read(harness, anonymous)
+            let viaBob = try await Self.read(harness, "bob")
+            #expect(viaAlias.status == 200)
+            #expect(Self.subscriber(viaAlias.json)["original_app_user_id"] as? String == "bob")
+            #expect(viaAlias.json["app_user_id"] as? String == anonymous)
+            #expect(viaBob.json["app_user_id"] == nil, "bob's own answer is RevenueCat's, without the member")
+            #expect(ReceiptTests.isActive(viaAlias.json, "pro"))
+            #expect(Self.subscriber(viaAlias.json)["first_seen"] as? String == Self.subscriber(viaBob.json)["first_seen"] as? String)
+            let etag = try #require(viaBob.headers[SignatureHeader.etag])
+            #expect(viaAlias.headers[SignatureHeader.etag] == etag)
+            let notModified = try await Self.read(harness, anonymous, etag: etag)
+            #expect(notModified.status == 304, "bob's ETag is current for his alias")
+
+            // With the secret key, and through the admin API.
+            let secret = try await harness.send(.get, "/v1/subscribers/\(anonymous.pathSegment)", key: harness.secretKey)
+            #expect(secret.status == 200 && Self.subscriber(secret.json)["original_app_user_id"] as? String == "bob")
+            let admin = try await harness.send(.get, "/v1/admin/customers/\(anonymous.pathSegment)", key: harness.secretKey)
+            #expect(admin.status == 200 && admin.json["app_user_id"] as? String == "bob")
+
+            // A purchase posted under the alias lands on bob.
+            let posted = try await harness.post(user: anonymous, jws: try harness.mint("lifetime", type: .nonConsumable).jws)
+            #expect(posted.status == 200)
+            #expect(posted.json["app_user_id"] as? String == anonymous)
+            #expect(Self.subscriber(posted.json)["original_app_user_id"] as? String == "bob")
+            #expect((Self.subscriber(try await Self.read(harness, "bob").json)["non_subscriptions"] as? [String: Any])?["lifetime"] != nil)
+
+            // Attributes set under the alias are bob's; so is a grant made under it.
+            let attributes = try JSONSerialization.data(withJSONObject: [
+                "attributes": ["$email": ["value": "bob@example.com", "updated_at_ms": Date().epochMilliseconds]]
+            ])
+            let set = try await harness.send(
+                .post, "/v1/subscribers/\(anonymous.pathSegment)/attributes", key: harness.secretKey, body: attributes,
+                headers: [.contentType: "application/json"])
+            #expect(set.status == 200)
+            let bobRead = try await harness.send(.get, "/v1/subscribers/bob", key: harness.secretKey)
+            #expect(
+                ((Self.subscriber(bobRead.json)["subscriber_attributes"] as? [String: Any])?["$email"] as? [String: Any])?["value"] as? String
+                    == "bob@example.com")
+            let grant = try await AdminTests.grant(harness, anonymous.pathSegment, ["duration": "weekly"])
+            #expect(grant.status == 201)
+            let bobRecord = try await harness.send(.get, "/v1/admin/customers/bob", key: harness.secretKey)
+            #expect((bobRecord.json["promotional_grants"] as? [Any])?.count == 1)
+
+            // A logIn from the merged id merges nothing more: bob keeps what he has.
+            let again = try await harness.signed(
+                .post, "/v1/subscribers/identify", json: ["app_user_id": anonymous, "new_app_user_id": "carol"], paramKeys: ParamKeys.identify)
+            #expect(again.reply.status == 201)
+            #expect(!ReceiptTests.isActive(again.reply.json, "pro"))
+            #expect(ReceiptTests.isActive(try await Self.read(harness, "bob").json, "pro"))
+
+            // Deleting through the alias deletes bob.
+            #expect(try await harness.send(.delete, "/v1/admin/customers/\(anonymous.pathSegment)", key: harness.secretKey).status == 200)
+            #expect(try await harness.send(.get, "/v1/admin/customers/bob", key: harness.secretKey).status == 404)
+        }
+    }
+
+    @Test("after an import both RevenueCat's original id and the last seen alias answer, even when the original was read first",
+        arguments: TestDatabaseKind.available)
+    func importedAliases(_ kind: TestDatabaseKind) async throws {
+        try await FreshDatabase.with(kind) { location, directory in
+            let app = SecurityReviewThreeTests.app()
+            let ca = try SecurityReviewThreeTests.deployment(in: directory, apps: [app])
+            let original = Self.anonymousID()
+            // An install read its CustomerInfo before the move (first sight recorded `original`).
+            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            _ = try await CustomerDatabase(database: database).customerInfo(app: app, user: original, now: Date())
+            try await database.close()
+
+            let bought = Date().addingTimeInterval(-3_600)
+            let export =
+                "rc_original_app_user_id,rc_last_seen_app_user_id_alias,product_identifier,start_time,store,is_sandbox,store_transaction_id,original_store_transaction_id,is_auto_renewable\n"
+                + "\(original),carol,lifetime,\(SecurityReviewThreeTests.stamp(bought)),app_store,t,8101,8101,f\n"
+            let imported = try await SecurityReviewThreeTests.importExport(Data(export.utf8), directory: directory, location: location)
+            #expect(imported.status == 0, "\(imported.stdout)\(imported.stderr)")
+
+            try await SecurityReviewThreeTests.serve(directory, location, apps: [app], ca: ca) { harnesses in
+                let harness = harnesses[0]
+                for id in [original, "carol"] {
+                    let reply = try await Self.read(harness, id)
+                    #expect(ReceiptTests.isActive(reply.json, "pro"), "\(id) answers without carol's purchase")
+                    #expect(Self.subscriber(reply.json)["original_app_user_id"] as? String == "carol")
+                    let secret = try await harness.send(.get, "/v1/subscribers/\(id.pathSegment)", key: harness.secretKey)
+                    #expect(secret.status == 200 && ReceiptTests.isActive(secret.json, "pro"))
+                    let admin = try await harness.send(.get, "/v1/admin/customers/\(id.pathSegment)", key: harness.secretKey)
+                    #expect(admin.status == 200 && admin.json["app_user_id"] as? String == "carol")
+                    #expect((admin.json["transactions"] as? [Any])?.count == 1)
+                }
+                // The id read before the import is no customer of its own any more.
+                let rows = try await harness.server.database.withConnection { sql in
+                    try await sql.all("SELECT app_user_id FROM customers ORDER BY app_user_id") { try $0.string("app_user_id") }
+                }
+                #expect(rows == ["carol"])
+            }
+        }
+    }
+
+    @Test("a never-seen id is recorded at first sight: the same first_seen a second later, a signed 304 for its ETag, found by the admin API",
+        arguments: TestDatabaseKind.available)
+    func firstSight(_ kind: TestDatabaseKind) async throws {
+        let clock = ManualClock(Date())
+        try await ReceiptTests.withHarness(kind, clock: clock) { harness in
+            let id = Self.anonymousID()
+            #expect(try await harness.send(.get, "/v1/admin/customers/\(id.pathSegment)", key: harness.secretKey).status == 404)
+            let first = try await Self.read(harness, id)
+            #expect(first.status == 200)
+            let etag = try #require(first.headers[SignatureHeader.etag])
+            clock.now = clock.now.addingTimeInterval(1)
+            let second = try await Self.read(harness, id)
+            #expect(Self.subscriber(second.json)["first_seen"] as? String == Self.subscriber(first.json)["first_seen"] as? String)
+            #expect(second.headers[SignatureHeader.etag] == etag)
+            let cached = try await Self.read(harness, id, etag: etag)
+            #expect(cached.status == 304)
+            #expect(try await harness.send(.get, "/v1/admin/customers/\(id.pathSegment)", key: harness.secretKey).status == 200)
+        }
+    }
+
+    @Test("the retention removes a customer who only read, 90 days unseen; one who bought, logged in, has attributes or a grant, or came back, stays",
+        arguments: TestDatabaseKind.available)
+    func retention(_ kind: TestDatabaseKind) async throws {
+        let clock = ManualClock(Date())
+        try await ReceiptTests.withHarness(kind, clock: clock) { harness in
+            let reader = Self.anonymousID()
+            let returning = Self.anonymousID()
+            for id in [reader, returning, "buyer", "tagged"] { _ = try await Self.read(harness, id) }
+            #expect(try await harness.post(user: "buyer", jws: try harness.mint("pro_monthly").jws).status == 200)
+            try await harness.logIn("member")
+            let attributes = try JSONSerialization.data(withJSONObject: [
+                "attributes": ["$displayName": ["value": "T", "updated_at_ms": clock.now.epochMilliseconds]]
+            ])
+            #expect(
+                try await harness.send(
+                    .post, "/v1/subscribers/tagged/attributes", key: harness.secretKey, body: attributes, headers: [.contentType: "application/json"]
+                ).status == 200)
+            #expect(try await AdminTests.grant(harness, "granted", ["duration": "weekly"]).status == 201)
+
+            func known(_ id: String) async throws -> Bool {
+                try await harness.send(.get, "/v1/admin/customers/\(id.pathSegment)", key: harness.secretKey).status == 200
+            }
+            // 60 days on, one of them comes back (read through the store: the server's signing key
+            // does not outlive a jump of the clock by months); 89 days on, nobody is due.
+            clock.now = clock.now.addingTimeInterval(60 * 86_400)
+            _ = try await harness.server.store.customerInfo(app: harness.app, user: returning, now: clock.now)
+            clock.now = clock.now.addingTimeInterval(29 * 86_400)
+            try await harness.server.webhookService.prune()
+            #expect(try await known(reader))
+            // 91 days after the first reads: the reader alone goes.
+            clock.now = clock.now.addingTimeInterval(2 * 86_400)
+            try await harness.server.webhookService.prune()
+            #expect(try await !known(reader), "a read-only customer unseen for 91 days is kept")
+            for id in [returning, "buyer", "member", "tagged", "granted"] {
+                #expect(try await known(id), "\(id) was pruned")
+            }
+            // Seen again, the reader is recorded anew.
+            _ = try await harness.server.store.customerInfo(app: harness.app, user: reader, now: clock.now)
+            #expect(try await known(reader))
+        }
+    }
+
+    @Test("a flood of made-up ids is held by the per-address limit: no more customers than the burst", arguments: TestDatabaseKind.available)
+    func floodLimited(_ kind: TestDatabaseKind) async throws {
+        let limits = SecurityReviewTests.limits { $0.publicPerClient = .init(perSecond: 0.01, burst: 5) }
+        try await ReceiptTests.withHarness(kind, configure: { _, configuration in configuration.rateLimits = limits }) { harness in
+            var statuses: [Int] = []
+            for _ in 0..<20 {
+                statuses.append(try await harness.signed(.get, "/v1/subscribers/\(Self.anonymousID().pathSegment)").reply.status)
+            }
+            #expect(statuses.filter { $0 == 200 }.count <= 5)
+            #expect(statuses.contains(429))
+            let rows = try await harness.server.database.withConnection { sql in
+                try await sql.first("SELECT COUNT(*) AS n FROM customers") { try $0.int("n") }
+            }
+            #expect((rows ?? 0) <= 5)
+        }
+    }
+}
