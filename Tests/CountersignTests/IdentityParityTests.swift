@@ -1,0 +1,131 @@
+import CountersignCore
+import CountersignTesting
+import Foundation
+import Testing
+
+@testable import Countersign
+
+/// The last RevenueCat API and value gaps of the identity issue, each against the RevenueCat test
+/// it follows, and an install that still holds an id merged by logIn, over real HTTP.
+@Suite("Identity parity with RevenueCat's SDK")
+struct IdentityParityTests {
+    // MARK: An alias through the SDK
+
+    @Test("an install that still holds the anonymous id a logIn merged gets the customer's verified entitlements (enforced)")
+    func aliasInstall() async throws {
+        try await SDKHarness.run { harness in
+            let phone = try harness.purchases(mode: .enforced, user: nil, storage: "phone")
+            _ = try await phone.purchase(productID: "lifetime")
+            let anonymous = phone.appUserID
+            #expect(ReservedAppUserID.isAnonymous(anonymous))
+            _ = try await phone.logIn("bob")
+
+            // The same id on another install (RevenueCat's id carried over, a backup restored).
+            let old = try harness.purchases(mode: .enforced, user: anonymous, storage: "old-install")
+            let info = try await old.customerInfo(fetchPolicy: .fetchCurrent)
+            #expect(info.entitlements["pro"]?.isActive == true)
+            #expect(info.entitlements.verification == .verified)
+            #expect(info.originalAppUserId == "bob")
+            #expect(info.verificationFailure == nil)
+            // Cached for the alias, it answers again from the cache.
+            #expect(try await old.customerInfo(fetchPolicy: .fromCacheOnly).entitlements["pro"]?.isActive == true)
+        }
+    }
+
+    // MARK: Offering.getMetadataValue<T: Decodable>(for:)
+
+    /// RevenueCat's `OfferingsTests.testMetadata` values, as an answer of this server would carry them.
+    static func metadataOffering() throws -> Offerings.Offering {
+        let body = Data(
+            """
+            {"current_offering_id":"offering_a","offerings":[{"identifier":"offering_a","description":"This is the base offering",
+            "packages":[],"metadata":{"int":5,"double":5.5,"boolean":true,"string":"five","optionalInt":null,
+            "elements":[{"number":1},{"number":2}],"element":{"number":3},"dictionary":{"string":"five"}}}]}
+            """.utf8)
+        return try #require(try Offerings(answer: body, verification: .verified, products: [:])["offering_a"])
+    }
+
+    struct Element: Decodable, Equatable {
+        var number: Int
+    }
+
+    @Test("getMetadataValue(for:) without a default, as RevenueCat's OfferingsTests.testMetadata asserts it")
+    func metadataWithoutDefault() throws {
+        let offering = try Self.metadataOffering()
+        #expect(offering.metadata.count == 8)
+        let int: Int? = offering.getMetadataValue(for: "int")
+        #expect(int == 5)
+        let double: Double? = offering.getMetadataValue(for: "double")
+        #expect(double == 5.5)
+        let bool: Bool? = offering.getMetadataValue(for: "boolean")
+        #expect(bool == true)
+        let string: String? = offering.getMetadataValue(for: "string")
+        #expect(string == "five")
+        let elements: [Element]? = offering.getMetadataValue(for: "elements")
+        #expect(elements == [.init(number: 1), .init(number: 2)])
+        let element: Element? = offering.getMetadataValue(for: "element")
+        #expect(element == .init(number: 3))
+        let missing: Element? = offering.getMetadataValue(for: "missing")
+        #expect(missing == nil)
+        #expect((offering.getMetadataValue(for: "dictionary") as Element?) == nil)
+        // The form with a default is unchanged.
+        #expect(offering.getMetadataValue(for: "int", default: 0) == 5)
+        #expect(offering.getMetadataValue(for: "string", default: 5.5) == 5.5)
+        let optionalInt: Int? = offering.getMetadataValue(for: "optionalInt", default: nil)
+        #expect(optionalInt == nil)
+    }
+
+    // MARK: product_plan_identifier
+
+    /// RevenueCat's `BasicCustomerInfoTests.validSubscriberResponse` (Google Play's `gold` with
+    /// base plan `monthly`; two subscriptions without `purchase_date`), as JSON.
+    static func basicCustomerInfo() -> Data {
+        let yesterday = WireDate.format(Date().addingTimeInterval(-86_400))
+        return Data(
+            """
+            {"request_date":"2018-10-19T02:40:36Z","request_date_ms":1563379533946,"subscriber":{
+            "original_app_user_id":"app_user_id","original_application_version":"2083","first_seen":"2019-06-17T16:05:33Z",
+            "non_subscriptions":{"onetime_purchase":[{"id":"d6c007ba74","store_transaction_id":"340001090153249","is_sandbox":true,
+            "original_purchase_date":"1990-08-30T02:40:36Z","purchase_date":"1990-08-30T02:40:36Z","store":"play_store"}]},
+            "subscriptions":{
+            "onemonth_freetrial":{"expires_date":"2100-08-30T02:40:36Z","period_type":"normal","is_sandbox":false},
+            "gold":{"expires_date":"2100-07-30T02:40:36Z","period_type":"normal","is_sandbox":false,"product_plan_identifier":"monthly",
+            "purchase_date":"2018-05-20T06:24:50Z"},
+            "onemonth":{"expires_date":"\(yesterday)","period_type":"normal","is_sandbox":false},
+            "threemonth_freetrial":{"period_type":"normal","purchase_date":"2018-05-20T06:24:50Z","expires_date":"2018-08-30T02:40:36Z"}},
+            "entitlements":{
+            "pro":{"expires_date":"2100-08-30T02:40:36Z","product_identifier":"onemonth_freetrial","purchase_date":"2018-10-26T23:17:53Z"},
+            "forever_pro":{"expires_date":null,"product_identifier":"onetime_purchase","purchase_date":"1990-08-30T02:40:36Z"}}}}
+            """.utf8)
+    }
+
+    @Test("a Play Store base plan makes productId:basePlan ids (RevenueCat: BasicCustomerInfoTests.testListActiveSubscriptions, testAllPurchasedProductIdentifier)")
+    func productPlanIdentifier() throws {
+        let info = try CustomerInfo(answer: Self.basicCustomerInfo(), verification: .notRequested, failure: nil, now: Date())
+        #expect(info.activeSubscriptions == ["onemonth_freetrial", "gold:monthly"])
+        #expect(info.allPurchasedProductIdentifiers == ["onemonth", "onemonth_freetrial", "threemonth_freetrial", "gold:monthly", "onetime_purchase"])
+        // RevenueCat: BasicCustomerInfoTests.testParsesExpirationDate.
+        #expect(info.expirationDate(forProductIdentifier: "onemonth_freetrial")?.timeIntervalSince1970 == 4_123_276_836)
+        #expect(info.entitlements.active.keys.contains("pro"))
+        #expect(info.entitlements.active.keys.contains("forever_pro"))
+    }
+
+    // MARK: CustomerInfoWithInvalidSubscription
+
+    @Test(
+        "a subscription RevenueCat cannot decode fails the answer (RevenueCat: CustomerInfoInvalidDataDecodingTests.testDecodingCustomerInfoWithInvalidSubscriptionFailsToDecode)",
+        arguments: [
+            #""subscriptions":{"pro":{"purchase_date":"not a date","period_type":"normal","is_sandbox":false}}"#,
+            #""subscriptions":{"pro":{"purchase_date":"2018-05-20T06:24:50Z","expires_date":1234}}"#,
+            #""subscriptions":{"pro":"invalid"}"#,
+            #""subscriptions":["pro"]"#,
+            #""non_subscriptions":{"coins":[{"id":"a","purchase_date":"yesterday","is_sandbox":true,"store":"app_store"}]}"#,
+            #""non_subscriptions":{"coins":{"id":"a"}}"#,
+        ])
+    func invalidSubscription(_ purchases: String) throws {
+        let body = Data(
+            #"{"request_date":"2018-10-19T02:40:36Z","request_date_ms":1563379533946,"subscriber":{"original_app_user_id":"u","first_seen":"2019-06-17T16:05:33Z","#
+                .utf8) + Data(purchases.utf8) + Data("}}".utf8)
+        #expect(throws: (any Error).self) { try CustomerInfo(answer: body, verification: .notRequested, failure: nil, now: Date()) }
+    }
+}
