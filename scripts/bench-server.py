@@ -18,6 +18,10 @@ median of each reported), so the machine's drift hits all targets alike:
   - signed GET /v1/health (no database);
   - signed GET /v1/subscribers/{id} (public key, X-Nonce): CustomerInfo;
   - unsigned GET /v1/admin/customers/{id}/customer_info (secret key; the same JSON body);
+  - app launches: signed GET /v1/subscribers/{id}, each with the ETag the device cached at
+    its last launch (X-ETag), over a mix of devices: 70% returning customers who never bought,
+    20% returning buyers, 10% first launches (an id never seen); the share of signed 304s is
+    reported under the table (a returning customer whose answer is unchanged gets one);
 then once: purchase intake, POST /v1/receipts of distinct pre-minted transactions.
 --baseline BINARY runs a second build beside it (the one before a change), on the same data
 directory and database, each of its targets measured in the same rounds right beside the same
@@ -167,6 +171,8 @@ def parse_wrk(output):
 
 
 def run_wrk(pid, url, duration, connections, headers=(), script=None):
+    """One wrk run; with a script that prints `STATUS <code> <count>` lines (LAUNCH_LUA), also
+    the answers by status."""
     command = ["taskset", "-c", WRK_CPU, "wrk", "-t2", "-c%d" % connections, "-d%ds" % duration, "--latency"]
     for header in headers:
         command += ["-H", header]
@@ -177,6 +183,7 @@ def run_wrk(pid, url, duration, connections, headers=(), script=None):
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     used, database_used = cpu_seconds(pid) - before, postgres_cpu_seconds() - database_before
     result = parse_wrk(output)
+    result["statuses"] = {int(code): int(count) for code, count in re.findall(r"^STATUS (\d+) (\d+)$", output, re.M)}
     result["cpu_us"] = used / max(result["requests"], 1) * 1e6
     result["database_cpu_us"] = database_used / max(result["requests"], 1) * 1e6
     return result
@@ -202,7 +209,11 @@ def median(values):
 
 def median_run(runs):
     keys = ("rate", "p50", "p99", "cpu_us", "database_cpu_us", "non2xx", "requests")
-    return {key: median(run[key] for run in runs) for key in keys} | {"socket_errors": ""}
+    statuses = {}
+    for run in runs:
+        for code, count in run.get("statuses", {}).items():
+            statuses[code] = statuses.get(code, 0) + count
+    return {key: median(run[key] for run in runs) for key in keys} | {"socket_errors": "", "statuses": statuses}
 
 
 def mint_intake(connection, public, count, prefix):
@@ -253,15 +264,56 @@ class Server:
         self.intake_script = os.path.join(work, "intake%s.lua" % self.label)
         with open(self.intake_script, "w") as handle:
             handle.write(INTAKE_LUA.replace("BODIES", bodies).replace("KEY", public))
+        launch_script = self.launch_devices(work, public, nonce)
         base = "http://127.0.0.1:%d" % self.port
         pid = self.process.pid
         return [
-            (self.prefix("signed GET /v1/health"), len(health_body), pid, base + "/v1/health", [nonce]),
+            (self.prefix("signed GET /v1/health"), len(health_body), pid, base + "/v1/health", [nonce], None),
             (self.prefix("signed GET /v1/subscribers/{id} (CustomerInfo)"), len(signed_body), pid,
-             base + "/v1/subscribers/" + user, ["Authorization: Bearer " + public, nonce]),
+             base + "/v1/subscribers/" + user, ["Authorization: Bearer " + public, nonce], None),
             (self.prefix("unsigned GET /v1/admin/customers/{id}/customer_info"), len(unsigned_body), pid,
-             base + "/v1/admin/customers/%s/customer_info" % user, ["Authorization: Bearer " + secret]),
+             base + "/v1/admin/customers/%s/customer_info" % user, ["Authorization: Bearer " + secret], None),
+            (self.prefix(LAUNCHES), None, pid, base + "/v1/subscribers/launch", [], launch_script),
         ]
+
+    def launch_devices(self, work, public, nonce, returning=1400, buyers=400, first=200):
+        """The devices of the launch workload, each launched once already (its ETag cached, as
+        the SDK caches it): returning customers who never bought, buyers, and first launches
+        (`NEW`: an id never seen, made up anew by each request). Returns the wrk script."""
+        connection = connect(self.port)
+        tag = "%s%d" % (self.label, int(time.time()))
+        lines = []
+
+        def launched(user):
+            connection.request("GET", "/v1/subscribers/" + user, headers={"Authorization": "Bearer " + public,
+                                                                         "X-Nonce": nonce.split(": ", 1)[1]})
+            response = connection.getresponse()
+            response.read()
+            assert response.status == 200, response.status
+            return "/v1/subscribers/%s\t%s" % (user, response.getheader("X-ETag") or "")
+
+        for index in range(returning):
+            lines.append(launched("launch-%s-free-%d" % (tag, index)))
+        for index in range(buyers):
+            user = "launch-%s-buyer-%d" % (tag, index)
+            status, body = call(connection, "POST", "/v1/test_store/purchases", public, {"app_user_id": user, "product_id": "lifetime"})
+            assert status == 200, body
+            status, body = call(connection, "POST", "/v1/receipts", public,
+                                {"app_user_id": user, "fetch_token": json.loads(body)["signed_transaction"]})
+            assert status == 200, body
+            lines.append(launched(user))
+        lines += ["NEW\t"] * first
+        connection.close()
+        # Interleaved, so every stretch of the run has the mix.
+        lines = [lines[(index * 7919) % len(lines)] for index in range(len(lines))]
+        devices = os.path.join(work, "devices%s.txt" % self.label)
+        with open(devices, "w") as handle:
+            handle.write("\n".join(lines) + "\n")
+        script = os.path.join(work, "launch%s.lua" % self.label)
+        with open(script, "w") as handle:
+            handle.write(LAUNCH_LUA.replace("DEVICES", devices).replace("KEY", public).replace("NONCE", nonce.split(": ", 1)[1])
+                         .replace("TAG", tag))
+        return script
 
     def intake(self, duration, connections):
         """One intake run and the purchase outcomes it counted."""
@@ -316,7 +368,7 @@ def main():
         work = tempfile.mkdtemp(prefix="countersign-bench-work-")
         nonce = "X-Nonce: " + base64.b64encode(os.urandom(12)).decode()
         floor_target = ("floor: Hummingbird, fixed 1 KiB body + one Ed25519 signature", 1024, floor.pid,
-                        "http://127.0.0.1:%d/" % floor_port, [])
+                        "http://127.0.0.1:%d/" % floor_port, [], None)
         # Grouped by kind: a baseline's health beside the build's health, and so on.
         kinds = [list(kind) for kind in zip(*(server.prepare(work, (public, secret), user, nonce, arguments.mint)
                                                for server in servers))]
@@ -326,16 +378,16 @@ def main():
             waited = settle_postgres(arguments.database)
             print("PostgreSQL settled in %.0f s (checkpoint, no autovacuum running)" % waited, file=sys.stderr)
 
-        for _, _, pid, url, headers in targets:  # warm up
-            run_wrk(pid, url, 3, arguments.connections, headers)
+        for _, _, pid, url, headers, script in targets:  # warm up
+            run_wrk(pid, url, 3, arguments.connections, headers, script)
         runs = {name: [] for name, *_ in targets}
         signing_before = [signing_totals(server.port) for server in servers]
         for round_index in range(arguments.repeat):
             # The builds of a kind run back to back, which one first alternating by round, so
             # neither is always the later one (nearer the next floor, further from this one).
             order = [floor_target] + [target for kind in kinds for target in (kind if round_index % 2 == 0 else kind[::-1])]
-            for name, _, pid, url, headers in order:
-                runs[name].append(run_wrk(pid, url, arguments.duration, arguments.connections, headers))
+            for name, _, pid, url, headers, script in order:
+                runs[name].append(run_wrk(pid, url, arguments.duration, arguments.connections, headers, script))
         signing = []
         for server, before in zip(servers, signing_before):
             after = signing_totals(server.port)
@@ -393,11 +445,60 @@ def render(arguments, results, signing, outcomes):
         (server.label + ": " if server.label else "") + (", ".join("%s %d" % item for item in sorted(counted.items())) or "none")
         for server, counted in outcomes))
     for name, _, result in results:
+        if name.endswith(LAUNCHES) and result["statuses"]:
+            answered = sum(result["statuses"].values())
+            out.append("%s: %.1f%% signed 304s of %d answers (%s)." % (
+                name, 100.0 * result["statuses"].get(304, 0) / answered, answered,
+                ", ".join("%d: %d" % item for item in sorted(result["statuses"].items()))))
         if name.endswith("(distinct transactions)") and result["requests"] > arguments.mint:
             out.append("Note: %s posted %d requests but only %d distinct transactions were minted; the rest were "
                        "repeats (raise --mint)." % (name, result["requests"], arguments.mint))
     return "\n".join(out)
 
+
+LAUNCHES = "app launches: signed GET /v1/subscribers/{id} with the cached X-ETag (70% free, 20% buyers, 10% new)"
+
+LAUNCH_LUA = r"""
+local devices = {}
+for line in io.lines("DEVICES") do devices[#devices + 1] = line end
+local counter = 0
+local statuses = {}
+-- Globals, read back by done() through thread:get.
+threads = {}
+setup = function(thread)
+  thread:set("thread_index", #threads)
+  table.insert(threads, thread)
+end
+init = function(args)
+  counter = thread_index
+end
+request = function()
+  local device = devices[(counter % #devices) + 1]
+  counter = counter + 2
+  local path, etag = device:match("^([^\t]*)\t(.*)$")
+  if path == "NEW" then
+    path = "/v1/subscribers/launch-TAG-new-" .. thread_index .. "-" .. counter
+  end
+  local headers = {["Authorization"] = "Bearer KEY", ["X-Nonce"] = "NONCE"}
+  if etag ~= "" then headers["X-ETag"] = etag end
+  return wrk.format("GET", path, headers)
+end
+response = function(status, headers, body)
+  statuses[status] = (statuses[status] or 0) + 1
+  answered = statuses
+end
+done = function(summary, latency, requests)
+  local total = {}
+  for _, thread in ipairs(threads) do
+    for status, count in pairs(thread:get("answered") or {}) do
+      total[status] = (total[status] or 0) + count
+    end
+  end
+  for status, count in pairs(total) do
+    io.write(string.format("STATUS %d %d\n", status, count))
+  end
+end
+"""
 
 INTAKE_LUA = r"""
 local bodies = {}

@@ -210,17 +210,6 @@ public final class Database: Sendable {
         }
     }
 
-    /// Writes `statements` all or none: on PostgreSQL as one statement (``SQLStatement/together(_:)``,
-    /// one round trip without `BEGIN … COMMIT`), on SQLite in one transaction (which joins a
-    /// group commit). No statement may read what an earlier one writes: on PostgreSQL they all
-    /// see the database as it was before the first.
-    func write(_ statements: [SQLStatement]) async throws {
-        switch dialect {
-        case .postgres: try await withConnection { sql in try await sql.run(SQLStatement.together(statements)) }
-        case .sqlite: try await transaction { sql in for statement in statements { try await sql.run(statement) } }
-        }
-    }
-
     /// Runs a read-only report (the dashboard's counts, which read a range that grows with the
     /// app) where it holds up nothing else: each row is added into `initial` by `add`. On SQLite
     /// it runs on a read-only connection of its own on NIO's thread pool: a count of a second

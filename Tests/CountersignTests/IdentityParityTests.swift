@@ -32,6 +32,26 @@ struct IdentityParityTests {
         }
     }
 
+    // MARK: The delegate at launch
+
+    @Test("the delegate's first receivedUpdated at launch, from the cache and then the fetch, comes on the main actor, as RevenueCat's")
+    func delegateAtLaunchOnMain() async throws {
+        try await SDKHarness.run { harness in
+            try await harness.givePro(to: "launcher")
+            let first = try harness.purchases(mode: .enforced, user: "launcher", storage: "launcher")
+            _ = try await first.customerInfo(fetchPolicy: .fetchCurrent)
+            // A new launch on the same storage: the delegate is set as an app's launch sets it.
+            DispatchQueue.main.setSpecific(key: SDKBehaviourTests.Received.mainQueueKey, value: true)
+            let delegate = SDKBehaviourTests.Received()
+            let relaunched = try harness.purchases(mode: .enforced, user: "launcher", storage: "launcher")
+            relaunched.delegate = delegate
+            #expect(try await waitUntil(limit: .seconds(30)) { !delegate.infos.all.isEmpty })
+            _ = try await relaunched.customerInfo(fetchPolicy: .fetchCurrent)
+            #expect(delegate.infos.all.first?.entitlements["pro"]?.isActive == true)
+            #expect(!delegate.onMain.all.isEmpty && delegate.onMain.all.allSatisfy { $0 }, "\(delegate.onMain.all)")
+        }
+    }
+
     // MARK: Offering.getMetadataValue<T: Decodable>(for:)
 
     /// RevenueCat's `OfferingsTests.testMetadata` values, as an answer of this server would carry them.
