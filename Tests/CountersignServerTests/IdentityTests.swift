@@ -95,6 +95,20 @@ struct IdentityTests {
         }
     }
 
+    @Test("the dashboard's search finds the customer by an alias", arguments: TestDatabaseKind.available)
+    func dashboardSearchByAlias(_ kind: TestDatabaseKind) async throws {
+        try await DashboardTests.withSetup(kind) { setup in
+            let anonymous = Self.anonymousID()
+            #expect(try await setup.harness.post(user: anonymous, jws: try setup.harness.mint("pro_monthly").jws).status == 200)
+            let logIn = try await setup.harness.signed(
+                .post, "/v1/subscribers/identify", json: ["app_user_id": anonymous, "new_app_user_id": "erin"], paramKeys: ParamKeys.identify)
+            #expect(logIn.reply.status == 201)
+            #expect(try await setup.browser.signIn(setup.harness.secretKey).status == 303)
+            let search = DashboardTests.text(try await setup.browser.get("/dashboard/customers?q=\(anonymous.pathSegment)"))
+            #expect(search.contains("href=\"/dashboard/customers/erin\""))
+        }
+    }
+
     @Test("after an import both RevenueCat's original id and the last seen alias answer, even when the original was read first",
         arguments: TestDatabaseKind.available)
     func importedAliases(_ kind: TestDatabaseKind) async throws {

@@ -95,6 +95,36 @@ struct IdentityParityTests {
         #expect(optionalInt == nil)
     }
 
+    struct Headline: Decodable, Equatable {
+        var text: String
+        var appendsLocalizedPrice: Bool
+    }
+
+    @Test("metadata of any JSON in countersign.json reaches getMetadataValue(for:) over HTTP, keys from snake case, as RevenueCat's")
+    func configuredMetadata() async throws {
+        try await SDKHarness.run(configure: { deployment, _ in
+            deployment.apps[0].offerings[0].metadata = [
+                "headline": .object(["text": "Go Pro", "appends_localized_price": .bool(true)]),
+                "bullets": .array(["Sync", "Themes"]), "free_credits": .integer(3), "close_opacity": .number(0.5),
+                "subhead": "Unlock everything", "nothing": .null,
+            ]
+        }) { harness in
+            let purchases = try harness.purchases(mode: .enforced, user: "reader", storage: "metadata")
+            let offering = try #require(try await purchases.offerings().current)
+            let headline: Headline? = offering.getMetadataValue(for: "headline")
+            #expect(headline == Headline(text: "Go Pro", appendsLocalizedPrice: true))
+            let bullets: [String]? = offering.getMetadataValue(for: "bullets")
+            #expect(bullets == ["Sync", "Themes"])
+            #expect(offering.getMetadataValue(for: "free_credits", default: 0) == 3)
+            // Typed, as an app's property is: in `#expect(… == 0.5)` Swift would read the literal
+            // as a Decimal, which a JSON number never is.
+            let opacity: Double = offering.getMetadataValue(for: "close_opacity", default: 1.0)
+            #expect(opacity == 0.5)
+            #expect(offering.getMetadataValue(for: "subhead", default: "") == "Unlock everything")
+            #expect(offering.metadata.count == 6)
+        }
+    }
+
     // MARK: product_plan_identifier
 
     /// RevenueCat's `BasicCustomerInfoTests.validSubscriberResponse` (Google Play's `gold` with

@@ -247,8 +247,9 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
         public var id: String
         public var isCurrent: Bool
         public var packages: [Package]
-        /// Free-form values the app reads (`Offering.metadata` in the SDK).
-        public var metadata: [String: String]?
+        /// Free-form values the app reads (`Offering.metadata` and `getMetadataValue(for:)` in
+        /// the SDK): any JSON, as RevenueCat's offering metadata.
+        public var metadata: [String: MetadataValue]?
 
         public struct Package: Codable, Sendable, Hashable {
             public var id: String

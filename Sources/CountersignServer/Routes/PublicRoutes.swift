@@ -102,7 +102,7 @@ struct PublicRoutes: Sendable {
         struct Offering: Encodable {
             var identifier: String
             var packages: [Package]
-            var metadata: [String: String]?
+            var metadata: [String: MetadataValue]?
         }
 
         struct Package: Encodable {
