@@ -61,10 +61,12 @@ public struct CustomerDatabase: Sendable {
     /// each statement sees committed data, and this is the hot path of every app launch.
     public func customerInfo(app: AppConfiguration, user: String, now: Date) async throws -> SubscriberResponse {
         // Seen within the hour: last_seen needs no update, so no write and no transaction.
-        if let known = try await leanCustomerInfo(app: app, user: user, now: now, accepts: { Self.isRecent($0, now: now) }) { return known }
-        // Unknown, seen over an hour ago, or an alias (which has no row of its own).
+        let read = try await leanRead(app: app, user: user)
+        if let known = Self.customerInfo(read, app: app, user: user, now: now, accepts: { Self.isRecent($0, now: now) }) { return known }
+        // Seen over an hour ago, never seen, or an alias (which has no row of its own: asked
+        // only when the id has none).
         var customer = user
-        if let owner = try await database.withConnection({ sql in try await Self.aliasOwner(sql, app: app.id, alias: user) }) {
+        if read.seen == nil, let owner = try await database.withConnection({ sql in try await Self.aliasOwner(sql, app: app.id, alias: user) }) {
             if let known = try await leanCustomerInfo(app: app, user: owner, now: now, accepts: { Self.isRecent($0, now: now) }) { return known }
             customer = owner
         }

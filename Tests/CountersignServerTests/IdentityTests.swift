@@ -27,7 +27,8 @@ struct IdentityTests {
         return reply
     }
 
-    @Test("after logIn the anonymous id answers as the merged customer: public key, secret key, admin API, purchases, attributes, grants, deletion",
+    @Test(
+        "after logIn the anonymous id answers as the merged customer: public key, secret key, admin API, purchases, attributes, grants, deletion",
         arguments: TestDatabaseKind.available)
     func logInAlias(_ kind: TestDatabaseKind) async throws {
         try await ReceiptTests.withHarness(kind) { harness in
@@ -109,7 +110,8 @@ struct IdentityTests {
         }
     }
 
-    @Test("after an import both RevenueCat's original id and the last seen alias answer, even when the original was read first",
+    @Test(
+        "after an import both RevenueCat's original id and the last seen alias answer, even when the original was read first",
         arguments: TestDatabaseKind.available)
     func importedAliases(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, directory in
@@ -149,7 +151,8 @@ struct IdentityTests {
         }
     }
 
-    @Test("a never-seen id is recorded at first sight: the same first_seen a second later, a signed 304 for its ETag, found by the admin API",
+    @Test(
+        "a never-seen id is recorded at first sight: the same first_seen a second later, a signed 304 for its ETag, found by the admin API",
         arguments: TestDatabaseKind.available)
     func firstSight(_ kind: TestDatabaseKind) async throws {
         let clock = ManualClock(Date())
@@ -169,7 +172,8 @@ struct IdentityTests {
         }
     }
 
-    @Test("the retention removes a customer who only read, 90 days unseen; one who bought, logged in, has attributes or a grant, or came back, stays",
+    @Test(
+        "the retention removes a customer who only read, 90 days unseen; one who bought, logged in, has attributes or a grant, or came back, stays",
         arguments: TestDatabaseKind.available)
     func retention(_ kind: TestDatabaseKind) async throws {
         let clock = ManualClock(Date())

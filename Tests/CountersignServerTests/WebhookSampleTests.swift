@@ -197,7 +197,9 @@ struct WebhookSampleTests {
             // RevenueCat's TRANSFER: the two lists, no transaction, no single customer.
             let transfer = try #require(received.first { $0["type"] as? String == "TRANSFER" })
             #expect(
-                Set(transfer.keys) == ["app_id", "environment", "event_timestamp_ms", "id", "store", "transferred_from", "transferred_to", "type"])
+                Set(transfer.keys) == [
+                    "app_id", "environment", "event_timestamp_ms", "experiments", "id", "store", "transferred_from", "transferred_to", "type",
+                ])
             #expect(transfer["transferred_from"] as? [String] == ["alice"] && transfer["transferred_to"] as? [String] == ["bob"])
         }
     }

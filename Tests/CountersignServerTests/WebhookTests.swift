@@ -328,7 +328,7 @@ struct WebhookTests {
                 let fields = try #require(object["event"] as? [String: Any])
                 var expected: [String: Any] = [
                     "id": event.id, "type": type.rawValue, "app_id": app.id, "event_timestamp_ms": 1_799_000_000_500,
-                    "environment": "PRODUCTION", "store": "APP_STORE",
+                    "environment": "PRODUCTION", "store": "APP_STORE", "experiments": [Any](),
                 ]
                 if type == .transfer {
                     expected["transferred_from"] = user.map { [$0, "x"] } ?? []
@@ -349,6 +349,7 @@ struct WebhookTests {
                     case .productChange: expected["new_product_id"] = "pro_yearly"
                     case .renewal: expected["is_trial_conversion"] = true
                     case .billingIssue: expected["grace_period_expiration_at_ms"] = 1_799_100_000_000
+                    case .refundReversed: expected["metadata"] = NSNull()
                     default: break
                     }
                 }

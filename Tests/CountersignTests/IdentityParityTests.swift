@@ -149,11 +149,14 @@ struct IdentityParityTests {
             """.utf8)
     }
 
-    @Test("a Play Store base plan makes productId:basePlan ids (RevenueCat: BasicCustomerInfoTests.testListActiveSubscriptions, testAllPurchasedProductIdentifier)")
+    @Test(
+        "a Play Store base plan makes productId:basePlan ids (RevenueCat: BasicCustomerInfoTests.testListActiveSubscriptions, testAllPurchasedProductIdentifier)"
+    )
     func productPlanIdentifier() throws {
         let info = try CustomerInfo(answer: Self.basicCustomerInfo(), verification: .notRequested, failure: nil, now: Date())
         #expect(info.activeSubscriptions == ["onemonth_freetrial", "gold:monthly"])
-        #expect(info.allPurchasedProductIdentifiers == ["onemonth", "onemonth_freetrial", "threemonth_freetrial", "gold:monthly", "onetime_purchase"])
+        #expect(
+            info.allPurchasedProductIdentifiers == ["onemonth", "onemonth_freetrial", "threemonth_freetrial", "gold:monthly", "onetime_purchase"])
         // RevenueCat: BasicCustomerInfoTests.testParsesExpirationDate.
         #expect(info.expirationDate(forProductIdentifier: "onemonth_freetrial")?.timeIntervalSince1970 == 4_123_276_836)
         #expect(info.entitlements.active.keys.contains("pro"))
@@ -173,9 +176,10 @@ struct IdentityParityTests {
             #""non_subscriptions":{"coins":{"id":"a"}}"#,
         ])
     func invalidSubscription(_ purchases: String) throws {
-        let body = Data(
-            #"{"request_date":"2018-10-19T02:40:36Z","request_date_ms":1563379533946,"subscriber":{"original_app_user_id":"u","first_seen":"2019-06-17T16:05:33Z","#
-                .utf8) + Data(purchases.utf8) + Data("}}".utf8)
+        let body =
+            Data(
+                #"{"request_date":"2018-10-19T02:40:36Z","request_date_ms":1563379533946,"subscriber":{"original_app_user_id":"u","first_seen":"2019-06-17T16:05:33Z","#
+                    .utf8) + Data(purchases.utf8) + Data("}}".utf8)
         #expect(throws: (any Error).self) { try CustomerInfo(answer: body, verification: .notRequested, failure: nil, now: Date()) }
     }
 }
