@@ -90,10 +90,12 @@ extension CustomerDatabase {
         public var promotionalGrants: [GrantRecord]
         /// Subscriber attributes with a value (a key set to nil is left out).
         public var subscriberAttributes: [String: AttributeRecord]
+        /// The ids merged into the customer (logIn, an import), oldest first: each answers as them.
+        public var aliases: [String]
 
         enum CodingKeys: String, CodingKey {
             case appUserId = "app_user_id", appAccountToken = "app_account_token", customerInfo = "customer_info"
-            case transactions, promotionalGrants = "promotional_grants", subscriberAttributes = "subscriber_attributes"
+            case transactions, promotionalGrants = "promotional_grants", subscriberAttributes = "subscriber_attributes", aliases
         }
     }
 
@@ -133,7 +135,8 @@ extension CustomerDatabase {
             ) { try GrantRecord($0) }
             let record = CustomerRecord(
                 appUserId: user, appAccountToken: customer.token, customerInfo: info, transactions: transactions, promotionalGrants: grants,
-                subscriberAttributes: try await Self.attributes(sql, app: app.id, user: user).filter { $0.value.value != nil }
+                subscriberAttributes: try await Self.attributes(sql, app: app.id, user: user).filter { $0.value.value != nil },
+                aliases: try await Self.aliases(sql, app: app.id, user: user)
             )
             return (record, entitlements)
         }

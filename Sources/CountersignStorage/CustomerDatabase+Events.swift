@@ -182,12 +182,7 @@ extension CustomerDatabase {
             // An event made before a logIn merged its customer names the id of the time; the lists
             // are the customer's as it is now.
             let user = try await Self.customerId(sql, app: app, user: named)
-            ids = try await sql.all(
-                """
-                SELECT alias FROM customer_aliases WHERE app_id = \(bind: app) AND app_user_id = \(bind: user) ORDER BY first_seen_ms, alias
-                """
-            ) { try $0.string("alias") }
-            ids.append(user)
+            ids = try await Self.aliases(sql, app: app, user: user) + [user]
             attributes = try await sql.all(
                 """
                 SELECT attribute_key, attribute_value, updated_at_ms FROM subscriber_attributes \

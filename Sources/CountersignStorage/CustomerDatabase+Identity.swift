@@ -24,6 +24,13 @@ extension CustomerDatabase {
         }
     }
 
+    /// The ids merged into the customer `user`, oldest first.
+    static func aliases(_ sql: any SQLExecutor, app: String, user: String) async throws -> [String] {
+        try await sql.all(
+            "SELECT alias FROM customer_aliases WHERE app_id = \(bind: app) AND app_user_id = \(bind: user) ORDER BY first_seen_ms, alias"
+        ) { try $0.string("alias") }
+    }
+
     /// logIn: `newUser` becomes the customer; when `currentUser` names an anonymous customer, that
     /// customer merges into `newUser` (RevenueCat's logIn). Either id may be an alias: each is
     /// taken as the customer it names, so logging in from an id merged before merges nothing.

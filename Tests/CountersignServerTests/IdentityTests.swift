@@ -58,6 +58,7 @@ struct IdentityTests {
             #expect(secret.status == 200 && Self.subscriber(secret.json)["original_app_user_id"] as? String == "bob")
             let admin = try await harness.send(.get, "/v1/admin/customers/\(anonymous.pathSegment)", key: harness.secretKey)
             #expect(admin.status == 200 && admin.json["app_user_id"] as? String == "bob")
+            #expect(admin.json["aliases"] as? [String] == [anonymous])
 
             // A purchase posted under the alias lands on bob.
             let posted = try await harness.post(user: anonymous, jws: try harness.mint("lifetime", type: .nonConsumable).jws)
@@ -107,6 +108,10 @@ struct IdentityTests {
             #expect(try await setup.browser.signIn(setup.harness.secretKey).status == 303)
             let search = DashboardTests.text(try await setup.browser.get("/dashboard/customers?q=\(anonymous.pathSegment)"))
             #expect(search.contains("href=\"/dashboard/customers/erin\""))
+            // Opened through the alias, the page is erin's, and names the alias.
+            let page = DashboardTests.text(try await setup.browser.get("/dashboard/customers/\(anonymous.pathSegment)"))
+            #expect(page.contains("<h1 class=\"breakable\">erin</h1>"))
+            #expect(page.contains("Also known as \(anonymous)"))
         }
     }
 

@@ -407,10 +407,13 @@ struct DashboardRoutes: Sendable {
             ]
         }
         let openGrants = Set(record.promotionalGrants.filter(isOpen).map(\.entitlement)).sorted()
+        // Opened through an alias, the page is the customer's.
+        let user = record.appUserId
         let (events, deliveries) = try await eventRows(app: app.id, user: user)
         let notices = ["granted": "Promotional entitlement granted.", "revoked": "Promotional entitlements revoked."]
         var values: [String: Any] = [
             "user": user, "userPath": Self.customerPath(user),
+            "aliases": record.aliases.joined(separator: ", "), "hasAliases": !record.aliases.isEmpty,
             "firstSeen": record.customerInfo.subscriber.firstSeen, "lastSeen": record.customerInfo.subscriber.lastSeen,
             "entitlements": entitlements, "hasEntitlements": !entitlements.isEmpty,
             "transactions": transactions, "hasTransactions": !transactions.isEmpty,
