@@ -123,6 +123,7 @@ struct IdentityTests {
             let app = SecurityReviewThreeTests.app()
             let ca = try SecurityReviewThreeTests.deployment(in: directory, apps: [app])
             let original = Self.anonymousID()
+            let daveLater = Self.anonymousID()
             // An install read its CustomerInfo before the move (first sight recorded `original`).
             let database = try await Database.open(location, logger: FreshDatabase.logger)
             _ = try await CustomerDatabase(database: database).customerInfo(app: app, user: original, now: Date())
@@ -132,6 +133,9 @@ struct IdentityTests {
             let export =
                 "rc_original_app_user_id,rc_last_seen_app_user_id_alias,product_identifier,start_time,store,is_sandbox,store_transaction_id,original_store_transaction_id,is_auto_renewable\n"
                 + "\(original),carol,lifetime,\(SecurityReviewThreeTests.stamp(bought)),app_store,t,8101,8101,f\n"
+                // Logged in as dave, then out: RevenueCat names the customer by the last seen
+                // identified id, so dave is the customer and the anonymous id his alias.
+                + "dave,\(daveLater),lifetime,\(SecurityReviewThreeTests.stamp(bought)),app_store,t,8102,8102,f\n"
             let imported = try await SecurityReviewThreeTests.importExport(Data(export.utf8), directory: directory, location: location)
             #expect(imported.status == 0, "\(imported.stdout)\(imported.stderr)")
 
@@ -147,11 +151,18 @@ struct IdentityTests {
                     #expect(admin.status == 200 && admin.json["app_user_id"] as? String == "carol")
                     #expect((admin.json["transactions"] as? [Any])?.count == 1)
                 }
+                for id in [daveLater, "dave"] {
+                    let reply = try await Self.read(harness, id)
+                    #expect(ReceiptTests.isActive(reply.json, "pro") && Self.subscriber(reply.json)["original_app_user_id"] as? String == "dave")
+                }
+                let dave = try await harness.send(.get, "/v1/admin/customers/dave", key: harness.secretKey)
+                #expect(dave.json["aliases"] as? [String] == [daveLater])
+                #expect(try await harness.server.store.events(app: app.id, user: "dave").map(\.type) == ["NON_RENEWING_PURCHASE"])
                 // The id read before the import is no customer of its own any more.
                 let rows = try await harness.server.database.withConnection { sql in
                     try await sql.all("SELECT app_user_id FROM customers ORDER BY app_user_id") { try $0.string("app_user_id") }
                 }
-                #expect(rows == ["carol"])
+                #expect(rows == ["carol", "dave"])
             }
         }
     }

@@ -235,12 +235,11 @@ public struct RevenueCatImport: Sendable {
         var claims: [String: Set<String>] = [:]
         for original in order {
             let rows = byOriginal[original]!
-            let newest = rows.max { ($0.row.updated, $0.row.line) < ($1.row.updated, $1.row.line) }!
-            let user = newest.row.lastSeenAppUserId
+            let (user, aliases) = Self.customerIds(original: original, rows: rows.map(\.row))
             let firstSeen = rows.map { min($0.row.firstSeen ?? $0.row.purchased, $0.row.purchased) }.min()!
             customers.append(
                 Customer(
-                    user: user, aliases: [original], firstSeen: firstSeen,
+                    user: user, aliases: aliases, firstSeen: firstSeen,
                     rows: rows.sorted { ($0.row.purchased, $0.row.line) < ($1.row.purchased, $1.row.line) }))
             for row in rows where !row.row.store.isEmpty {
                 claims[row.row.originalTransactionId, default: []].insert(user)
@@ -257,6 +256,20 @@ public struct RevenueCatImport: Sendable {
         }
         contested.sort { $0.1.row.line < $1.1.row.line }
         return (customers, contested)
+    }
+
+    /// The id a customer is kept under and the ids that become its aliases, by RevenueCat's rule
+    /// for naming a customer (its webhooks' `app_user_id`): the last seen identified alias, else
+    /// the last seen alias. Every other id the rows name (the original id, older last seen
+    /// aliases) is an alias, answering as the customer.
+    static func customerIds(original: String, rows: [RevenueCatExportRow]) -> (user: String, aliases: [String]) {
+        let lastSeen = rows.sorted { ($0.updated, $0.line) > ($1.updated, $1.line) }.map(\.lastSeenAppUserId)
+        let user = (lastSeen + [original]).first { !ReservedAppUserID.isAnonymous($0) } ?? lastSeen[0]
+        var aliases: [String] = []
+        for id in [original] + lastSeen.reversed() where !AppUserID.same(id, user) && !aliases.contains(where: { AppUserID.same($0, id) }) {
+            aliases.append(id)
+        }
+        return (user, aliases)
     }
 
     struct Outcome: Sendable {
