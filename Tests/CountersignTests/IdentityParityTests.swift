@@ -5,6 +5,10 @@ import Testing
 
 @testable import Countersign
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// The last RevenueCat API and value gaps of the identity issue, each against the RevenueCat test
 /// it follows, and an install that still holds an id merged by logIn, over real HTTP.
 @Suite("Identity parity with RevenueCat's SDK")
@@ -29,6 +33,47 @@ struct IdentityParityTests {
             #expect(info.verificationFailure == nil)
             // Cached for the alias, it answers again from the cache.
             #expect(try await old.customerInfo(fetchPolicy: .fromCacheOnly).entitlements["pro"]?.isActive == true)
+        }
+    }
+
+    @Test(
+        "from the attacker's side: a purchase post rewritten to a paying customer's alias is answered, signed, for the alias, and refused for the device's user"
+    )
+    func rewrittenPostToAlias() async throws {
+        try await SDKHarness.run { harness in
+            // bob pays; his anonymous id is an alias of his.
+            let phone = try harness.purchases(mode: .enforced, user: nil, storage: "bob-phone")
+            _ = try await phone.purchase(productID: "lifetime")
+            let alias = phone.appUserID
+            _ = try await phone.logIn("bob")
+            // mallory's proxy rewrites her receipt post to name bob's alias: the server signs a
+            // genuine answer for that request (the answer's nonce and path are hers).
+            let (jws, _) = try harness.server.testStore!.mintTransaction(
+                .init(productId: "coins_100", type: .consumable, bundleId: harness.app.bundleId))
+            let nonce = SignedRequestParts.makeNonce()
+            let hash = try #require(FieldsHash.headerValue([("app_user_id", alias), ("fetch_token", jws)]))
+            var request = URLRequest(url: harness.serverURL.appendingPathComponent("v1/receipts"))
+            request.httpMethod = "POST"
+            request.httpBody = try JSONSerialization.data(withJSONObject: ["app_user_id": alias, "fetch_token": jws])
+            request.setValue("Bearer \(harness.apiKey)", forHTTPHeaderField: "Authorization")
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.setValue(nonce.base64EncodedString(), forHTTPHeaderField: WireHeader.nonce)
+            request.setValue(hash, forHTTPHeaderField: WireHeader.postParamsHash)
+            let (body, response) = try await URLSession.shared.data(for: request)
+            let http = try #require(response as? HTTPURLResponse)
+            let verifier = SignatureVerifier(rootKeys: [harness.server.keys.managedRootPublicKey!])
+            let outcome = verifier.verify(
+                request: SignedRequestParts(authValue: harness.apiKey, nonce: nonce, path: "/v1/receipts", postParamsHash: hash),
+                response: ReceivedResponse(
+                    statusCode: http.statusCode, signature: http.value(forHTTPHeaderField: WireHeader.signature),
+                    requestTime: http.value(forHTTPHeaderField: WireHeader.requestTime), etag: nil, body: body))
+            #expect(outcome == .verified)
+            let info = try CustomerInfo(answer: body, verification: .verified, failure: nil, now: Date())
+            #expect(info.originalAppUserId == "bob" && info.entitlements["pro"]?.isActive == true)
+            // The SDK takes it for the alias only: for mallory it is another user's answer.
+            #expect(info.answers(for: alias))
+            #expect(!info.answers(for: "mallory"))
+            #expect(!info.answers(for: "bob-impostor"))
         }
     }
 
