@@ -233,39 +233,71 @@ public struct CustomerInfo: Sendable, Hashable {
         subscription.productPlanIdentifier.map { "\(productId):\($0)" } ?? productId
     }
 
-    /// Refuses a subscriber whose purchases RevenueCat's `CustomerInfo` refuses to decode (its
-    /// `CustomerInfoResponse`; RevenueCat's `CustomerInfoWithInvalidSubscription.json` fixture,
+    /// Refuses a subscriber RevenueCat's `CustomerInfo` refuses to decode, by the types of its
+    /// current `CustomerInfoResponse` (RevenueCat's `CustomerInfoWithInvalidSubscription.json`,
     /// `CustomerInfoInvalidDataDecodingTests.testDecodingCustomerInfoWithInvalidSubscriptionFailsToDecode`):
-    /// `subscriptions` not an object of objects, `non_subscriptions` not an object of arrays of
-    /// objects, or a date of either that is there (not null) and is not an ISO 8601 date. A
-    /// missing date is no reason (RevenueCat's `BasicCustomerInfoTests` decodes subscriptions
-    /// without `purchase_date`). Other fields stay lenient, as RevenueCat's are.
+    /// a subscription without a `purchase_date`, a one-time purchase without `purchase_date` or
+    /// `is_sandbox`, an entitlement without `product_identifier`, any of their dates not an ISO
+    /// 8601 date, ids and names not strings, a `price` without a string `currency` and a number
+    /// `amount`, or the three maps not objects of objects (arrays, for one-time purchases). Fields
+    /// RevenueCat reads leniently (period type, store, ownership, `is_sandbox` of a subscription)
+    /// stay lenient.
     static func checkPurchases(in body: Data) throws {
         struct InvalidPurchase: Error {}
-        guard let object = try JSONSerialization.jsonObject(with: body) as? [String: Any],
-            let subscriber = object["subscriber"] as? [String: Any]
-        else { return }
-        func check(_ entry: Any, dates: [String]) throws {
-            guard let fields = entry as? [String: Any] else { throw InvalidPurchase() }
+        guard case .object(let answer) = try JSONValue.parse(body), case .object(let subscriber)? = answer["subscriber"] else { return }
+        /// An object's fields, checked: `required` keys present and not null; dates, strings and
+        /// booleans of the right kind when present and not null.
+        func check(_ entry: JSONValue, required: Set<String>, dates: [String], strings: [String], booleans: [String] = []) throws {
+            guard case .object(let fields) = entry else { throw InvalidPurchase() }
+            func present(_ key: String) -> JSONValue? {
+                if case .null? = fields[key] { return nil }
+                return fields[key]
+            }
+            for key in required where present(key) == nil { throw InvalidPurchase() }
             for key in dates {
-                guard let value = fields[key], !(value is NSNull) else { continue }
-                guard let text = value as? String, WireDate.parse(text) != nil else { throw InvalidPurchase() }
+                guard let value = present(key) else { continue }
+                guard case .string(let text) = value, WireDate.parse(text) != nil else { throw InvalidPurchase() }
+            }
+            for key in strings {
+                guard let value = present(key) else { continue }
+                guard case .string = value else { throw InvalidPurchase() }
+            }
+            for key in booleans {
+                guard let value = present(key) else { continue }
+                guard case .bool = value else { throw InvalidPurchase() }
+            }
+            if let price = present("price") {
+                guard case .object(let price) = price, case .string? = price["currency"], case .number? = price["amount"] else {
+                    throw InvalidPurchase()
+                }
             }
         }
-        if let subscriptions = subscriber["subscriptions"], !(subscriptions is NSNull) {
-            guard let subscriptions = subscriptions as? [String: Any] else { throw InvalidPurchase() }
-            let dates = [
-                "purchase_date", "original_purchase_date", "expires_date", "unsubscribe_detected_at", "billing_issues_detected_at",
-                "grace_period_expires_date", "refunded_at",
-            ]
-            for entry in subscriptions.values { try check(entry, dates: dates) }
-        }
-        if let purchases = subscriber["non_subscriptions"], !(purchases is NSNull) {
-            guard let purchases = purchases as? [String: Any] else { throw InvalidPurchase() }
-            for list in purchases.values {
-                guard let list = list as? [Any] else { throw InvalidPurchase() }
-                for entry in list { try check(entry, dates: ["purchase_date", "original_purchase_date"]) }
+        func map(_ key: String) throws -> [String: JSONValue] {
+            switch subscriber[key] {
+            case nil, .null?: return [:]
+            case .object(let map)?: return map
+            default: throw InvalidPurchase()
             }
+        }
+        for entry in try map("subscriptions").values {
+            try check(
+                entry, required: ["purchase_date"],
+                dates: [
+                    "purchase_date", "original_purchase_date", "expires_date", "unsubscribe_detected_at", "billing_issues_detected_at",
+                    "grace_period_expires_date", "refunded_at", "auto_resume_date",
+                ],
+                strings: ["product_plan_identifier", "store_transaction_id", "display_name"])
+        }
+        for list in try map("non_subscriptions").values {
+            guard case .array(let purchases) = list else { throw InvalidPurchase() }
+            for entry in purchases {
+                try check(
+                    entry, required: ["purchase_date", "is_sandbox"], dates: ["purchase_date", "original_purchase_date"],
+                    strings: ["id", "store_transaction_id", "display_name"], booleans: ["is_sandbox"])
+            }
+        }
+        for entry in try map("entitlements").values {
+            try check(entry, required: ["product_identifier"], dates: ["expires_date", "purchase_date"], strings: ["product_identifier"])
         }
     }
 
