@@ -233,15 +233,18 @@ public struct CustomerInfo: Sendable, Hashable {
         subscription.productPlanIdentifier.map { "\(productId):\($0)" } ?? productId
     }
 
-    /// Refuses a subscriber RevenueCat's `CustomerInfo` refuses to decode, by the types of its
-    /// current `CustomerInfoResponse` (RevenueCat's `CustomerInfoWithInvalidSubscription.json`,
+    /// Refuses a subscriber whose values RevenueCat's `CustomerInfo` refuses to decode, by the
+    /// types of its `CustomerInfoResponse` (RevenueCat's `CustomerInfoWithInvalidSubscription.json`,
     /// `CustomerInfoInvalidDataDecodingTests.testDecodingCustomerInfoWithInvalidSubscriptionFailsToDecode`):
-    /// a subscription without a `purchase_date`, a one-time purchase without `purchase_date` or
-    /// `is_sandbox`, an entitlement without `product_identifier`, any of their dates not an ISO
-    /// 8601 date, ids and names not strings, a `price` without a string `currency` and a number
-    /// `amount`, or the three maps not objects of objects (arrays, for one-time purchases). Fields
-    /// RevenueCat reads leniently (period type, store, ownership, `is_sandbox` of a subscription)
-    /// stay lenient.
+    /// a date of a subscription, a one-time purchase or an entitlement that is there and is not an
+    /// ISO 8601 date, an id, name or `is_sandbox` of the wrong JSON type, a `price` without a
+    /// string `currency` and a number `amount`, an entitlement without `product_identifier`, or
+    /// the three maps not objects of objects (arrays, for one-time purchases). A missing
+    /// `purchase_date` or `is_sandbox` is no reason: RevenueCat's decoder of 2022, when that test
+    /// was written, read both as optional, its `BasicCustomerInfoTests` decodes subscriptions
+    /// without `purchase_date`, and this SDK reads an answer with only what identifies it
+    /// (`RealWorldCorrectnessTests.lenientDecoding`). Fields RevenueCat reads leniently (period
+    /// type, store, ownership) stay lenient.
     static func checkPurchases(in body: Data) throws {
         struct InvalidPurchase: Error {}
         guard case .object(let answer) = try JSONValue.parse(body), case .object(let subscriber)? = answer["subscriber"] else { return }
@@ -281,7 +284,7 @@ public struct CustomerInfo: Sendable, Hashable {
         }
         for entry in try map("subscriptions").values {
             try check(
-                entry, required: ["purchase_date"],
+                entry, required: [],
                 dates: [
                     "purchase_date", "original_purchase_date", "expires_date", "unsubscribe_detected_at", "billing_issues_detected_at",
                     "grace_period_expires_date", "refunded_at", "auto_resume_date",
@@ -292,7 +295,7 @@ public struct CustomerInfo: Sendable, Hashable {
             guard case .array(let purchases) = list else { throw InvalidPurchase() }
             for entry in purchases {
                 try check(
-                    entry, required: ["purchase_date", "is_sandbox"], dates: ["purchase_date", "original_purchase_date"],
+                    entry, required: [], dates: ["purchase_date", "original_purchase_date"],
                     strings: ["id", "store_transaction_id", "display_name"], booleans: ["is_sandbox"])
             }
         }

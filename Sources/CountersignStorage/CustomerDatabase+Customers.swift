@@ -114,13 +114,20 @@ extension CustomerDatabase {
             let user = try await Self.customerId(sql, app: app.id, user: user)
             let customer = try await sql.first(
                 """
-                SELECT app_account_token, first_seen_ms, last_seen_ms FROM customers WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: user)
+                SELECT app_account_token, first_seen_ms, last_seen_ms, original_app_user_id FROM customers \
+                WHERE app_id = \(bind: app.id) AND app_user_id = \(bind: user)
                 """
-            ) { row in (token: try row.string("app_account_token"), first: try row.int64("first_seen_ms"), last: try row.int64("last_seen_ms")) }
+            ) { row in
+                (
+                    token: try row.string("app_account_token"), first: try row.int64("first_seen_ms"), last: try row.int64("last_seen_ms"),
+                    original: try row.text("original_app_user_id")
+                )
+            }
             guard let customer else { return nil }
             let entitlements = try await Self.entitlements(sql, app: app, user: user, now: now, onlyChain: nil)
             let info = SubscriberResponse(
-                appUserId: user, firstSeen: Date(epochMilliseconds: customer.first), lastSeen: Date(epochMilliseconds: customer.last),
+                appUserId: customer.original ?? user, firstSeen: Date(epochMilliseconds: customer.first),
+                lastSeen: Date(epochMilliseconds: customer.last),
                 entitlements: entitlements, requestDate: now)
             let transactions = try await sql.all(
                 """

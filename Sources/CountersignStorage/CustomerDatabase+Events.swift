@@ -171,18 +171,23 @@ extension CustomerDatabase {
 
     /// The body as it is delivered: the stored event with the customer's `aliases` (every id
     /// they were known by, oldest first, their own last; the customer an alias names, for an
-    /// event stored under an id merged since), `original_app_user_id` (the oldest)
+    /// event stored under an id merged since), `original_app_user_id` (the customer's first id, as its CustomerInfo says it)
     /// and `subscriber_attributes` (`{"$email": {"value": …, "updated_at_ms": …}}`) as they are
     /// now. A `TRANSFER` names its customers in its own lists and gets none of them.
     static func deliveryBody(_ sql: any SQLExecutor, stored: String, app: String, user: String?, type: String) async throws -> String {
         guard type != WebhookEventType.transfer.rawValue, stored.hasSuffix("}}") else { return stored }
         var ids: [String] = []
+        var original: String?
         var attributes: [(key: String, value: String, updated: Int64)] = []
         if let named = user {
             // An event made before a logIn merged its customer names the id of the time; the lists
             // are the customer's as it is now.
             let user = try await Self.customerId(sql, app: app, user: named)
             ids = try await Self.aliases(sql, app: app, user: user) + [user]
+            let stored = try await sql.first(
+                "SELECT original_app_user_id FROM customers WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)"
+            ) { try $0.text("original_app_user_id") }
+            original = (stored ?? nil) ?? user
             attributes = try await sql.all(
                 """
                 SELECT attribute_key, attribute_value, updated_at_ms FROM subscriber_attributes \
@@ -197,7 +202,7 @@ extension CustomerDatabase {
             json.string(id)
         }
         json.raw("],\"original_app_user_id\":")
-        if let original = ids.first { json.string(original) } else { json.raw("null") }
+        if let original { json.string(original) } else { json.raw("null") }
         json.raw(",\"subscriber_attributes\":")
         json.dictionary(Dictionary(attributes.map { ($0.key, ($0.value, $0.updated)) }, uniquingKeysWith: { first, _ in first })) { json, attribute in
             var first = true

@@ -55,10 +55,21 @@ extension CustomerDatabase {
 
     /// Merges the customer `old` into `user`: `old` and the ids it had absorbed become aliases
     /// of `user`; its purchases, grants and attributes move (an attribute both hold keeps the
-    /// later value); `user` was first seen when the earlier of the two was; `old`'s own row goes.
+    /// later value); `user` was first seen when the earlier of the two was, and its first id
+    /// (`original_app_user_id`) is `old`'s when `old` was seen no later (an id never seen counts as
+    /// seen now: the anonymous id a logIn starts from is older than the user it creates); `old`'s
+    /// own row goes.
     static func merge(_ sql: any SQLExecutor, app: String, from old: String, into user: String, now: Date) async throws {
         let oldCustomer: SQLStatement = "app_id = \(bind: app) AND app_user_id = \(bind: old)"
-        let firstSeen = try await sql.first("SELECT first_seen_ms FROM customers WHERE \(oldCustomer)") { try $0.int64("first_seen_ms") }
+        let (firstSeen, oldOriginal) =
+            try await sql.first("SELECT first_seen_ms, original_app_user_id FROM customers WHERE \(oldCustomer)") { row in
+                (try row.int64("first_seen_ms") as Int64?, try row.text("original_app_user_id"))
+            } ?? (nil, nil)
+        try await sql.run(
+            """
+            UPDATE customers SET original_app_user_id = \(bind: oldOriginal ?? old) \
+            WHERE app_id = \(bind: app) AND app_user_id = \(bind: user) AND first_seen_ms >= \(bind: firstSeen ?? now.epochMilliseconds)
+            """)
         try await sql.run(
             """
             INSERT INTO customer_aliases (app_id, app_user_id, alias, first_seen_ms) \

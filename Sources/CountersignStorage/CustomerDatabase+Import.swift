@@ -12,7 +12,9 @@ extension CustomerDatabase {
     /// was known by (RevenueCat's `aliases`, as logIn records them), each answering as the
     /// customer from then on. An alias the server had already recorded as a customer of its own
     /// (an install that read its CustomerInfo before the import) is merged into this one.
-    public func importCustomer(app: String, user: String, aliases: [String], firstSeen: Date) async throws {
+    /// `original` is the customer's first id as the other system knew it (RevenueCat's
+    /// `original_app_user_id`), when not `user`.
+    public func importCustomer(app: String, user: String, aliases: [String], firstSeen: Date, original: String? = nil) async throws {
         let first = firstSeen.epochMilliseconds
         try await database.transaction { sql in
             try await sql.run(Self.insertCustomerStatement(app: app, user: user, now: firstSeen, sql: Self.importCustomerSQL))
@@ -25,6 +27,12 @@ extension CustomerDatabase {
                     INSERT INTO customer_aliases (app_id, app_user_id, alias, first_seen_ms) \
                     VALUES (\(bind: app), \(bind: user), \(bind: alias), \(bind: first)) \
                     ON CONFLICT DO NOTHING
+                    """)
+            }
+            if let original, !AppUserID.same(original, user) {
+                try await sql.run(
+                    """
+                    UPDATE customers SET original_app_user_id = \(bind: original) WHERE app_id = \(bind: app) AND app_user_id = \(bind: user)
                     """)
             }
         }

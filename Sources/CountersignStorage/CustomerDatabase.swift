@@ -75,8 +75,10 @@ public struct CustomerDatabase: Sendable {
             var id = customer
             if !(try await Self.customerExists(sql, app: app.id, user: id)) { id = try await Self.customerId(sql, app: app.id, user: id) }
             let seen = try await Self.touchCustomer(sql, app: app.id, user: id, now: now)
-            let entitlements = try await Self.entitlements(sql, app: app, user: id, now: now, onlyChain: nil)
-            return SubscriberResponse(appUserId: id, firstSeen: seen.first, lastSeen: seen.last, entitlements: entitlements, requestDate: now)
+            let read = try await Self.leanRead(sql, app: app, user: id)
+            return SubscriberResponse(
+                appUserId: read.originalId ?? id, firstSeen: seen.first, lastSeen: seen.last, entitlements: read.entitlements(app: app, at: now),
+                requestDate: now)
         }
     }
 
@@ -326,7 +328,7 @@ public struct CustomerDatabase: Sendable {
                 "auto_renew_status", "in_billing_retry", "grace_period_expires_ms", "NULL", "NULL", "NULL", "NULL", "NULL",
             ])
         return """
-            SELECT 0 AS kind, CAST(NULL AS TEXT) AS t1, CAST(NULL AS TEXT) AS t2, CAST(NULL AS TEXT) AS t3, CAST(NULL AS TEXT) AS t4, \
+            SELECT 0 AS kind, original_app_user_id AS t1, CAST(NULL AS TEXT) AS t2, CAST(NULL AS TEXT) AS t3, CAST(NULL AS TEXT) AS t4, \
             CAST(NULL AS TEXT) AS t5, CAST(NULL AS TEXT) AS t6, CAST(NULL AS TEXT) AS t7, first_seen_ms AS i1, last_seen_ms AS i2, \
             CAST(NULL AS BIGINT) AS i3, CAST(NULL AS BIGINT) AS i4, CAST(NULL AS BIGINT) AS i5, CAST(NULL AS BIGINT) AS i6, \
             CAST(NULL AS TEXT) AS t8, CAST(NULL AS BIGINT) AS i7 \
@@ -375,6 +377,8 @@ public struct CustomerDatabase: Sendable {
     /// What the rows of the lean statement add up to.
     struct LeanRead: Sendable {
         var seen: (first: Int64, last: Int64)?
+        /// The customer's first id, when it is not its own (RevenueCat's `original_app_user_id`).
+        var originalId: String?
         var purchases: [PurchaseRecord] = []
         var statuses: [String: SubscriptionStatus] = [:]
         var grants: [PromotionalGrant] = []
@@ -384,7 +388,7 @@ public struct CustomerDatabase: Sendable {
             EntitlementRules.evaluate(purchases: purchases, statuses: Array(statuses.values), grants: grants, products: app.products, at: now)
         }
 
-        private static let customer: [Int32] = [8, 9]
+        private static let customer: [Int32] = [8, 9, 1]
         private static let purchase: [Int32] = [1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 6, 7, 13, 14, 15]
         private static let state: [Int32] = [8, 9, 10, 1]
         private static let grant: [Int32] = [1, 2, 8, 9, 10]
@@ -397,6 +401,7 @@ public struct CustomerDatabase: Sendable {
                     throw StoredRowError(description: "a customer lacks first_seen_ms or last_seen_ms")
                 }
                 self.seen = (first, last)
+                originalId = try seen.text(2, "original_app_user_id")
             case 1:
                 let purchase = UnionRow(row: row, map: Self.purchase)
                 let count = purchases.count
@@ -570,7 +575,7 @@ public struct CustomerDatabase: Sendable {
     static func customerInfo(_ read: LeanRead, app: AppConfiguration, user: String, now: Date, accepts: (Int64) -> Bool) -> SubscriberResponse? {
         guard let seen = read.seen, accepts(seen.last) else { return nil }
         return SubscriberResponse(
-            appUserId: user, firstSeen: Date(epochMilliseconds: seen.first), lastSeen: Date(epochMilliseconds: seen.last),
+            appUserId: read.originalId ?? user, firstSeen: Date(epochMilliseconds: seen.first), lastSeen: Date(epochMilliseconds: seen.last),
             entitlements: read.entitlements(app: app, at: now), requestDate: now)
     }
 }

@@ -381,7 +381,8 @@ enum Migrations {
         // have gathered purchases and grants since) has them moved to its customer and its row
         // removed; its attributes stay under its own id (two merged ids may hold the same key, and
         // one statement cannot choose between them on both databases without failing the start).
-        // logIn is noted: a customer who logged in is kept by the retention.
+        // logIn is noted: a customer who logged in is kept by the retention. A customer's first id
+        // is kept (RevenueCat's `original_app_user_id`): the oldest of the ids merged into it.
         Migration(
             version: 21, name: "aliases answer for their customer",
             statements: [
@@ -403,6 +404,13 @@ enum Migrations {
                 "DROP TABLE customer_aliases",
                 "ALTER TABLE customer_aliases_by_alias RENAME TO customer_aliases",
                 "ALTER TABLE customers ADD COLUMN logged_in_ms BIGINT",
+                // The customer's first id (RevenueCat's `original_app_user_id`); NULL: its own.
+                "ALTER TABLE customers ADD COLUMN original_app_user_id TEXT",
+                """
+                UPDATE customers SET original_app_user_id = (SELECT a.alias FROM customer_aliases a \
+                WHERE a.app_id = customers.app_id AND a.app_user_id = customers.app_user_id AND a.first_seen_ms <= customers.first_seen_ms \
+                ORDER BY a.first_seen_ms, a.alias LIMIT 1)
+                """,
                 """
                 UPDATE customers SET logged_in_ms = last_seen_ms WHERE EXISTS \
                 (SELECT 1 FROM customer_aliases a WHERE a.app_id = customers.app_id AND a.app_user_id = customers.app_user_id)

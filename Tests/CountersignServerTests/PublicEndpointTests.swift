@@ -84,7 +84,8 @@ struct PublicEndpointTests {
             // aliases; IdentityTests holds the rest of the rule).
             let merged = try await harness.customerInfo(anonymous)
             #expect(ReceiptTests.entitlement(merged, "pro") != nil)
-            #expect((merged["subscriber"] as? [String: Any])?["original_app_user_id"] as? String == "known")
+            // RevenueCat's `original_app_user_id`: the customer's first id, the anonymous one.
+            #expect((merged["subscriber"] as? [String: Any])?["original_app_user_id"] as? String == anonymous)
 
             let again = try await harness.signed(.post, "/v1/subscribers/identify", json: body, paramKeys: ParamKeys.identify)
             #expect(again.reply.status == 200)

@@ -217,6 +217,8 @@ public struct RevenueCatImport: Sendable {
 
     struct Customer: Sendable {
         var user: String
+        /// RevenueCat's `original_app_user_id` of the customer.
+        var original: String
         var aliases: [String]
         var firstSeen: Date
         var rows: [Planned]
@@ -239,7 +241,7 @@ public struct RevenueCatImport: Sendable {
             let firstSeen = rows.map { min($0.row.firstSeen ?? $0.row.purchased, $0.row.purchased) }.min()!
             customers.append(
                 Customer(
-                    user: user, aliases: aliases, firstSeen: firstSeen,
+                    user: user, original: original, aliases: aliases, firstSeen: firstSeen,
                     rows: rows.sorted { ($0.row.purchased, $0.row.line) < ($1.row.purchased, $1.row.line) }))
             for row in rows where !row.row.store.isEmpty {
                 claims[row.row.originalTransactionId, default: []].insert(user)
@@ -293,7 +295,8 @@ public struct RevenueCatImport: Sendable {
     func write(_ customer: Customer, rows: [Planned]) async throws -> Outcome {
         var outcome = Outcome()
         if !options.dryRun {
-            try await store.importCustomer(app: app.id, user: customer.user, aliases: customer.aliases, firstSeen: customer.firstSeen)
+            try await store.importCustomer(
+                app: app.id, user: customer.user, aliases: customer.aliases, firstSeen: customer.firstSeen, original: customer.original)
         }
         for planned in rows {
             let row = planned.row

@@ -167,7 +167,7 @@ struct PublicRoutes: Sendable {
         var info = try await store.customerInfo(app: app, user: user, now: context.now)
         // A backend reading with the secret key also gets the attributes, as RevenueCat answers it.
         if Self.holdsSecretKey(app, context) {
-            info.subscriber.subscriberAttributes = try await store.attributes(app: app.id, user: info.subscriber.originalAppUserId)
+            info.subscriber.subscriberAttributes = try await store.attributes(app: app.id, user: user)
         }
         return SignedAnswer.customerInfo(info, requestedAs: user)
     }
