@@ -15,9 +15,11 @@ import FoundationNetworking
 struct IdentityParityTests {
     // MARK: An alias through the SDK
 
-    @Test("an install that still holds the anonymous id a logIn merged gets the customer's verified entitlements (enforced)")
-    func aliasInstall() async throws {
-        try await SDKHarness.run { harness in
+    @Test(
+        "an install that still holds the anonymous id a logIn merged gets the customer's verified entitlements (enforced)",
+        arguments: TestDatabaseKind.available)
+    func aliasInstall(_ kind: TestDatabaseKind) async throws {
+        try await SDKHarness.run(database: kind) { harness in
             let phone = try harness.purchases(mode: .enforced, user: nil, storage: "phone")
             _ = try await phone.purchase(productID: "lifetime")
             let anonymous = phone.appUserID
