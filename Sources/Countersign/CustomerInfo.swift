@@ -124,12 +124,12 @@ public struct CustomerInfo: Sendable, Hashable {
     public var nonSubscriptions: [NonSubscriptionTransaction] = []
     /// When each subscription product ends (nil: no end).
     var subscriptionExpirations: [String: Date?] = [:]
-    /// The id the answer was for, when the request named one of the customer's aliases (the
-    /// answer's top-level `app_user_id`, inside the signature); nil when it was the customer's own.
+    /// The id the answer was for, when the request named an id of the customer other than its
+    /// first (the answer's top-level `app_user_id`, inside the signature); nil otherwise.
     var requestedAppUserID: String?
 
-    /// Whether this is the answer for a request about `user`: the customer's own id, or the
-    /// alias the request named (an id logIn merged into the customer answers as the customer).
+    /// Whether this is the answer for a request about `user`: the customer's first id, or the
+    /// other id of theirs the request named (an id logIn merged answers as the customer).
     func answers(for user: String) -> Bool {
         AppUserID.same(originalAppUserId, user) || requestedAppUserID.map { AppUserID.same($0, user) } ?? false
     }
@@ -170,7 +170,7 @@ public struct CustomerInfo: Sendable, Hashable {
     /// it renews unless promotional, for life, unsubscribed, in billing trouble or prepaid.
     public init(answer body: Data, verification: VerificationResult, failure: VerificationFailure?, now: Date) throws {
         let response = try JSONDecoder().decode(SubscriberResponse.self, from: body)
-        try Self.checkPurchases(in: body)
+        requestedAppUserID = try Self.checkedRequestedID(in: body)
         let requestDate = Date(timeIntervalSince1970: TimeInterval(response.requestDateMs) / 1000)
         let subscriber = response.subscriber
         func active(_ date: Date?) -> Bool { Self.isDateActive(date, requestDate: requestDate, now: now) }
@@ -210,7 +210,6 @@ public struct CustomerInfo: Sendable, Hashable {
         allPurchasedProductIdentifiers = Set(subscriptionExpirations.keys).union(subscriber.nonSubscriptions.keys)
         self.requestDate = requestDate
         originalAppUserId = subscriber.originalAppUserId
-        requestedAppUserID = try JSONDecoder().decode(RequestedID.self, from: body).appUserId
         firstSeen = WireDate.parse(subscriber.firstSeen) ?? requestDate
         verificationFailure = verification == .failed ? failure : nil
         rawData = body
@@ -233,7 +232,8 @@ public struct CustomerInfo: Sendable, Hashable {
         subscription.productPlanIdentifier.map { "\(productId):\($0)" } ?? productId
     }
 
-    /// Refuses a subscriber whose values RevenueCat's `CustomerInfo` refuses to decode, by the
+    /// The answer's top-level `app_user_id` (``requestedAppUserID``), read once the subscriber is
+    /// checked: refuses a subscriber whose values RevenueCat's `CustomerInfo` refuses to decode, by the
     /// types of its `CustomerInfoResponse` (RevenueCat's `CustomerInfoWithInvalidSubscription.json`,
     /// `CustomerInfoInvalidDataDecodingTests.testDecodingCustomerInfoWithInvalidSubscriptionFailsToDecode`):
     /// a date of a subscription, a one-time purchase or an entitlement that is there and is not an
@@ -245,12 +245,12 @@ public struct CustomerInfo: Sendable, Hashable {
     /// without `purchase_date`, and this SDK reads an answer with only what identifies it
     /// (`RealWorldCorrectnessTests.lenientDecoding`). Fields RevenueCat reads leniently (period
     /// type, store, ownership) stay lenient.
-    static func checkPurchases(in body: Data) throws {
+    static func checkedRequestedID(in body: Data) throws -> String? {
         struct InvalidPurchase: Error {}
-        guard case .object(let answer) = try JSONValue.parse(body), case .object(let subscriber)? = answer["subscriber"] else { return }
+        guard case .object(let answer) = try JSONValue.parse(body), case .object(let subscriber)? = answer["subscriber"] else { return nil }
         /// An object's fields, checked: `required` keys present and not null; dates, strings and
         /// booleans of the right kind when present and not null.
-        func check(_ entry: JSONValue, required: Set<String>, dates: [String], strings: [String], booleans: [String] = []) throws {
+        func check(_ entry: JSONValue, required: Set<String> = [], dates: [String], strings: [String], booleans: [String] = []) throws {
             guard case .object(let fields) = entry else { throw InvalidPurchase() }
             func present(_ key: String) -> JSONValue? {
                 if case .null? = fields[key] { return nil }
@@ -284,7 +284,7 @@ public struct CustomerInfo: Sendable, Hashable {
         }
         for entry in try map("subscriptions").values {
             try check(
-                entry, required: [],
+                entry,
                 dates: [
                     "purchase_date", "original_purchase_date", "expires_date", "unsubscribe_detected_at", "billing_issues_detected_at",
                     "grace_period_expires_date", "refunded_at", "auto_resume_date",
@@ -295,20 +295,15 @@ public struct CustomerInfo: Sendable, Hashable {
             guard case .array(let purchases) = list else { throw InvalidPurchase() }
             for entry in purchases {
                 try check(
-                    entry, required: [], dates: ["purchase_date", "original_purchase_date"],
+                    entry, dates: ["purchase_date", "original_purchase_date"],
                     strings: ["id", "store_transaction_id", "display_name"], booleans: ["is_sandbox"])
             }
         }
         for entry in try map("entitlements").values {
             try check(entry, required: ["product_identifier"], dates: ["expires_date", "purchase_date"], strings: ["product_identifier"])
         }
-    }
-
-    /// The answer's top-level `app_user_id` (present for an alias only).
-    private struct RequestedID: Decodable {
-        var appUserId: String?
-
-        enum CodingKeys: String, CodingKey { case appUserId = "app_user_id" }
+        if case .string(let id)? = answer["app_user_id"] { return id }
+        return nil
     }
 
     /// A subscription or the latest one-time purchase of a product, as RevenueCat merges them
