@@ -53,6 +53,10 @@ struct SampleApp {
                 fail("no current offering with a package")
             }
             print("paywall: \(offering.identifier)")
+            // The paywall's copy from the offering's metadata, read without a default, as
+            // RevenueCat's documentation reads it (nil: the app's own copy).
+            let headline: String? = offering.getMetadataValue(for: "headline")
+            print("  \(headline ?? "Go Pro")")
             for package in offering.availablePackages {
                 print("  \(package.storeProduct.localizedTitle): \(package.localizedPriceString) (\(package.packageType))")
             }
