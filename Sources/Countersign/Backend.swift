@@ -55,7 +55,14 @@ final class Backend: Sendable {
 
     let apiKey: String
     let serverURL: URL
+    /// The mode the app was built with.
     let mode: EntitlementVerificationMode
+    /// The mode now: the built one, raised by a verification policy (nil: never raised).
+    let policy: VerificationPolicyState?
+    /// The current app user id, whom a policy's rollout is judged for.
+    let appUserID: @Sendable () -> String
+    /// The device clock, by which a policy lapses.
+    let now: @Sendable () -> Date
     let verifier: SignatureVerifier?
     let session: URLSession
     let etags: ETagCache?
@@ -78,8 +85,13 @@ final class Backend: Sendable {
     init(
         apiKey: String, serverURL: URL, mode: EntitlementVerificationMode, verifier: SignatureVerifier?, session: URLSession,
         etags: ETagCache?, timeFloor: VerifiedTimeFloor? = nil, retries: Int = 0, retryBaseDelay: Duration = .milliseconds(500),
-        timeout: TimeInterval = 30, onFailure: @escaping @Sendable (String, Int, VerificationFailure) -> Void = { _, _, _ in }
+        timeout: TimeInterval = 30, policy: VerificationPolicyState? = nil, appUserID: @escaping @Sendable () -> String = { "" },
+        now: @escaping @Sendable () -> Date = { Date() },
+        onFailure: @escaping @Sendable (String, Int, VerificationFailure) -> Void = { _, _, _ in }
     ) {
+        self.policy = policy
+        self.appUserID = appUserID
+        self.now = now
         self.timeFloor = timeFloor
         self.timeout = timeout
         self.retries = retries
@@ -91,6 +103,12 @@ final class Backend: Sendable {
         self.session = session
         self.etags = etags
         self.onFailure = onFailure
+    }
+
+    /// The mode answers are judged by now: the built mode, or `enforced` while a verified policy
+    /// puts the current user in its rollout.
+    var currentMode: EntitlementVerificationMode {
+        policy?.mode(for: appUserID(), at: now()) ?? mode
     }
 
     /// Sends the request and checks the answer. Throws ``PurchasesError/offline(_:)`` for
@@ -180,6 +198,10 @@ final class Backend: Sendable {
         request.setValue("Countersign-SDK/\(CountersignSDK.version)", forHTTPHeaderField: "User-Agent")
         let nonce = endpoint.usesNonce ? SignedRequestParts.makeNonce() : nil
         if let nonce { request.setValue(nonce.base64EncodedString(), forHTTPHeaderField: WireHeader.nonce) }
+        // Judged once, before the answer: a policy the answer brings applies from the next request.
+        let mode = currentMode
+        let acceptsPolicy = verifier != nil && policy != nil
+        if acceptsPolicy { request.setValue("1", forHTTPHeaderField: WireHeader.acceptPolicy) }
         var postParamsHash: String?
         if let json = endpoint.jsonBody {
             request.httpBody = json
@@ -225,13 +247,15 @@ final class Backend: Sendable {
         var failure: VerificationFailure?
         if let verifier {
             let outcome = verifier.verify(
-                request: SignedRequestParts(authValue: apiKey, nonce: nonce, path: endpoint.path, postParamsHash: postParamsHash),
+                request: SignedRequestParts(
+                    authValue: apiKey, nonce: nonce, path: endpoint.path, postParamsHash: postParamsHash, acceptsPolicy: acceptsPolicy),
                 response: ReceivedResponse(
                     statusCode: status,
                     signature: response.value(forHTTPHeaderField: WireHeader.signature),
                     requestTime: response.value(forHTTPHeaderField: WireHeader.requestTime),
                     // A 304 vouches for the ETag this client sent, whatever the answer echoes.
                     etag: status == 304 ? cached?.etag : response.value(forHTTPHeaderField: WireHeader.etag),
+                    policy: response.value(forHTTPHeaderField: WireHeader.policy),
                     body: data
                 )
             )
@@ -240,6 +264,10 @@ final class Backend: Sendable {
                 verification = .verified
                 if let time = response.value(forHTTPHeaderField: WireHeader.requestTime).flatMap(SignatureVerifier.parseRequestTime) {
                     timeFloor?.raise(to: Date(timeIntervalSince1970: TimeInterval(time) / 1000))
+                }
+                // Verified with it, so the header is there and in its one spelling.
+                if acceptsPolicy, let statement = response.value(forHTTPHeaderField: WireHeader.policy).flatMap(VerificationPolicy.Statement.init) {
+                    policy?.record(statement)
                 }
             case .failed(let reason):
                 verification = .failed
@@ -287,7 +315,7 @@ final class Backend: Sendable {
     /// the same handler and telemetry as a signature failure; in enforced mode it throws.
     func reportFailure(_ reason: VerificationFailure, path: String, status: Int) throws {
         onFailure(path, status, reason)
-        if mode == .enforced {
+        if currentMode == .enforced {
             throw PurchasesError.signatureVerificationFailed(path: path, statusCode: status, reason: reason)
         }
     }

@@ -48,6 +48,8 @@ public final class Purchases: @unchecked Sendable {
     let disk: CacheFiles
     let etags: ETagCache
     let timeFloor: VerifiedTimeFloor
+    /// The verification policy from the server's verified answers.
+    let policy: VerificationPolicyState
     let reporter: FailureReporter?
 
     /// Everything that changes after `init`.
@@ -74,6 +76,9 @@ public final class Purchases: @unchecked Sendable {
         var isBackgrounded = false
         /// The app lifecycle notifications observed (Apple platforms).
         var lifecycleObservers: [any NSObjectProtocol] = []
+        /// Entitlement tokens handed out, by audience, while they are fresh and say what the
+        /// last CustomerInfo said (cleared when it changes or the user does).
+        var entitlementTokens: [String: EntitlementTokenCache] = [:]
     }
 
     let state: LockedState<State>
@@ -171,22 +176,27 @@ public final class Purchases: @unchecked Sendable {
             ? FailureReporter(configuration: configuration) : nil
         self.reporter = reporter
         let handler = configuration.verificationFailureHandler
-        let mode = configuration.entitlementVerificationMode
+        let compiledMode = configuration.entitlementVerificationMode
+        let policy = VerificationPolicyState(compiledMode: compiledMode, store: disk)
+        self.policy = policy
+        let now = configuration.now
+        let currentUser: @Sendable () -> String = { state.withLock { $0.appUserID } }
         backend = Backend(
-            apiKey: configuration.apiKey, serverURL: configuration.serverURL, mode: mode,
+            apiKey: configuration.apiKey, serverURL: configuration.serverURL, mode: compiledMode,
             verifier: SignatureVerifier(configuration: verifierConfiguration), session: configuration.session, etags: etags,
             timeFloor: timeFloor, retries: max(0, configuration.networkRetries), retryBaseDelay: configuration.retryBaseDelay,
-            timeout: configuration.networkTimeout
+            timeout: configuration.networkTimeout, policy: policy, appUserID: currentUser, now: now
         ) { path, status, reason in
-            let event = VerificationFailureEvent(
-                path: path, statusCode: status, reason: reason, mode: mode, appUserID: state.withLock { $0.appUserID })
+            let user = currentUser()
+            let mode = policy.mode(for: user, at: now())
+            let event = VerificationFailureEvent(path: path, statusCode: status, reason: reason, mode: mode, appUserID: user)
             SDKLog.log(.warn, "signature verification failed for \(path) (\(status)): \(reason.rawValue) [\(mode)]")
             handler?(event)
             reporter?.report(event)
         }
         SDKLog.log(
             .info,
-            "configured for \(configuration.serverURL.host ?? configuration.serverURL.absoluteString), verification \(mode), \(user.hasPrefix(ReservedAppUserID.anonymousPrefix) ? "anonymous user" : "named user")"
+            "configured for \(configuration.serverURL.host ?? configuration.serverURL.absoluteString), verification \(compiledMode), \(user.hasPrefix(ReservedAppUserID.anonymousPrefix) ? "anonymous user" : "named user")"
         )
         if configuration.store.isTestStore && Self.warnedAboutTestStore.claim() {
             FileHandle.standardError.write(
@@ -321,6 +331,7 @@ public final class Purchases: @unchecked Sendable {
         let receivers: (continuations: [AsyncStream<CustomerInfo>.Continuation], delegate: (any PurchasesDelegate)?)? = state.withLock { state in
             guard info.answers(for: state.appUserID) else { return nil }
             if !force, let last = state.lastDelivered, last.sameContent(as: info) { return nil }
+            if state.lastDelivered.map({ !$0.sameContent(as: info) }) ?? true { state.entitlementTokens = [:] }
             state.lastDelivered = info
             return (Array(state.continuations.values), state.delegate)
         }
@@ -542,7 +553,10 @@ public final class Purchases: @unchecked Sendable {
     }
 
     private func setUser(_ user: String) {
-        state.withLock { $0.appUserID = user }
+        state.withLock {
+            $0.appUserID = user
+            $0.entitlementTokens = [:]
+        }
         disk.write(user, "app-user-id.json")
     }
 

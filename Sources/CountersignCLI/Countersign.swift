@@ -9,8 +9,8 @@ struct CountersignCommand: AsyncParsableCommand {
         commandName: "countersign",
         abstract: "Self-hosted, signed in-app purchase entitlements.",
         subcommands: [
-            ServeCommand.self, DemoCommand.self, KeysCommand.self, VerifyCommand.self, VerifyWebhookCommand.self, ProxyCommand.self,
-            StoreCommand.self, ClientCommand.self, ImportCommand.self,
+            ServeCommand.self, DemoCommand.self, KeysCommand.self, VerifyCommand.self, VerifyWebhookCommand.self, VerifyTokenCommand.self,
+            ProxyCommand.self, StoreCommand.self, ClientCommand.self, ImportCommand.self,
         ]
     )
 

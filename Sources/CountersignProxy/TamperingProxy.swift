@@ -47,6 +47,12 @@ public final class TamperingProxy: Sendable {
         /// valid) and a request time in 2286: to push a device's verified-time floor past every
         /// genuine answer.
         case futureTime = "future-time"
+        /// Take `X-Accept-Verification-Policy` off the request, so the server signs its answer
+        /// without the policy: to keep a client on the mode it was built with.
+        case stripPolicy = "strip-policy"
+        /// Rewrite the answer's `X-Verification-Policy` to withdraw the policy (`none`), or, where
+        /// the app has none, to state one that covers no user.
+        case forgePolicy = "forge-policy"
         /// Answer the next requests (``Configuration/unavailableCount``, reset whenever the attack
         /// is set) with 503 or 429 (``Configuration/unavailableStatus``), then forward: a server
         /// that hiccups, for the SDK's retries.
@@ -199,6 +205,10 @@ public final class TamperingProxy: Sendable {
             case .swapPath where path.hasPrefix("/v1/subscribers/"):
                 answer = try await forward(
                     request.method, Self.respelled(path) + (request.uri.query.map { "?" + $0 } ?? ""), headers: request.headers, body: body)
+            case .stripPolicy:
+                var headers = request.headers
+                headers[Self.acceptPolicy] = nil
+                answer = try await forward(request.method, request.uri.description, headers: headers, body: body)
             default:
                 answer = try await forward(request.method, request.uri.description, headers: request.headers, body: body)
             }
@@ -221,8 +231,11 @@ public final class TamperingProxy: Sendable {
 
     func tamper(_ answer: inout Answer, attack: Attack, request: Request) throws {
         switch attack {
-        case .none, .replay, .crossUser, .swapPath, .serverDown, .forgeRefusal, .unavailable:
+        case .none, .replay, .crossUser, .swapPath, .serverDown, .forgeRefusal, .unavailable, .stripPolicy:
             break
+        case .forgePolicy:
+            guard let policy = answer.headers[Self.policy] else { return }
+            answer.headers[Self.policy] = policy == "none" ? "mode=informational;rollout=0;sdk=0.0.0;seed=0000000000000000;expires=1" : "none"
         case .grantEntitlement:
             answer.body = grantingEntitlement(answer.body)
         case .stripSignature:
@@ -266,14 +279,17 @@ public final class TamperingProxy: Sendable {
             nonce: request.headers[Self.nonce].flatMap { Data(base64Encoded: $0) },
             path: request.uri.path,
             postParamsHash: request.headers[Self.postParamsHash],
-            headersHash: request.headers[Self.headersHash]
+            headersHash: request.headers[Self.headersHash],
+            acceptsPolicy: request.headers[Self.acceptPolicy] == "1"
         )
         let requestTime = requestTime ?? String(Date().epochMilliseconds)
         let etag = keepingETag ? answer.headers[Self.etag] : answer.headers[Self.etag] == nil ? nil : String(SHA256Hex.of(answer.body).prefix(16))
         answer.headers[Self.requestTime] = requestTime
         answer.headers[Self.etag] = etag
         answer.headers[Self.signature] = try signer.signature(
-            request: parts, response: SignedResponseParts(requestTime: requestTime, etag: etag, body: answer.body)
+            request: parts,
+            response: SignedResponseParts(
+                requestTime: requestTime, etag: etag, policy: parts.acceptsPolicy ? answer.headers[Self.policy] : nil, body: answer.body)
         )
     }
 
@@ -331,6 +347,8 @@ public final class TamperingProxy: Sendable {
     static let requestTime = HTTPField.Name(WireHeader.requestTime)!
     static let etag = HTTPField.Name(WireHeader.etag)!
     static let nonce = HTTPField.Name(WireHeader.nonce)!
+    static let acceptPolicy = HTTPField.Name(WireHeader.acceptPolicy)!
+    static let policy = HTTPField.Name(WireHeader.policy)!
     static let postParamsHash = HTTPField.Name(WireHeader.postParamsHash)!
     static let headersHash = HTTPField.Name(WireHeader.headersHash)!
 

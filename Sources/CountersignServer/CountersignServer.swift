@@ -192,9 +192,12 @@ public struct CountersignServer: Sendable {
         let authentication = APIKeyAuthentication(deployment: deployment)
         router.addHealthRoutes(signing: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: false), metrics: metrics, now: now))
         PublicRoutes(
-            signing: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true), metrics: metrics, now: now),
+            signing: ResponseSigning(
+                keys: keys, endpoint: SignedEndpoint(authenticated: true), metrics: metrics, policies: PolicyDirectory(apps: deployment.apps),
+                now: now),
             authentication: authentication, store: store, verifiers: verifiers, testStore: testStore,
-            offerSigners: offerSigners, storeAPI: storeAPI, metrics: metrics, rateLimits: configuration.rateLimits, now: now
+            offerSigners: offerSigners, storeAPI: storeAPI, metrics: metrics, issuer: deployment.tokenIssuer, rateLimits: configuration.rateLimits,
+            now: now
         ).add(to: router)
         NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, now: now).add(to: router)
         AdminRoutes(

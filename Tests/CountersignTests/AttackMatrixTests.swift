@@ -38,7 +38,8 @@ struct AttackMatrixTests {
     static func reason(_ attack: Attack) -> VerificationFailure? {
         switch attack {
         case .none, .serverDown, .unavailable: nil
-        case .grantEntitlement, .replay, .crossUser, .swapPath, .forge304: .payloadMismatch
+        case .grantEntitlement, .replay, .crossUser, .swapPath, .forge304, .forgePolicy: .payloadMismatch
+        case .stripPolicy: .missingPolicy
         case .stripSignature: .missingSignature
         case .truncateSignature: .malformedSignature
         case .digitShift: .malformedETag
@@ -79,6 +80,8 @@ struct AttackMatrixTests {
         case .dropRequestTime: "removes `X-Request-Time`"
         case .forgeRefusal: "answers an unsigned `422 {\"code\":4201}` (a forged refusal; a purchase refused this way is never finished)"
         case .unavailable: "answers 503 to the next 2 requests, then forwards (the SDK tries again and gets the signed answer)"
+        case .stripPolicy: "takes `X-Accept-Verification-Policy` off the request, so the genuine answer is signed without the policy"
+        case .forgePolicy: "rewrites `X-Verification-Policy` to `none` (withdraws the policy)"
         case .futureTime:
             "re-signs the untouched answer with a stolen, still valid intermediate of the real root and a request time in 2286 (the device's verified-time floor stays where it was)"
         }
@@ -165,20 +168,45 @@ struct AttackMatrixTests {
         }
     }
 
-    static func check(_ attack: Attack, _ mode: EntitlementVerificationMode, _ harness: SDKHarness) async throws {
+    @Test(
+        "an app built informational, raised to enforced by the server's signed policy, catches every attack exactly as one built enforced"
+    )
+    func matrixUnderPolicy() async throws {
+        try await SDKHarness.run(configure: { deployment, _ in
+            deployment.apps[0].verificationPolicy = .init(mode: .enforced, rolloutPercent: 100)
+        }) { harness in
+            try await harness.givePro(to: "paying-user")
+            for attack in Attack.allCases {
+                try await Self.check(attack, .informational, harness, raisedByPolicy: true)
+            }
+        }
+    }
+
+    /// One cell. `raisedByPolicy`: the app is built with `mode`, learns the server's enforced
+    /// policy from one verified answer first, and must then behave as an app built `enforced`.
+    static func check(_ attack: Attack, _ mode: EntitlementVerificationMode, _ harness: SDKHarness, raisedByPolicy: Bool = false) async throws {
         let failures = FailureLog()
-        let purchases = try harness.purchases(mode: mode, user: "free-user", storage: "\(mode)-\(attack.rawValue)") { configuration in
+        let storage = "\(mode)-\(attack.rawValue)" + (raisedByPolicy ? "-policy" : "")
+        let purchases = try harness.purchases(mode: mode, user: "free-user", storage: storage) { configuration in
             configuration.verificationFailureHandler = { failures.add($0) }
             configuration.reportsVerificationFailures = false
         }
         harness.proxy.attack = .none
-        if attack == .forge304 {
-            // A cached answer for the forged 304 to point at.
+        if attack == .forge304 || raisedByPolicy {
+            // A cached answer for the forged 304 to point at; the policy, from a verified answer.
             _ = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
+            if attack != .forge304 {
+                // Only the policy stays: the cell starts as the built-enforced one does, from nothing cached.
+                purchases.invalidateCustomerInfoCache()
+                purchases.etags.clear()
+                purchases.disk.remove("mapping.json")
+            }
         }
+        let mode = raisedByPolicy ? EntitlementVerificationMode.enforced : mode
+        #expect(purchases.verificationMode == mode, "\(attack.rawValue): the policy did not raise the mode")
         harness.proxy.attack = attack
         let expected = Self.expected(attack, mode)
-        let label = "\(mode) × \(attack.rawValue): expected \(expected)"
+        let label = "\(mode)\(raisedByPolicy ? " (by policy)" : "") × \(attack.rawValue): expected \(expected)"
         do {
             let info = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
             #expect(expected == .delivered(info.entitlements.verification, info.verificationFailure), "\(label)")
@@ -214,5 +242,7 @@ struct AttackMatrixTests {
         } else {
             #expect(failures.all.isEmpty, "\(label)")
         }
+        // No attack, a stripped or forged policy included, took the raised mode away.
+        #expect(purchases.verificationMode == mode, "\(label): the mode is now \(purchases.verificationMode)")
     }
 }

@@ -51,7 +51,8 @@ public struct CapturedExchange: Sendable, Hashable {
             nonce: nonce,
             path: path,
             postParamsHash: message[header: WireHeader.postParamsHash],
-            headersHash: message[header: WireHeader.headersHash]
+            headersHash: message[header: WireHeader.headersHash],
+            acceptsPolicy: message[header: WireHeader.acceptPolicy] == "1"
         )
     }
 
@@ -81,6 +82,7 @@ public struct CapturedExchange: Sendable, Hashable {
             signature: try message.single(header: WireHeader.signature, in: "response"),
             requestTime: try message.single(header: WireHeader.requestTime, in: "response"),
             etag: try message.single(header: WireHeader.etag, in: "response"),
+            policy: try message.single(header: WireHeader.policy, in: "response"),
             body: message.body
         )
     }

@@ -42,6 +42,10 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
     /// refund); not answered when unset. Needs ``inAppPurchaseKey`` (docs/webhooks.md, "Refund
     /// requests").
     public var refundRequests: RefundRequests?
+    /// Entitlement tokens for the app's own backend; none are issued when unset.
+    public var entitlementTokens: EntitlementTokenSettings?
+    /// The verification policy stated in the app's signed answers; `none` when unset.
+    public var verificationPolicy: VerificationPolicySettings?
 
     /// RevenueCat's "Handling of refund requests": the preference sent with the consumption
     /// information Apple asks for. Setting it states that the app's terms obtain the customer's
@@ -345,6 +349,12 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
     /// For testing against a stand-in only: the base URL every App Store Server API call goes
     /// to instead of Apple's Production and Sandbox hosts. The server logs a warning.
     public var appStoreServerAPIURL: String?
+    /// The `iss` of the deployment's entitlement tokens (default ``defaultIssuer``); your
+    /// server's public URL is a good value.
+    public var issuer: String?
+
+    public static let defaultIssuer = "countersign"
+    public var tokenIssuer: String { issuer ?? Self.defaultIssuer }
 
     public init(apps: [AppConfiguration], appleRootCertificates: [String]? = nil, appStoreServerAPIURL: String? = nil) {
         self.apps = apps
@@ -389,6 +399,9 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
         }
         do throws(ConfigurationError) {
             try configuration.validateStoreMetadata()
+            if let issuer = configuration.issuer, !EntitlementToken.isUsableText(issuer) {
+                throw ConfigurationError("issuer must be 1 to 256 characters without control characters")
+            }
             for app in configuration.apps {
                 if let commission = app.commissionPercentage, !(0...1).contains(commission) {
                     throw ConfigurationError("app '\(app.id)': commissionPercentage must be a fraction from 0 to 1 (0.3 is 30 %)")
@@ -402,6 +415,8 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
                             "app '\(app.id)': usdExchangeRates.usdPerUnit['\(currency)'] must be a positive rate for an ISO 4217 code")
                     }
                 }
+                try app.entitlementTokens?.validate(app: app.id)
+                try app.verificationPolicy?.validate(app: app.id)
                 if app.refundRequests != nil && app.inAppPurchaseKey == nil {
                     throw ConfigurationError(
                         "app '\(app.id)': refundRequests needs inAppPurchaseKey (the answer goes to the App Store Server API)")

@@ -13,15 +13,22 @@ public struct SignedRequestParts: Sendable, Hashable {
     public var postParamsHash: String?
     /// The literal `X-Headers-Hash` header value, if the request had one.
     public var headersHash: String?
+    /// Whether the request asked for the verification policy (`X-Accept-Verification-Policy: 1`):
+    /// then the answer must carry one, inside the signature.
+    public var acceptsPolicy: Bool
 
     public static let nonceCount = 12
 
-    public init(authValue: String = "", nonce: Data? = nil, path: String, postParamsHash: String? = nil, headersHash: String? = nil) {
+    public init(
+        authValue: String = "", nonce: Data? = nil, path: String, postParamsHash: String? = nil, headersHash: String? = nil,
+        acceptsPolicy: Bool = false
+    ) {
         self.authValue = authValue
         self.nonce = nonce
         self.path = path
         self.postParamsHash = postParamsHash
         self.headersHash = headersHash
+        self.acceptsPolicy = acceptsPolicy
     }
 
     /// A fresh random 12-byte nonce.
@@ -45,21 +52,28 @@ public struct SignedResponseParts: Sendable, Hashable {
     public var requestTime: String
     /// The `X-ETag` header value, if the answer has one.
     public var etag: String?
+    /// The `X-Verification-Policy` header value, when the client asked for one.
+    public var policy: String?
     /// The exact (uncompressed) response bytes; empty for a 304.
     public var body: Data
 
-    public init(requestTime: String, etag: String? = nil, body: Data) {
+    public init(requestTime: String, etag: String? = nil, policy: String? = nil, body: Data) {
         self.requestTime = requestTime
         self.etag = etag
+        self.policy = policy
         self.body = body
     }
 }
 
 /// The message an intermediate key signs:
-/// `salt ‖ authValue ‖ nonce ‖ path ‖ postParamsHash ‖ headersHash ‖ requestTime ‖ etag ‖ body`.
+/// `salt ‖ authValue ‖ nonce ‖ path ‖ postParamsHash ‖ headersHash ‖ requestTime ‖ etag ‖ policy ‖ body`.
 ///
 /// There are no separators and absent parts add no bytes, exactly as RevenueCat's format; the
 /// verifier's strict parsing of the answer's parts makes up for the missing length prefixes.
+/// `policy` is Countersign's own part, present only when the client asked for a verification
+/// policy (`X-Accept-Verification-Policy`): the `X-Verification-Policy` value followed by a line
+/// feed, a byte no header value holds, so it cannot trade bytes with the body after it. An
+/// answer to a request that did not ask is RevenueCat's message byte for byte.
 public enum SignedMessage {
     public static func bytes(salt: Data, request: SignedRequestParts, response: SignedResponseParts) -> [UInt8] {
         var authValue = request.authValue
@@ -68,10 +82,11 @@ public enum SignedMessage {
         var headersHash = request.headersHash
         var requestTime = response.requestTime
         var etag = response.etag
+        var policy = response.policy
         let count =
             salt.count + authValue.utf8.count + (request.nonce?.count ?? 0) + path.utf8.count
             + (postParamsHash?.utf8.count ?? 0) + (headersHash?.utf8.count ?? 0)
-            + requestTime.utf8.count + (etag?.utf8.count ?? 0) + response.body.count
+            + requestTime.utf8.count + (etag?.utf8.count ?? 0) + (policy.map { $0.utf8.count + 1 } ?? 0) + response.body.count
         // Copied part by part into one buffer: the signer builds this for every answer.
         return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
             var offset = 0
@@ -93,6 +108,10 @@ public enum SignedMessage {
             if headersHash != nil { copy(&headersHash!) }
             copy(&requestTime)
             if etag != nil { copy(&etag!) }
+            if policy != nil {
+                copy(&policy!)
+                copy([UInt8(ascii: "\n")])
+            }
             copy(response.body)
             initialized = offset
         }

@@ -10,14 +10,17 @@ public struct ReceivedResponse: Sendable, Hashable {
     public var requestTime: String?
     /// The `X-ETag` header value, if any.
     public var etag: String?
+    /// The `X-Verification-Policy` header value, if any.
+    public var policy: String?
     /// The exact, uncompressed body bytes.
     public var body: Data
 
-    public init(statusCode: Int, signature: String?, requestTime: String?, etag: String?, body: Data) {
+    public init(statusCode: Int, signature: String?, requestTime: String?, etag: String?, policy: String? = nil, body: Data) {
         self.statusCode = statusCode
         self.signature = signature
         self.requestTime = requestTime
         self.etag = etag
+        self.policy = policy
         self.body = body
     }
 }
@@ -117,12 +120,20 @@ public final class SignatureVerifier: Sendable {
             guard Self.body(response.body, matches: bodyFormat) else { return .failed(.malformedBody) }
         }
 
+        // A policy counts only when asked for; then it must be there, in its one spelling.
+        var policy: String?
+        if request.acceptsPolicy {
+            guard let value = response.policy else { return .failed(.missingPolicy) }
+            guard VerificationPolicy.Statement(header: value) != nil else { return .failed(.malformedPolicy) }
+            policy = value
+        }
+
         guard let intermediateKey = trustedKey(for: blob) else { return .failed(.untrustedRoot) }
 
         let message = SignedMessage.bytes(
             salt: blob.salt,
             request: request,
-            response: SignedResponseParts(requestTime: requestTime, etag: response.etag, body: response.body)
+            response: SignedResponseParts(requestTime: requestTime, etag: response.etag, policy: policy, body: response.body)
         )
         guard intermediateKey.isValidSignature(blob.signature, for: message) else { return .failed(.payloadMismatch) }
 

@@ -30,6 +30,10 @@ public enum VerificationFailure: String, Sendable, Hashable, CaseIterable, Custo
     /// The answer verified but is a CustomerInfo for another user than the one the SDK asked
     /// for (or logged in as): a signed answer moved from one request to another.
     case appUserMismatch
+    /// The client asked for the verification policy and the answer carries none: stripped.
+    case missingPolicy
+    /// `X-Verification-Policy` is not in its one spelling.
+    case malformedPolicy
 
     public var description: String { rawValue }
 

@@ -104,6 +104,9 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     /// The signed data is dated more than five minutes after the server's clock: the server's
     /// clock is likely behind. Posting it later succeeds.
     case signedDateAhead = 4214
+    /// An entitlement token was asked of an app that issues none (`entitlementTokens`), or for
+    /// an audience it does not list.
+    case entitlementTokensUnavailable = 4215
     /// Too many requests of one kind from one app (telemetry); try again later.
     case rateLimited = 4290
     // 500
@@ -140,7 +143,7 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
             .duplicateJSONKey, .reservedAppUserId, .invalidSubscriberAttributes:
             400
         case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement, .promotionalOfferUnavailable,
-            .storeAPINotConfigured, .legacyReceiptsDisabled, .signedDateAhead:
+            .storeAPINotConfigured, .legacyReceiptsDisabled, .signedDateAhead, .entitlementTokensUnavailable:
             422
         case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: 409
         case .bodyTooLarge: 413

@@ -18,6 +18,11 @@ public enum WireHeader {
     public static let isSandbox = "X-Is-Sandbox"
     /// A request id, echoed in the answer and the server's log lines.
     public static let requestId = "X-Request-Id"
+    /// `1` on a request whose answer should state the app's verification policy (sent by the SDK
+    /// in a verifying mode).
+    public static let acceptPolicy = "X-Accept-Verification-Policy"
+    /// The verification policy of the answer (``VerificationPolicy/Statement``), signed.
+    public static let policy = "X-Verification-Policy"
 
     /// Whether an ETag has the form the server sends: 16 lowercase hex digits (the first 8 bytes
     /// of SHA-256 of the body).

@@ -287,6 +287,8 @@ extension VerificationFailure {
         case .malformedBody: "The body was not the JSON the endpoint sends (or a 304 carried a body)."
         case .malformedNonce: "The app sent a nonce of the wrong size: a client bug."
         case .appUserMismatch: "A correctly signed answer for another user than the one asked for: an answer moved between requests."
+        case .missingPolicy: "The verification policy the app asked for was stripped from the answer."
+        case .malformedPolicy: "The verification policy header was rewritten into something the server never sends."
         }
     }
 }

@@ -22,12 +22,18 @@ public struct ResponseSigning: RouterMiddleware {
     public let keys: SigningKeyRing
     public let endpoint: SignedEndpoint
     public let metrics: ServerMetrics?
+    /// The verification policy of each app, stated to clients that ask for it.
+    public let policies: PolicyDirectory
     public let now: @Sendable () -> Date
 
-    public init(keys: SigningKeyRing, endpoint: SignedEndpoint, metrics: ServerMetrics? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        keys: SigningKeyRing, endpoint: SignedEndpoint, metrics: ServerMetrics? = nil, policies: PolicyDirectory = PolicyDirectory(apps: []),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.keys = keys
         self.endpoint = endpoint
         self.metrics = metrics
+        self.policies = policies
         self.now = now
     }
 
@@ -47,7 +53,8 @@ public struct ResponseSigning: RouterMiddleware {
         var context = context
         let exchange = SignedExchange(
             parts: parts, apiKey: apiKey, signer: signer, date: date, metrics: metrics,
-            postParamsCheck: parts.postParamsHash == nil ? nil : PostParamsCheck())
+            postParamsCheck: parts.postParamsHash == nil ? nil : PostParamsCheck(),
+            policy: parts.acceptsPolicy ? policies.statement(apiKey: apiKey, at: date).headerValue : nil)
         context.signedExchange = exchange
         do {
             return try await next(request, context)
@@ -92,12 +99,18 @@ public struct ResponseSigning: RouterMiddleware {
                 throw APIError(.headersHashMismatch, "X-Headers-Hash does not match the X-Is-Sandbox header")
             }
         }
+        var acceptsPolicy = false
+        if let value = request.headers[SignatureHeader.acceptPolicy] {
+            guard value == "1" else { throw APIError(.malformedRequest, "X-Accept-Verification-Policy must be 1") }
+            acceptsPolicy = true
+        }
         return SignedRequestParts(
             authValue: endpoint.authenticated ? (apiKey ?? "") : "",
             nonce: nonce,
             path: request.uri.path,
             postParamsHash: postParamsHash,
-            headersHash: headersHash
+            headersHash: headersHash,
+            acceptsPolicy: acceptsPolicy
         )
     }
 }
@@ -113,6 +126,8 @@ public struct SignedExchange: Sendable {
     let metrics: ServerMetrics?
     /// Present when the request claims an `X-Post-Params-Hash`: whether the route checked it.
     let postParamsCheck: PostParamsCheck?
+    /// The `X-Verification-Policy` value, when the client asked for it.
+    let policy: String?
 
     /// Whether every claim of the request has been checked, so an answer may be signed over it.
     var claimsChecked: Bool { postParamsCheck?.passed.load(ordering: .relaxed) ?? true }
@@ -138,16 +153,17 @@ public struct SignedExchange: Sendable {
         // synchronous, so the two differ only when the thread is preempted mid-signature.
         let signingStart = ContinuousClock.now
         let signature = try signer.signature(
-            request: parts, response: SignedResponseParts(requestTime: requestTime, etag: etag, body: answer.body)
+            request: parts, response: SignedResponseParts(requestTime: requestTime, etag: etag, policy: policy, body: answer.body)
         )
         metrics?.recordSigning(ContinuousClock.now - signingStart)
         // Appended, not set through the subscript: each name is new, so the setter's search for
         // an earlier field of the name is work for nothing.
         var headers = HTTPFields()
-        headers.reserveCapacity(4)
+        headers.reserveCapacity(5)
         headers.append(HTTPField(name: SignatureHeader.signature, value: signature))
         headers.append(HTTPField(name: SignatureHeader.requestTime, value: requestTime))
         if let etag { headers.append(HTTPField(name: SignatureHeader.etag, value: etag)) }
+        if let policy { headers.append(HTTPField(name: SignatureHeader.policy, value: policy)) }
         if !answer.body.isEmpty { headers.append(HTTPField(name: .contentType, value: "application/json")) }
         if let retryAfter = answer.retryAfter { headers.append(HTTPField(name: .retryAfter, value: String(retryAfter))) }
         return Response(status: answer.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
@@ -225,5 +241,24 @@ extension UnsignedRefusal: HTTPResponseError {
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         ErrorAnswer.response(error)
+    }
+}
+
+/// Each app's verification policy by the API keys that open it: what the signing middleware
+/// states to a client that asks (`X-Accept-Verification-Policy`).
+public struct PolicyDirectory: Sendable {
+    private let apps: [(keys: [String], id: String, settings: AppConfiguration.VerificationPolicySettings?)]
+
+    public init(apps: [AppConfiguration]) {
+        self.apps = apps.map { ($0.publicApiKeys + $0.secretApiKeys, $0.id, $0.verificationPolicy) }
+    }
+
+    /// The statement for an answer to `apiKey` signed at `date`: the app's policy, or `none` for
+    /// an app without one and for a key no app holds (the answer is then a refusal).
+    public func statement(apiKey: String?, at date: Date) -> VerificationPolicy.Statement {
+        guard let apiKey, let app = apps.first(where: { APIKeyAuthentication.holds($0.keys, apiKey) }), let settings = app.settings else {
+            return .none
+        }
+        return .policy(settings.policy(app: app.id, at: date))
     }
 }

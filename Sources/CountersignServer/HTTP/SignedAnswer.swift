@@ -111,4 +111,6 @@ public enum SignatureHeader {
     public static let headersHash = HTTPField.Name(WireHeader.headersHash)!
     public static let isSandbox = HTTPField.Name(WireHeader.isSandbox)!
     public static let requestId = HTTPField.Name(WireHeader.requestId)!
+    public static let acceptPolicy = HTTPField.Name(WireHeader.acceptPolicy)!
+    public static let policy = HTTPField.Name(WireHeader.policy)!
 }

@@ -74,6 +74,14 @@ public final class ServerMetrics: Sendable {
         signingTime.record(duration)
     }
 
+    /// An entitlement token issued.
+    func recordEntitlementToken() {
+        registry.makeCounter(
+            descriptor: Self.name(
+                "entitlement_tokens_issued", unit: "total", help: "Entitlement tokens issued (POST /v1/subscribers/{id}/entitlement_token).")
+        ).increment()
+    }
+
     /// An answer refused with 503 because no unexpired intermediate key was left to sign it.
     func recordSigningRefused() {
         registry.makeCounter(

@@ -31,6 +31,8 @@ struct PublicRoutes: Sendable {
     /// The App Store Server API (legacy receipts).
     let storeAPI: StoreServerAPI
     let metrics: ServerMetrics
+    /// The `iss` of entitlement tokens.
+    let issuer: String
     /// Per-address and per-app limits (nil: none).
     let rateLimits: RateLimitSettings?
     let now: @Sendable () -> Date
@@ -155,6 +157,7 @@ struct PublicRoutes: Sendable {
         post(routes, "/v1/subscribers/:app_user_id/attributes", acceptsSecretKey: true, SubscriberAttributesBody.self, setAttributes)
         post(routes, "/v1/subscribers/:app_user_id/intro_eligibility", IntroEligibilityRequest.self, introEligibility)
         post(routes, "/v1/subscribers/:app_user_id/promotional_offer", PromotionalOfferRequest.self, promotionalOffer)
+        post(routes, "/v1/subscribers/:app_user_id/entitlement_token", EntitlementTokenRequest.self, entitlementToken)
         post(routes, "/v1/test_store/purchases", TestPurchaseRequest.self, testStorePurchase)
         post(routes, "/v1/test_store/purchase_requests", TestPurchaseRequest.self, testStorePurchaseRequest)
         get(routes, "/v1/test_store/accounts/:store_account/transactions", testStoreTransactions)
@@ -491,7 +494,7 @@ struct PublicRoutes: Sendable {
     /// A signed POST of a JSON body, collected and decoded once, its `X-Post-Params-Hash` checked
     /// against the decoded fields (``JSONBody/signedBody(_:of:context:)``); then the API key's
     /// refusal, if any (signed), and the handler.
-    private func post<Body: PostBody>(
+    func post<Body: PostBody>(
         _ group: RouterGroup<SignedRequestContext>, _ path: RouterPath, acceptsSecretKey: Bool = false, _ type: Body.Type,
         _ handler: @escaping @Sendable (AppConfiguration, Body, SignedRequestContext) async throws -> SignedAnswer
     ) {
