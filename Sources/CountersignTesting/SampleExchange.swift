@@ -24,13 +24,15 @@ public struct SampleExchange: Sendable {
         statusCode: Int = 200,
         requestTime: String = "1767229200000",
         etag: String? = "0123456789abcdef",
+        policy: String? = nil,
         body: Data = SampleExchange.body
     ) -> SampleExchange {
-        let parts = SignedResponseParts(requestTime: requestTime, etag: etag, body: body)
+        let parts = SignedResponseParts(requestTime: requestTime, etag: etag, policy: policy, body: body)
         let signature = try! ResponseSigner(key: key, saltSource: .fixed(salt)).signature(request: request, response: parts)
         return SampleExchange(
             request: request,
-            response: ReceivedResponse(statusCode: statusCode, signature: signature, requestTime: requestTime, etag: etag, body: body)
+            response: ReceivedResponse(
+                statusCode: statusCode, signature: signature, requestTime: requestTime, etag: etag, policy: policy, body: body)
         )
     }
 }
