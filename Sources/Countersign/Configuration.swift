@@ -52,6 +52,10 @@ public struct Configuration: Sendable {
     public var diagnosticsBatchDelay: Duration = .seconds(2)
     /// Where reports go (default: the server URL).
     public var diagnosticsURL: URL?
+    /// The app's version, sent with failure reports so the dashboard can tell app releases
+    /// apart: the main bundle's `CFBundleShortVersionString` unless set (1 to 32 letters, digits
+    /// and `.-+_`; anything else is not sent).
+    public var appVersion: String? = Bundle.main.infoDictionary?["CFBundleShortVersionString"] as? String
     /// Receives every verification failure, in every verifying mode.
     public var verificationFailureHandler: (@Sendable (VerificationFailureEvent) -> Void)?
     /// The clock; tests inject one to check the cache's 5-minute rule without sleeping.

@@ -22,7 +22,7 @@ final class FailureReporter: Sendable {
     init(configuration: Configuration) {
         let queue = Queue(
             apiKey: configuration.apiKey, serverURL: configuration.diagnosticsURL ?? configuration.serverURL,
-            session: configuration.session, batchDelay: configuration.diagnosticsBatchDelay)
+            session: configuration.session, batchDelay: configuration.diagnosticsBatchDelay, appVersion: configuration.appVersion)
         let (stream, continuation) = AsyncStream<Message>.makeStream()
         messages = continuation
         Task.detached(priority: .background) {
@@ -64,14 +64,16 @@ final class FailureReporter: Sendable {
         let serverURL: URL
         let session: URLSession
         let batchDelay: Duration
+        let appVersion: String?
         private var counts: [Key: (count: Int, appUserID: String)] = [:]
         private var scheduled = false
 
-        init(apiKey: String, serverURL: URL, session: URLSession, batchDelay: Duration) {
+        init(apiKey: String, serverURL: URL, session: URLSession, batchDelay: Duration, appVersion: String?) {
             self.apiKey = apiKey
             self.serverURL = serverURL
             self.session = session
             self.batchDelay = batchDelay
+            self.appVersion = appVersion.flatMap { VerificationFailureReport.isVersionText($0) ? $0 : nil }
         }
 
         func add(_ event: VerificationFailureEvent) {
@@ -94,7 +96,7 @@ final class FailureReporter: Sendable {
             for (key, _) in batch { counts[key] = nil }
             let failures = batch.map { key, value in
                 VerificationFailureReport.Failure(
-                    reason: key.reason, path: key.path, mode: key.mode, sdkVersion: CountersignSDK.version,
+                    reason: key.reason, path: key.path, mode: key.mode, sdkVersion: CountersignSDK.version, appVersion: appVersion,
                     appUserId: value.appUserID, count: min(value.count, 10_000)
                 )
             }

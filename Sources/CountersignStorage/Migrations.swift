@@ -428,6 +428,31 @@ enum Migrations {
                     (SELECT 1 FROM customer_aliases a WHERE a.app_id = customers.app_id AND a.alias = customers.app_user_id)
                     """
                 ]),
+        // Failure telemetry by the SDK's version and the app's, so an operator can see whose
+        // answers fail before rolling out enforcement. Counts reported before are kept with
+        // both unknown (empty).
+        Migration(
+            version: 22, name: "verification failures by SDK and app version",
+            statements: [
+                """
+                CREATE TABLE verification_failures_by_version (
+                    app_id TEXT NOT NULL,
+                    day TEXT NOT NULL,
+                    reason TEXT NOT NULL,
+                    mode TEXT NOT NULL,
+                    sdk_version TEXT NOT NULL,
+                    app_version TEXT NOT NULL,
+                    failure_count BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, day, reason, mode, sdk_version, app_version)
+                )
+                """,
+                """
+                INSERT INTO verification_failures_by_version (app_id, day, reason, mode, sdk_version, app_version, failure_count) \
+                SELECT app_id, day, reason, mode, '', '', failure_count FROM verification_failures
+                """,
+                "DROP TABLE verification_failures",
+                "ALTER TABLE verification_failures_by_version RENAME TO verification_failures",
+            ]),
     ]
 
     /// When this process first read the migrations (milliseconds): the time version 20 writes.

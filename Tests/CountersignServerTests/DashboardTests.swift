@@ -87,9 +87,13 @@ struct DashboardTests {
     }
 
     /// A server with the demo app and a second app, a clock the test moves, and a browser.
-    static func withSetup(_ kind: TestDatabaseKind, burst: Double = 10, _ body: @Sendable @escaping (Setup) async throws -> Void) async throws {
+    static func withSetup(
+        _ kind: TestDatabaseKind, burst: Double = 10, configure: @Sendable (inout AppConfiguration) -> Void = { _ in },
+        _ body: @Sendable @escaping (Setup) async throws -> Void
+    ) async throws {
         try await FreshDatabase.with(kind) { location, directory in
-            let app = AppConfiguration.makeDemo()
+            var app = AppConfiguration.makeDemo()
+            configure(&app)
             var other = AppConfiguration.makeDemo()
             other.id = "other"
             other.bundleId = "com.example.other"

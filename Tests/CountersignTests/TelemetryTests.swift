@@ -18,7 +18,9 @@ struct TelemetryTests {
     @Test("a proxy attack run makes the counts by reason appear in the admin API and /metrics once flushed")
     func countsAppear() async throws {
         try await SDKHarness.run { harness in
-            let purchases = try harness.purchases(mode: .informational, user: "reported", storage: "telemetry")
+            let purchases = try harness.purchases(mode: .informational, user: "reported", storage: "telemetry") { configuration in
+                configuration.appVersion = "3.1.4"
+            }
             harness.proxy.attack = .stripSignature
             for _ in 0..<3 {
                 #expect(try await purchases.customerInfo(fetchPolicy: .fetchCurrent).verificationFailure == .missingSignature)
@@ -31,8 +33,12 @@ struct TelemetryTests {
                 request.setValue("Bearer \(secret)", forHTTPHeaderField: "Authorization")
                 let (data, _) = try await URLSession.shared.data(for: request)
                 let counts = (try JSONSerialization.jsonObject(with: data) as? [String: Any])?["counts"] as? [[String: Any]] ?? []
-                return counts.filter { $0["reason"] as? String == "missingSignature" && $0["mode"] as? String == "informational" }
-                    .compactMap { $0["failure_count"] as? Int }.reduce(0, +)
+                // Counted under the SDK's version and the app's.
+                return counts.filter {
+                    $0["reason"] as? String == "missingSignature" && $0["mode"] as? String == "informational"
+                        && $0["sdk_version"] as? String == CountersignSDK.version && $0["app_version"] as? String == "3.1.4"
+                }
+                .compactMap { $0["failure_count"] as? Int }.reduce(0, +)
             }
             func metricsCount() async throws -> Int? {
                 let (metrics, _) = try await URLSession.shared.data(from: harness.serverURL.appendingPathComponent("metrics"))

@@ -39,20 +39,26 @@ public struct VerificationFailureReport: Codable, Sendable, Hashable {
         public var path: String
         public var mode: String
         public var sdkVersion: String?
+        /// The app's own version (`CFBundleShortVersionString`), when it has one.
+        public var appVersion: String?
         public var appUserId: String?
         public var count: Int?
 
-        public init(reason: String, path: String, mode: String, sdkVersion: String? = nil, appUserId: String? = nil, count: Int? = nil) {
+        public init(
+            reason: String, path: String, mode: String, sdkVersion: String? = nil, appVersion: String? = nil, appUserId: String? = nil,
+            count: Int? = nil
+        ) {
             self.reason = reason
             self.path = path
             self.mode = mode
             self.sdkVersion = sdkVersion
+            self.appVersion = appVersion
             self.appUserId = appUserId
             self.count = count
         }
 
         enum CodingKeys: String, CodingKey {
-            case reason, path, mode, sdkVersion = "sdk_version", appUserId = "app_user_id", count
+            case reason, path, mode, sdkVersion = "sdk_version", appVersion = "app_version", appUserId = "app_user_id", count
         }
     }
 
@@ -60,6 +66,14 @@ public struct VerificationFailureReport: Codable, Sendable, Hashable {
 
     public init(failures: [Failure]) {
         self.failures = failures
+    }
+
+    /// A version as reports carry it: 1 to 32 letters, digits and `.` `-` `+` `_`.
+    public static func isVersionText(_ text: String) -> Bool {
+        (1...32).contains(text.utf8.count)
+            && text.utf8.allSatisfy { byte in
+                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || ".-+_".utf8.contains(byte)
+            }
     }
 }
 

@@ -448,7 +448,8 @@ struct DashboardRoutes: Sendable {
     }
 
     private func failuresPage(_ signedIn: SignedIn) async throws -> Response {
-        let failures = try await store.verificationFailures(app: signedIn.app.id, days: 30, now: now())
+        let report = try await VerificationReport.make(app: signedIn.app, store: store, days: 30, now: now())
+        let failures = report.counts
         var totals: [String: [String: Int]] = [:]
         for entry in failures { totals[entry.reason, default: [:]][entry.mode, default: 0] += Int(entry.count) }
         let reasons: [[String: Any]] = VerificationFailure.allCases.map { reason in
@@ -462,9 +463,36 @@ struct DashboardRoutes: Sendable {
             "failures", signedIn, title: "Verification failures", section: "failures",
             [
                 "reasons": reasons,
-                "days": failures.map { ["day": $0.day, "reason": $0.reason, "mode": $0.mode, "count": $0.count] },
+                "days": failures.map { entry -> [String: Any] in
+                    [
+                        "day": entry.day, "reason": entry.reason, "mode": entry.mode, "count": entry.count,
+                        "sdkVersion": entry.sdkVersion.isEmpty ? "unknown" : entry.sdkVersion,
+                        "appVersion": entry.appVersion.isEmpty ? "unknown" : entry.appVersion,
+                    ]
+                },
                 "hasDays": !failures.isEmpty,
+                "versions": report.byVersion.map { total -> [String: Any] in
+                    [
+                        "sdkVersion": total.sdkVersion.isEmpty ? "unknown" : total.sdkVersion,
+                        "appVersion": total.appVersion.isEmpty ? "unknown" : total.appVersion, "tampering": total.tampering,
+                        "cannotVerify": total.cannotVerify,
+                    ]
+                },
+                "policy": report.policy.map { policy -> [String: Any] in
+                    [
+                        "mode": policy.mode, "rolloutPercent": Self.percent(policy.rolloutPercent), "minimumSDKVersion": policy.minimumSDKVersion,
+                        "lifetimeHours": Self.percent(policy.lifetimeHours), "counted": policy.customersCounted, "covered": policy.customersCovered,
+                        "coveredPercent": Self.percent(policy.coveredPercent),
+                    ]
+                } ?? [:],
+                "hasPolicy": report.policy != nil,
             ])
+    }
+
+    /// `25`, `12.5`, `0.01`: a number without trailing zeros.
+    static func percent(_ value: Double) -> String {
+        value == value.rounded()
+            ? String(Int(value)) : String(format: "%.2f", value).replacingOccurrences(of: #"0+$"#, with: "", options: .regularExpression)
     }
 
     private func keysPage(_ signedIn: SignedIn) throws -> Response {

@@ -72,16 +72,6 @@ struct AdminRoutes: Sendable {
         }
     }
 
-    struct FailureCounts: Encodable {
-        var appId: String
-        var days: Int
-        var counts: [CustomerDatabase.FailureCount]
-
-        enum CodingKeys: String, CodingKey {
-            case appId = "app_id", days, counts
-        }
-    }
-
     func add(to router: ServerRouter) {
         let router = router.group().add(middleware: AppAuthentication(authentication: authentication, kind: .secretKey))
         let customer = "/v1/admin/customers/:app_user_id"
@@ -213,8 +203,7 @@ struct AdminRoutes: Sendable {
         } else {
             days = 30
         }
-        let counts = try await store.verificationFailures(app: app.id, days: days, now: now())
-        return try await Self.json(FailureCounts(appId: app.id, days: days, counts: counts))
+        return try await Self.json(try await VerificationReport.make(app: app, store: store, days: days, now: now()))
     }
 
     static let unknownCustomer = APIError(.notFound, "no customer with that app user id")
@@ -317,7 +306,7 @@ struct DiagnosticsRoutes: Sendable {
     }
 
     /// Checks every entry before anything is stored: a bad entry refuses the whole batch.
-    static func validated(_ report: Report) throws(APIError) -> [(reason: String, mode: String, count: Int)] {
+    static func validated(_ report: Report) throws(APIError) -> [CustomerDatabase.ReportedFailure] {
         guard (1...maximumBatch).contains(report.failures.count) else {
             throw APIError(.invalidField, "failures must hold 1 to \(maximumBatch) entries")
         }
@@ -328,13 +317,19 @@ struct DiagnosticsRoutes: Sendable {
             guard modes.contains(failure.mode) else {
                 throw APIError(.invalidField, "mode must be informational or enforced (disabled mode verifies nothing)")
             }
-            guard failure.path.utf8.count <= 1024, (failure.sdkVersion?.utf8.count ?? 0) <= 64, (failure.appUserId?.unicodeScalars.count ?? 0) <= 256
-            else {
-                throw APIError(.invalidField, "path, sdk_version or app_user_id is too long")
+            guard failure.path.utf8.count <= 1024, (failure.appUserId?.unicodeScalars.count ?? 0) <= 256 else {
+                throw APIError(.invalidField, "path or app_user_id is too long")
+            }
+            // Versions become table rows and dashboard columns: short, printable, or refused.
+            for (name, value) in [("sdk_version", failure.sdkVersion), ("app_version", failure.appVersion)] {
+                if let value, !Report.isVersionText(value) {
+                    throw APIError(.invalidField, "\(name) must be 1 to 32 letters, digits and . - + _ characters")
+                }
             }
             let count = failure.count ?? 1
             guard (1...10_000).contains(count) else { throw APIError(.invalidField, "count must be 1 to 10000") }
-            return (failure.reason, failure.mode, count)
+            return CustomerDatabase.ReportedFailure(
+                reason: failure.reason, mode: failure.mode, sdkVersion: failure.sdkVersion ?? "", appVersion: failure.appVersion ?? "", count: count)
         }
     }
 }
