@@ -3,7 +3,9 @@
 // module is compiled with `-sanitize=fuzzer,address`; run them with scripts/fuzz.sh.
 import PackageDescription
 
-let fuzzTargets = ["FuzzSignatureHeader", "FuzzCapturedHTTP", "FuzzJWS", "FuzzLegacyReceipt", "FuzzConfiguration", "FuzzRevenueCatExport"]
+let fuzzTargets = [
+    "FuzzSignatureHeader", "FuzzCapturedHTTP", "FuzzJWS", "FuzzLegacyReceipt", "FuzzConfiguration", "FuzzRevenueCatExport", "FuzzEntitlementToken",
+]
 
 let package = Package(
     name: "CountersignFuzz",

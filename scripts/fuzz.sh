@@ -15,7 +15,7 @@ seconds=${1:-30}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(FuzzSignatureHeader FuzzCapturedHTTP FuzzJWS FuzzLegacyReceipt FuzzConfiguration FuzzRevenueCatExport)
+    targets=(FuzzSignatureHeader FuzzCapturedHTTP FuzzJWS FuzzLegacyReceipt FuzzConfiguration FuzzRevenueCatExport FuzzEntitlementToken)
 fi
 out=${FUZZ_OUT:-$(mktemp -d)}
 mkdir -p "$out"
