@@ -62,15 +62,22 @@ extension AppConfiguration {
             self.seed = seed
         }
 
-        /// The share in basis points.
-        public var rolloutBasisPoints: Int { Int((rolloutPercent * 100).rounded()) }
+        /// The share in basis points (a share out of range counts as its nearest bound; a
+        /// configuration file is refused at start for one).
+        public var rolloutBasisPoints: Int {
+            guard rolloutPercent.isFinite else { return 0 }
+            return Int((min(max(rolloutPercent, 0), 100) * 100).rounded())
+        }
 
-        /// The policy as stated at `date` for `app`.
+        /// The policy as stated at `date` for `app`. Its expiry is kept within what a client reads
+        /// (16 digits of milliseconds), whatever the clock or the lifetime.
         public func policy(app: String, at date: Date) -> VerificationPolicy {
-            let expires = date.addingTimeInterval((lifetimeHours ?? Self.defaultLifetimeHours) * 3_600)
+            let hours = lifetimeHours.flatMap { $0.isFinite ? min(max($0, 1), 720) : nil } ?? Self.defaultLifetimeHours
+            let milliseconds = (date.timeIntervalSince1970 + hours * 3_600) * 1000
+            let expires = milliseconds.isFinite ? UInt64(min(max(milliseconds, 1), 9_999_999_999_999_999)) : 1
             return VerificationPolicy(
                 mode: mode, rolloutBasisPoints: rolloutBasisPoints, minimumSDKVersion: minimumSDKVersion ?? SDKVersion(major: 0, minor: 0, patch: 0),
-                seed: seed ?? VerificationPolicy.seed(forApp: app), expiresMilliseconds: UInt64(max(expires.timeIntervalSince1970 * 1000, 1)))
+                seed: seed ?? VerificationPolicy.seed(forApp: app), expiresMilliseconds: expires)
         }
 
         func validate(app: String) throws(ConfigurationError) {

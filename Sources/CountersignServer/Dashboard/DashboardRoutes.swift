@@ -491,7 +491,8 @@ struct DashboardRoutes: Sendable {
 
     /// `25`, `12.5`, `0.01`: a number without trailing zeros.
     static func percent(_ value: Double) -> String {
-        value == value.rounded()
+        guard value.isFinite, value.magnitude < 1e15 else { return "–" }
+        return value == value.rounded()
             ? String(Int(value)) : String(format: "%.2f", value).replacingOccurrences(of: #"0+$"#, with: "", options: .regularExpression)
     }
 
