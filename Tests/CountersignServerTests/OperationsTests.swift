@@ -140,10 +140,11 @@ struct OperationsTests {
                 body: try JSONSerialization.data(withJSONObject: report))
             #expect(posted.status == 202)
             let counts = try await harness.send(.get, "/v1/admin/diagnostics/verification_failures?days=7", key: harness.secretKey)
+            // Counted apart by SDK version (and app version): an empty one is a report without it.
             let rows = (counts.json["counts"] as? [[String: Any]] ?? []).map {
-                "\($0["reason"] as? String ?? "")/\($0["mode"] as? String ?? ""): \($0["failure_count"] as? Int ?? -1)"
+                "\($0["reason"] as? String ?? "")/\($0["mode"] as? String ?? "")/\($0["sdk_version"] as? String ?? "?"): \($0["failure_count"] as? Int ?? -1)"
             }
-            #expect(rows == ["missingSignature/enforced: 1", "payloadMismatch/informational: 3"])
+            #expect(rows == ["missingSignature/enforced/: 1", "payloadMismatch/informational/: 1", "payloadMismatch/informational/0.1.0: 2"])
             let text = try await Self.metrics(harness)
             #expect(text.contains(#"countersign_verification_failures_reported_total{app="demo",reason="payloadMismatch",mode="informational"} 3"#))
 
