@@ -57,7 +57,8 @@ final class Backend: Sendable {
     let serverURL: URL
     /// The mode the app was built with.
     let mode: EntitlementVerificationMode
-    /// The mode now: the built one, raised by a verification policy (nil: never raised).
+    /// The verification policy that may raise the built mode (nil: none is asked for, as for the
+    /// test store's own backend).
     let policy: VerificationPolicyState?
     /// The current app user id, whom a policy's rollout is judged for.
     let appUserID: @Sendable () -> String

@@ -75,6 +75,8 @@ struct VerificationPolicyTests {
             "mode=enforced;rollout=02500;sdk=0.1.0;seed=9f86d081884c7d65;expires=1767315600000",
             "mode=enforced;rollout=-1;sdk=0.1.0;seed=9f86d081884c7d65;expires=1767315600000",
             "mode=enforced;rollout=2500;sdk=0.1.x;seed=9f86d081884c7d65;expires=1767315600000",
+            // Found by FuzzEntitlementToken: `0.100` read as 0.100.0 would be written back as another text.
+            "mode=enforced;rollout=2500;sdk=0.100;seed=9f86d081884c7d65;expires=1767315600000",
             "mode=enforced;rollout=2500;sdk=0.1.0;seed=9F86D081884C7D65;expires=1767315600000",
             "mode=enforced;rollout=2500;sdk=0.1.0;seed=9f86d081884c7d65;expires=0",
             "mode=enforced;rollout=2500;sdk=0.1.0;seed=9f86d081884c7d65;expires=99999999999999999",
