@@ -143,6 +143,9 @@ struct TrustedBackendTests {
     @Test("the policy is kept across launches, lapses to the built mode when it expires unrefreshed, and a refresh renews it")
     func lapse() async throws {
         try await SDKHarness.run(configure: Self.withPolicy(100, lifetimeHours: 2)) { harness in
+            // The policy's expiry is the server's clock plus two hours; the device's starts level
+            // with it (the harness makes them apart, seconds apart on a loaded machine).
+            harness.clock.now = harness.serverClock.now
             let purchases = try harness.purchases(mode: .informational, user: "lapsing", storage: "lapse")
             _ = try await purchases.customerInfo(fetchPolicy: .fetchCurrent)
             #expect(purchases.verificationMode == .enforced)
@@ -153,9 +156,9 @@ struct TrustedBackendTests {
             // and two hours on the app is back to what it was built with.
             harness.proxy.attack = .stripSignature
             await #expect(throws: PurchasesError.self) { try await relaunched.customerInfo(fetchPolicy: .fetchCurrent) }
-            harness.clock.now = harness.clock.now.addingTimeInterval(2 * 3_600 - 5)
+            harness.clock.now = harness.serverClock.now.addingTimeInterval(2 * 3_600 - 60)
             #expect(relaunched.verificationMode == .enforced)
-            harness.clock.now = harness.clock.now.addingTimeInterval(10)
+            harness.clock.now = harness.serverClock.now.addingTimeInterval(2 * 3_600 + 60)
             #expect(relaunched.verificationMode == .informational)
             #expect(try await relaunched.customerInfo(fetchPolicy: .fetchCurrent).entitlements.verification == .failed)
             // One verified answer restates it.
