@@ -23,8 +23,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
-        // Only its system-library module (GRDBSQLite): the system's SQLite, linked once.
-        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
@@ -59,16 +57,18 @@ let package = Package(
             dependencies: [
                 "CountersignCore",
                 "CountersignAppStore",
-                "CountersignSQLiteSettings",
+                "CSQLite",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // The system's zlib, for gzipped RevenueCat exports (`countersign import revenuecat`).
         .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"])]),
+        // The system's SQLite, with the two settings only a C caller can make (`static inline`
+        // in its header): the embedded database's one dependency.
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
         // Other systems' export files read into rows (RevenueCat's CSV, gzipped or not): no I/O
         // beyond the bytes given, so the fuzz targets (Fuzz/) take it alone.
         .target(name: "CountersignImportFormats", dependencies: ["CZlib", "CountersignCore", "CountersignAppStore"]),
@@ -92,11 +92,6 @@ let package = Package(
             ],
             // The dashboard's templates and stylesheet (found at run time by DashboardResources).
             resources: [.copy("Dashboard/Resources")]
-        ),
-        // One setting of the embedded SQLite that only a C caller can make (see its header).
-        .target(
-            name: "CountersignSQLiteSettings",
-            dependencies: [.product(name: "GRDBSQLite", package: "GRDB.swift")]
         ),
         // The client SDK: our own modules and Foundation only.
         .target(

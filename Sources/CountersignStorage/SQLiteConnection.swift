@@ -1,9 +1,8 @@
-// The system's SQLite (Debian's libsqlite3-dev, the SDK's on Apple platforms), as GRDB.swift's
-// system-library module declares it: one copy of SQLite in the process, since two copies do not
+// The system's SQLite (Debian's libsqlite3-dev, the SDK's on Apple platforms), through this
+// package's system-library module: one copy of SQLite in the process, since two copies do not
 // see each other's POSIX locks on the same file.
-import CountersignSQLiteSettings
+import CSQLite
 import Foundation
-import GRDBSQLite
 
 /// A failure of SQLite itself, with its extended result code.
 struct SQLiteFailure: Error, CustomStringConvertible {
