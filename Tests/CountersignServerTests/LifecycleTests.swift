@@ -96,14 +96,19 @@ struct LifecycleTests {
         }
 
         /// An app on a device: its own storage, signed in to `account` in the store.
-        func device(_ name: String, account: String, user: String? = nil) throws -> Purchases {
+        /// A device after its launch: the launch's own reads and posts are done, so none of them
+        /// is still in flight when a scenario changes the server (a read in flight is shared by a
+        /// later `fetchCurrent`, which would then answer from before the change).
+        func device(_ name: String, account: String, user: String? = nil) async throws -> Purchases {
             var configuration = Configuration(
                 apiKey: app.publicApiKeys[0], appUserID: user, serverURL: url, rootPublicKeys: [rootKey],
                 store: try store(account: account), storageDirectory: directory.appendingPathComponent("device-\(name)")
             )
             configuration.entitlementVerificationMode = .enforced
             configuration.reportsVerificationFailures = false
-            return try Purchases(configuration: configuration)
+            let purchases = try Purchases(configuration: configuration)
+            await purchases.launchWork?.value
+            return purchases
         }
 
         func mint(
@@ -181,10 +186,10 @@ struct LifecycleTests {
     @Test("reinstall", arguments: TestDatabaseKind.available)
     func reinstall(_ kind: TestDatabaseKind) async throws {
         try await Self.run(kind) { world in
-            let before = try world.device("phone", account: "apple-id-1")
+            let before = try await world.device("phone", account: "apple-id-1")
             _ = try await before.purchase(productID: "pro_monthly")
             let oldId = await before.appUserID
-            let after = try world.device("phone-reinstalled", account: "apple-id-1")
+            let after = try await world.device("phone-reinstalled", account: "apple-id-1")
             #expect(await after.appUserID != oldId)
             let restored = try await after.restorePurchases()
             #expect(restored.entitlements["pro"]?.isActive == true)
@@ -197,7 +202,7 @@ struct LifecycleTests {
     @Test("logInThenRestore", arguments: TestDatabaseKind.available)
     func logInThenRestore(_ kind: TestDatabaseKind) async throws {
         try await Self.run(kind) { world in
-            let phone = try world.device("phone", account: "apple-id-1")
+            let phone = try await world.device("phone", account: "apple-id-1")
             _ = try await phone.purchase(productID: "pro_monthly")
             let anonymous = await phone.appUserID
             #expect(try await phone.logIn("alice").customerInfo.entitlements["pro"]?.isActive == true)
@@ -212,7 +217,7 @@ struct LifecycleTests {
     @Test("logInThenRenewal", arguments: TestDatabaseKind.available)
     func logInThenRenewal(_ kind: TestDatabaseKind) async throws {
         try await Self.run(kind) { world in
-            let phone = try world.device("phone", account: "apple-id-1")
+            let phone = try await world.device("phone", account: "apple-id-1")
             let bought = try await phone.purchase(productID: "pro_monthly")
             let anonymous = await phone.appUserID
             _ = try await phone.logIn("alice")
@@ -232,9 +237,9 @@ struct LifecycleTests {
     @Test("secondDevice", arguments: TestDatabaseKind.available)
     func secondDevice(_ kind: TestDatabaseKind) async throws {
         try await Self.run(kind) { world in
-            let phone = try world.device("phone", account: "apple-id-1", user: "alice")
+            let phone = try await world.device("phone", account: "apple-id-1", user: "alice")
             _ = try await phone.purchase(productID: "lifetime")
-            let tablet = try world.device("tablet", account: "apple-id-1", user: "alice")
+            let tablet = try await world.device("tablet", account: "apple-id-1", user: "alice")
             #expect(try await tablet.restorePurchases().entitlements["pro"]?.isActive == true)
             #expect(try await Self.pro(phone))
             #expect(try await Self.pro(tablet))
@@ -244,12 +249,12 @@ struct LifecycleTests {
     @Test("familySharing", arguments: TestDatabaseKind.available)
     func familySharing(_ kind: TestDatabaseKind) async throws {
         try await Self.run(kind) { world in
-            let alice = try world.device("alice-phone", account: "apple-id-alice", user: "alice")
+            let alice = try await world.device("alice-phone", account: "apple-id-alice", user: "alice")
             _ = try await alice.purchase(productID: "pro_monthly")
             // Apple gives each family member a transaction of their own.
             let shared = try world.mint("pro_monthly", expires: Date().addingTimeInterval(30 * 86_400)) { $0.inAppOwnershipType = .familyShared }
             try world.store(account: "apple-id-bob").deliver(signedTransaction: shared.jws)
-            let bob = try world.device("bob-phone", account: "apple-id-bob", user: "bob")
+            let bob = try await world.device("bob-phone", account: "apple-id-bob", user: "bob")
             #expect(try await bob.restorePurchases().entitlements["pro"]?.isActive == true)
             #expect(try await Self.pro(alice))
             #expect(try await Self.pro(bob))
@@ -261,10 +266,10 @@ struct LifecycleTests {
         [AppConfiguration.TransferBehavior.transfer, .keepWithOriginal, .transferIfNoActive])
     func restoreByAnotherUser(_ kind: TestDatabaseKind, behavior: AppConfiguration.TransferBehavior) async throws {
         try await Self.run(kind, transferBehavior: behavior) { world in
-            let first = try world.device("phone", account: "apple-id-1")
+            let first = try await world.device("phone", account: "apple-id-1")
             _ = try await first.purchase(productID: "pro_monthly")
             let firstOwner = await first.appUserID
-            let dave = try world.device("laptop", account: "apple-id-1", user: "dave")
+            let dave = try await world.device("laptop", account: "apple-id-1", user: "dave")
             if behavior == .transfer {
                 #expect(try await dave.restorePurchases().entitlements["pro"]?.isActive == true)
                 #expect(try await !world.serverSays(firstOwner, has: "pro"))
@@ -283,9 +288,9 @@ struct LifecycleTests {
         [AppConfiguration.TransferBehavior.transfer, .keepWithOriginal, .transferIfNoActive])
     func restoreOfSignedInPurchase(_ kind: TestDatabaseKind, behavior: AppConfiguration.TransferBehavior) async throws {
         try await Self.run(kind, transferBehavior: behavior) { world in
-            let alice = try world.device("phone", account: "apple-id-1", user: "alice")
+            let alice = try await world.device("phone", account: "apple-id-1", user: "alice")
             _ = try await alice.purchase(productID: "pro_monthly")
-            let dave = try world.device("phone-dave", account: "apple-id-1", user: "dave")
+            let dave = try await world.device("phone-dave", account: "apple-id-1", user: "dave")
             await #expect { try await dave.restorePurchases() } throws: { error in
                 if case PurchasesError.server(409, 4210?, _) = error { return true } else { return false }
             }
@@ -297,11 +302,7 @@ struct LifecycleTests {
     @Test("refundDuringGrace", arguments: TestDatabaseKind.available)
     func refundDuringGrace(_ kind: TestDatabaseKind) async throws {
         try await Self.run(kind) { world in
-            let phone = try world.device("phone", account: "apple-id-1", user: "grace")
-            // The launch's own CustomerInfo read first: one still in flight when the grace period is
-            // notified would be shared by the check below and answer from before it (a flake
-            // under load, seen twice in full runs).
-            await phone.launchWork?.value
+            let phone = try await world.device("phone", account: "apple-id-1", user: "grace")
             // A month's subscription that ended an hour ago; renewal failed, Apple grants 6 days of grace.
             let lapsed = try world.mint(
                 "pro_monthly", token: AppAccountToken.forAppUserID("grace"),
@@ -329,7 +330,7 @@ struct LifecycleTests {
     @Test("refundReversed", arguments: TestDatabaseKind.available)
     func refundReversed(_ kind: TestDatabaseKind) async throws {
         try await Self.run(kind) { world in
-            let phone = try world.device("phone", account: "apple-id-1", user: "rita")
+            let phone = try await world.device("phone", account: "apple-id-1", user: "rita")
             let bought = try await phone.purchase(productID: "lifetime")
             let verifier = try SignedDataVerifier(configuration: .init(anchors: [world.ca.anchor], bundleId: nil, environments: [.testStore]))
             let payload = try await verifier.verify(bought.transaction.jws, as: TransactionPayload.self)
@@ -351,7 +352,7 @@ struct LifecycleTests {
     @Test("upgrade", arguments: TestDatabaseKind.available)
     func upgrade(_ kind: TestDatabaseKind) async throws {
         try await Self.run(kind) { world in
-            let phone = try world.device("phone", account: "apple-id-1", user: "uma")
+            let phone = try await world.device("phone", account: "apple-id-1", user: "uma")
             let token = AppAccountToken.forAppUserID("uma")
             let basic = try world.mint(
                 "basic_yearly", token: token, purchased: Date().addingTimeInterval(-86_400), expires: Date().addingTimeInterval(364 * 86_400))
@@ -379,7 +380,7 @@ struct LifecycleTests {
     @Test("unknownProduct", arguments: TestDatabaseKind.available)
     func unknownProduct(_ kind: TestDatabaseKind) async throws {
         try await Self.run(kind) { world in
-            let phone = try world.device("phone", account: "apple-id-1", user: "victor")
+            let phone = try await world.device("phone", account: "apple-id-1", user: "victor")
             let mystery = try world.mint("mystery_pack", type: .nonConsumable, token: AppAccountToken.forAppUserID("victor"))
             let store = try world.store(account: "apple-id-1")
             try store.deliver(signedTransaction: mystery.jws)
@@ -400,13 +401,13 @@ struct LifecycleTests {
     @Test("deletedCustomer", arguments: TestDatabaseKind.available)
     func deletedCustomer(_ kind: TestDatabaseKind) async throws {
         try await Self.run(kind) { world in
-            let erin = try world.device("phone", account: "apple-id-1", user: "erin")
+            let erin = try await world.device("phone", account: "apple-id-1", user: "erin")
             _ = try await erin.purchase(productID: "lifetime")
             #expect(try await world.http("DELETE", "/v1/admin/customers/erin", key: world.app.secretApiKeys[0]).status == 200)
             let reserved = try await world.http("GET", "/v1/subscribers/%24CSDeleted", key: world.app.publicApiKeys[0])
             #expect(reserved.status == 400)
             #expect(try JSONDecoder().decode(APIError.self, from: reserved.body).code == APIErrorCode.reservedAppUserId.rawValue)
-            let frank = try world.device("phone-frank", account: "apple-id-1", user: "frank")
+            let frank = try await world.device("phone-frank", account: "apple-id-1", user: "frank")
             #expect(try await frank.restorePurchases().entitlements["pro"]?.isActive == true)
         }
     }
@@ -416,7 +417,7 @@ struct LifecycleTests {
         try await Self.run(kind) { world in
             try await world.server.store.grantPromotional(app: world.app, user: "paid", entitlement: "pro", expires: nil, now: Date())
             for round in 0..<10 {
-                let phone = try world.device("phone-\(round)", account: "apple-id-\(round)")
+                let phone = try await world.device("phone-\(round)", account: "apple-id-\(round)")
                 let anonymous = await phone.appUserID
                 let seen = Seen()
                 let stream = await phone.customerInfoStream
