@@ -150,3 +150,34 @@ struct VerificationPolicyTests {
 
     enum PolicyTestError: Error { case notAPolicy }
 }
+
+/// `countersign verify` of a captured exchange that asked for the policy: the capture's own
+/// headers decide, as the SDK's do.
+@Suite("Verification policy in captured traffic")
+struct CapturedPolicyTests {
+    static func capture(asking: Bool, policyHeader: String?) throws -> CapturedExchange {
+        let signed = SampleExchange.make(request: VerificationPolicyTests.asking, policy: VerificationPolicyTests.policy)
+        var request = "GET /v1/subscribers/u1 HTTP/1.1\r\nAuthorization: Bearer cs_pub_demo_0123456789\r\n"
+        request += "X-Nonce: \(signed.request.nonce!.base64EncodedString())\r\n"
+        request += "X-Post-Params-Hash: \(signed.request.postParamsHash!)\r\nX-Headers-Hash: \(signed.request.headersHash!)\r\n"
+        if asking { request += "X-Accept-Verification-Policy: 1\r\n" }
+        var response = "HTTP/1.1 200 OK\r\nX-Signature: \(signed.response.signature!)\r\nX-Request-Time: \(signed.response.requestTime!)\r\n"
+        response += "X-ETag: \(signed.response.etag!)\r\nContent-Length: \(signed.response.body.count)\r\n"
+        if let policyHeader { response += "X-Verification-Policy: \(policyHeader)\r\n" }
+        return try CapturedExchange(
+            request: Data((request + "\r\n").utf8), response: Data((response + "\r\n").utf8) + signed.response.body)
+    }
+
+    static func outcome(asking: Bool, policyHeader: String?) throws -> VerificationOutcome {
+        let exchange = try capture(asking: asking, policyHeader: policyHeader)
+        return VerificationPolicyTests.verifier().verify(request: exchange.request, response: exchange.response)
+    }
+
+    @Test("the capture verifies with its policy; stripped, changed or not asked for, it does not")
+    func captured() throws {
+        #expect(try Self.outcome(asking: true, policyHeader: VerificationPolicyTests.policy) == .verified)
+        #expect(try Self.outcome(asking: true, policyHeader: nil) == .failed(.missingPolicy))
+        #expect(try Self.outcome(asking: true, policyHeader: "none") == .failed(.payloadMismatch))
+        #expect(try Self.outcome(asking: false, policyHeader: VerificationPolicyTests.policy) == .failed(.payloadMismatch))
+    }
+}
