@@ -82,6 +82,8 @@ struct VerificationPolicyTests {
             "mode=enforced;rollout=2500;sdk=0.1.0;seed=9f86d081884c7d65;expires=99999999999999999",
             "rollout=2500;mode=enforced;sdk=0.1.0;seed=9f86d081884c7d65;expires=1767315600000",
             "mode=disabled;rollout=2500;sdk=0.1.0;seed=9f86d081884c7d65;expires=1767315600000",
+            "mode=enforced;rollout=2500;sdk=0.1.0;seed=9f86d081884c7d65;expires=1767315600000\u{301}",
+            "none\u{0}",
         ])
     func malformed(_ value: String) {
         #expect(VerificationPolicy.Statement(header: value) == nil)

@@ -85,8 +85,11 @@ public struct VerificationPolicy: Sendable, Hashable, Codable {
             }
         }
 
-        /// Reads a header value in its one spelling; nil for anything else.
+        /// Reads a header value in its one spelling; nil for anything else. Compared byte by
+        /// byte: the spelling is ASCII, and Swift's `String` comparison would take a canonically
+        /// equivalent Unicode text as the same.
         public init?(header value: String) {
+            guard value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
             if value == "none" {
                 self = .none
                 return
