@@ -118,6 +118,7 @@ let package = Package(
                 "CountersignServer",
                 "CountersignStorage",
                 "CountersignProxy",
+                "CountersignImportFormats",
                 "Countersign",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

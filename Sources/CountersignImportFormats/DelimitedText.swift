@@ -250,3 +250,32 @@ public struct DelimitedText: Sendable {
         return output
     }
 }
+
+extension DelimitedText {
+    /// The chains file of `countersign import appstore --chains`: `original_transaction_id,app_user_id`
+    /// a record, read by the same reader as the exports (quotes, the semicolon, a BOM), with or
+    /// without that header line. Refused whole, with the line, when a record is malformed or a
+    /// field is empty: an import must not skip a chain it was named.
+    public static func chains(_ data: Data) throws -> [(originalTransactionId: String, appUserId: String)] {
+        let header = "original_transaction_id,app_user_id"
+        var body = data
+        if body.starts(with: [0xEF, 0xBB, 0xBF]) { body.removeFirst(3) }
+        let first = String(decoding: body.prefix(while: { $0 != 0x0A && $0 != 0x0D }), as: UTF8.self)
+        let hasHeader = first.lowercased().replacingOccurrences(of: ";", with: ",").replacingOccurrences(of: " ", with: "") == header
+        // Without a header, one is supplied: the file's own lines are then one further down.
+        let offset = hasHeader ? 0 : 1
+        let table = try DelimitedText(hasHeader ? body : Data((header + "\n").utf8) + body)
+        guard let chainColumn = table.columns["original_transaction_id"], let userColumn = table.columns["app_user_id"],
+            table.columns.count == 2
+        else { throw Failure(line: 1, message: "expected the columns original_transaction_id,app_user_id") }
+        if let (line, reason) = table.malformed.first { throw Failure(line: line - offset, message: reason) }
+        return try table.records.map { record in
+            let chain = record.fields[chainColumn].trimmingCharacters(in: .whitespaces)
+            let user = record.fields[userColumn].trimmingCharacters(in: .whitespaces)
+            guard !chain.isEmpty, !user.isEmpty else {
+                throw Failure(line: record.line - offset, message: "expected 'original_transaction_id,app_user_id'")
+            }
+            return (chain, user)
+        }
+    }
+}

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CountersignCore
+import CountersignImportFormats
 import CountersignServer
 import CountersignStorage
 import Foundation
@@ -147,14 +148,9 @@ extension ImportCommand {
             var options = AppStoreImport.Options()
             options.deliversEvents = deliverEvents
             if let chains {
-                let text = try CLIError.wrapping(chains) { try String(contentsOfFile: chains, encoding: .utf8) }
-                for (index, line) in text.split(whereSeparator: \.isNewline).enumerated() {
-                    let fields = line.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
-                    if index == 0, fields.first == "original_transaction_id" { continue }
-                    guard fields.count == 2, !fields[0].isEmpty, !fields[1].isEmpty else {
-                        throw CLIError("\(chains) line \(index + 1): expected 'original_transaction_id,app_user_id'")
-                    }
-                    options.chains.append((fields[0], fields[1]))
+                // The exports' reader: a quoted id holding a comma is one field here as there.
+                options.chains = try CLIError.wrapping(chains) {
+                    try DelimitedText.chains(try Data(contentsOf: URL(fileURLWithPath: chains))).map { ($0.originalTransactionId, $0.appUserId) }
                 }
             }
             var configuration = try target.storage.serverConfiguration()
