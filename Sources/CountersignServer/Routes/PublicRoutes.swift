@@ -8,15 +8,18 @@ import Hummingbird
 /// The endpoints apps call with their public API key; every answer is signed (docs/wire-format.md).
 ///
 /// - `GET /v1/subscribers/{app_user_id}`: CustomerInfo (cacheable: `X-ETag`, signed 304s).
-/// - `POST /v1/receipts`: record a purchase, answer CustomerInfo with `purchase_status`.
+/// - `POST /v1/receipts`: record a purchase, answer CustomerInfo with `purchase_status`
+///   (PublicRoutes+Receipts.swift).
 /// - `POST /v1/subscribers/identify`: logIn; an anonymous user's purchases merge into the new one.
 /// - `POST /v1/subscribers/{app_user_id}/attributes`: subscriber attributes, a batch at a time.
 /// - `POST /v1/subscribers/{app_user_id}/intro_eligibility`: introductory offer eligibility.
 /// - `POST /v1/subscribers/{app_user_id}/promotional_offer`: a promotional offer signed with the
 ///   app's In-App Purchase key.
+/// - `POST /v1/subscribers/{app_user_id}/entitlement_token`: a token for the app's own backend
+///   (EntitlementTokenRoute.swift).
 /// - `GET /v1/subscribers/{app_user_id}/offerings`, `GET /v1/product_entitlement_mapping`: the
 ///   catalogue, static and cacheable (the mapping is what the SDK computes offline entitlements with).
-/// - The test store, for apps that list TestStore (StoreKit's part, served to any platform):
+/// - The test store (PublicRoutes+TestStore.swift), for apps that list TestStore (StoreKit's part, served to any platform):
 ///   `POST /v1/test_store/purchases` mints a transaction, `POST /v1/test_store/purchase_requests`
 ///   files an Ask-to-Buy request, `GET /v1/test_store/accounts/{account}/transactions` is what an
 ///   account hears outside its own purchases, `GET /v1/test_store/products` the catalogue.
@@ -61,42 +64,6 @@ struct PublicRoutes: Sendable {
 
         enum CodingKeys: String, CodingKey {
             case appUserId = "app_user_id", newAppUserId = "new_app_user_id"
-        }
-    }
-
-    /// The body of `POST /v1/test_store/purchases`.
-    /// Also the body of `POST /v1/test_store/purchase_requests` (Ask to Buy).
-    struct TestPurchaseRequest: Decodable {
-        var appUserId: String
-        var productId: String
-        var appAccountToken: String?
-        /// The test store account (a device's Apple ID) the purchase goes to; its other devices
-        /// hear it through the account's transactions.
-        var storeAccount: String?
-        /// A promotional offer the server signed (``promotionalOffer``), as StoreKit's purchase
-        /// option carries it: the test store checks it as the App Store does.
-        var promotionalOfferIdentifier: String?
-        var promotionalOfferKeyIdentifier: String?
-        var promotionalOfferNonce: String?
-        var promotionalOfferTimestamp: String?
-        var promotionalOfferSignature: String?
-
-        enum CodingKeys: String, CodingKey {
-            case appUserId = "app_user_id", productId = "product_id", appAccountToken = "app_account_token", storeAccount = "store_account"
-            case promotionalOfferIdentifier = "promotional_offer_identifier"
-            case promotionalOfferKeyIdentifier = "promotional_offer_key_identifier"
-            case promotionalOfferNonce = "promotional_offer_nonce"
-            case promotionalOfferTimestamp = "promotional_offer_timestamp"
-            case promotionalOfferSignature = "promotional_offer_signature"
-        }
-
-        /// The offer's fields in the order they are sent and hashed.
-        var promotionalOfferFields: [(String, String)] {
-            [
-                ("promotional_offer_identifier", promotionalOfferIdentifier), ("promotional_offer_key_identifier", promotionalOfferKeyIdentifier),
-                ("promotional_offer_nonce", promotionalOfferNonce), ("promotional_offer_timestamp", promotionalOfferTimestamp),
-                ("promotional_offer_signature", promotionalOfferSignature),
-            ].compactMap { name, value in value.map { (name, $0) } }
         }
     }
 
@@ -164,7 +131,7 @@ struct PublicRoutes: Sendable {
         get(routes, "/v1/test_store/products", testStoreProducts)
     }
 
-    private func customerInfo(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
+    func customerInfo(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let user = try AppUserIDRules.validated(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         // An alias answers as its customer (RevenueCat's aliases).
         var info = try await store.customerInfo(app: app, user: user, now: context.now)
@@ -175,7 +142,7 @@ struct PublicRoutes: Sendable {
         return SignedAnswer.customerInfo(info, requestedAs: user)
     }
 
-    private func offerings(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
+    func offerings(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
         _ = try AppUserIDRules.validated(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
         let answer = OfferingsAnswer(
             currentOfferingId: app.offerings.first(where: \.isCurrent)?.id,
@@ -188,49 +155,13 @@ struct PublicRoutes: Sendable {
         return try SignedAnswer.json(answer, cacheable: true)
     }
 
-    private func productEntitlementMapping(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
+    func productEntitlementMapping(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let mapping = Dictionary(
             uniqueKeysWithValues: app.products.map { ($0.id, MappingAnswer.Product(productIdentifier: $0.id, entitlements: $0.entitlements)) })
         return try SignedAnswer.json(MappingAnswer(productEntitlementMapping: mapping), cacheable: true)
     }
 
-    private func receipts(_ app: AppConfiguration, _ receipt: ReceiptRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
-        let user = try AppUserIDRules.validated(receipt.appUserId, percentEncoded: false)
-        if let offering = receipt.presentedOfferingIdentifier,
-            offering.isEmpty || offering.unicodeScalars.count > 200
-                || offering.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
-        {
-            throw APIError(.invalidField, "presented_offering_identifier must be 1 to 200 characters without control characters")
-        }
-        // Before the purchase, so its events carry them.
-        try await storeAttributes(receipt.attributes, app: app, user: user, context: context)
-        let status: PurchaseStatus
-        let info: SubscriberResponse
-        do {
-            if Self.isLegacyReceipt(receipt.fetchToken) {
-                status = try await recordLegacyReceipt(receipt.fetchToken, app: app, poster: user, now: context.now)
-                info = try await store.customerInfo(app: app, user: user, now: context.now)
-            } else {
-                var transaction = try await verify(receipt.fetchToken, app: app)
-                transaction.presentedOfferingId = receipt.presentedOfferingIdentifier
-                (status, info) = try await store.recordAndRead(transaction, app: app, poster: user, now: context.now)
-            }
-        } catch let error as APIError {
-            metrics.recordPurchase(app: app.id, outcome: String(error.code))
-            if error.code == APIErrorCode.signedDateAhead.rawValue { ServerClock.warnBehind(context.logger, detail: error.message) }
-            throw error
-        }
-        metrics.recordPurchase(app: app.id, outcome: status.rawValue)
-        if status == .boundToAnotherUser {
-            throw APIError(.purchaseBoundToAnotherUser, "this purchase carries another user's app account token and stays with that user")
-        }
-        return SignedAnswer.customerInfo(info, requestedAs: user, member: "purchase_status", string: status.rawValue)
-    }
-
-    /// Stores the attributes a purchase carried, for the poster (whatever becomes of the
-    /// purchase); a purchase is never refused for them: the ones the rules refuse are left out
-    /// and logged.
-    private func storeAttributes(
+    func storeAttributes(
         _ attributes: [String: SubscriberAttributeValue]?, app: AppConfiguration, user: String, context: SignedRequestContext
     ) async throws {
         guard let attributes, !attributes.isEmpty else { return }
@@ -247,7 +178,7 @@ struct PublicRoutes: Sendable {
         if !valid.isEmpty { _ = try await store.setAttributes(app: app.id, user: user, valid, now: context.now) }
     }
 
-    private func identify(_ app: AppConfiguration, _ identify: IdentifyRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
+    func identify(_ app: AppConfiguration, _ identify: IdentifyRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let current = try AppUserIDRules.validated(identify.appUserId, percentEncoded: false)
         let new = try AppUserIDRules.validated(identify.newAppUserId, percentEncoded: false)
         if CustomerDatabase.isAnonymous(new) {
@@ -260,7 +191,7 @@ struct PublicRoutes: Sendable {
         return SignedAnswer.customerInfo(info, requestedAs: new, status: created ? .created : .ok, member: "created", bool: created)
     }
 
-    private func setAttributes(_ app: AppConfiguration, _ body: SubscriberAttributesBody, _ context: SignedRequestContext) async throws
+    func setAttributes(_ app: AppConfiguration, _ body: SubscriberAttributesBody, _ context: SignedRequestContext) async throws
         -> SignedAnswer
     {
         let user = try AppUserIDRules.validated(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
@@ -290,7 +221,7 @@ struct PublicRoutes: Sendable {
         return try SignedAnswer.json(["updated_attributes": changed], cacheable: false)
     }
 
-    private func introEligibility(_ app: AppConfiguration, _ body: IntroEligibilityRequest, _ context: SignedRequestContext) async throws
+    func introEligibility(_ app: AppConfiguration, _ body: IntroEligibilityRequest, _ context: SignedRequestContext) async throws
         -> SignedAnswer
     {
         let user = try AppUserIDRules.validated(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
@@ -303,7 +234,7 @@ struct PublicRoutes: Sendable {
         return try SignedAnswer.json(IntroEligibilityAnswer(eligibility: answer), cacheable: false)
     }
 
-    private func promotionalOffer(_ app: AppConfiguration, _ body: PromotionalOfferRequest, _ context: SignedRequestContext) async throws
+    func promotionalOffer(_ app: AppConfiguration, _ body: PromotionalOfferRequest, _ context: SignedRequestContext) async throws
         -> SignedAnswer
     {
         let user = try AppUserIDRules.validated(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
@@ -330,157 +261,10 @@ struct PublicRoutes: Sendable {
         return try SignedAnswer.json(answer, cacheable: false)
     }
 
-    private func testStorePurchase(_ app: AppConfiguration, _ request: TestPurchaseRequest, _ context: SignedRequestContext) async throws
-        -> SignedAnswer
-    {
-        let testStore = try testStore(for: app)
-        let user = try AppUserIDRules.validated(request.appUserId, percentEncoded: false)
-        let token = try Self.appAccountToken(request.appAccountToken)
-        let account = try request.storeAccount.map(Self.storeAccount)
-        let time = context.now
-        guard let product = app.product(request.productId) else { throw Self.unknownProduct(request.productId, app: app) }
-        let offer = try promotionalOffer(in: request, product: product, app: app, token: token, now: time)
-        // A customer's first subscription in a group gets the introductory offer, as App Store
-        // does, unless a promotional offer is redeemed.
-        var eligible = false
-        if offer == nil {
-            eligible = try await store.introductoryOfferEligibility(app: app, user: user, products: [product])[product.id] == .eligible
-        }
-        guard
-            let (jws, payload) = try testStore.mintPurchase(
-                of: product.id, for: app, appAccountToken: token, purchaseDate: time,
-                withIntroductoryOffer: eligible, promotionalOffer: offer)
-        else { throw Self.unknownProduct(request.productId, app: app) }
-        let transactionId = payload.transactionId ?? ""
-        if let account {
-            try await store.appendToFeed(
-                app: app.id, account: account, transactionId: transactionId,
-                originalTransactionId: payload.originalTransactionId ?? transactionId, signedTransaction: jws, now: time)
-        }
-        return try SignedAnswer.json(
-            TestPurchaseAnswer(signedTransaction: jws, transactionId: transactionId, productId: product.id), cacheable: false)
-    }
-
-    /// The promotional offer a test-store purchase redeems, checked as the App Store checks
-    /// StoreKit's purchase option: one of the product's offers, signed with the app's In-App
-    /// Purchase key over Apple's fields (bundle id, key id, product, offer, app account token,
-    /// nonce, timestamp) within the last 24 hours. Nil when the purchase names none; 422 (4207)
-    /// for one the App Store would refuse.
-    private func promotionalOffer(
-        in request: TestPurchaseRequest, product: AppConfiguration.Product, app: AppConfiguration, token: UUID?, now: Date
-    ) throws -> String? {
-        let fields = request.promotionalOfferFields
-        guard !fields.isEmpty else { return nil }
-        guard fields.count == 5, let offer = request.promotionalOfferIdentifier, let keyId = request.promotionalOfferKeyIdentifier,
-            let nonce = request.promotionalOfferNonce.flatMap(UUID.init(uuidString:)),
-            let timestamp = request.promotionalOfferTimestamp.flatMap(Int64.init), let signature = request.promotionalOfferSignature
-        else {
-            throw APIError(
-                .invalidField, "a promotional offer needs all five promotional_offer_* fields, the nonce a UUID and the timestamp milliseconds")
-        }
-        guard let signer = offerSigners[app.id], product.promotionalOffers?.contains(offer) == true, keyId == signer.keyId,
-            let token
-        else {
-            throw APIError(
-                .promotionalOfferUnavailable, "product '\(product.id)' has no promotional offer '\(offer.prefix(100))' signed with this app's key")
-        }
-        // The timestamp is the client's number: compared without arithmetic on it (a distance
-        // of `now - timestamp` overflows for a timestamp near Int64.min and stops the process).
-        let time = now.epochMilliseconds
-        guard timestamp >= time - 86_400_000, timestamp <= time + 86_400_000,
-            signer.isValidV1(signature: signature, productId: product.id, offerId: offer, appAccountToken: token, nonce: nonce, timestamp: timestamp)
-        else {
-            throw APIError(.promotionalOfferUnavailable, "the promotional offer's signature does not verify or is older than 24 hours")
-        }
-        return offer
-    }
-
-    private func testStorePurchaseRequest(_ app: AppConfiguration, _ request: TestPurchaseRequest, _ context: SignedRequestContext) async throws
-        -> SignedAnswer
-    {
-        _ = try testStore(for: app)
-        _ = try AppUserIDRules.validated(request.appUserId, percentEncoded: false)
-        let token = try Self.appAccountToken(request.appAccountToken)
-        guard let account = try request.storeAccount.map(Self.storeAccount) else {
-            throw APIError(.invalidField, "an Ask-to-Buy purchase needs the store_account its approval goes to")
-        }
-        guard app.product(request.productId) != nil else { throw Self.unknownProduct(request.productId, app: app) }
-        let pending = try await store.addPending(
-            app: app.id, account: account, productId: request.productId,
-            appAccountToken: token?.uuidString.lowercased(), now: context.now)
-        return try SignedAnswer.json(
-            TestStorePendingAnswer(pendingId: pending.pendingId, productId: pending.productId),
-            status: .accepted, cacheable: false)
-    }
-
-    private func testStoreTransactions(_ app: AppConfiguration, _ request: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
-        _ = try testStore(for: app)
-        let account = try Self.storeAccount(context.parameters.get("store_account")?.removingPercentEncoding ?? "")
-        var after: Int64 = 0
-        if let text = request.uri.queryParameters.get("after") {
-            guard let value = Int64(text), value >= 0 else { throw APIError(.invalidField, "after must be a sequence number (0 or more)") }
-            after = value
-        }
-        let entries = try await store.feed(app: app.id, account: account, after: after, limit: 100)
-        return try SignedAnswer.json(
-            TestStoreFeed(transactions: entries.map { .init(sequence: $0.sequence, signedTransaction: $0.signedTransaction) }),
-            cacheable: false)
-    }
-
-    private func testStoreProducts(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
-        _ = try testStore(for: app)
-        return try SignedAnswer.json(
-            TestStoreProducts(
-                products: app.products.map { product in
-                    var listed = TestStoreProducts.Product(
-                        identifier: product.id, type: product.type.rawValue, displayName: product.displayName ?? product.id,
-                        description: product.description ?? "", price: product.price ?? "0", currency: product.currency ?? "USD",
-                        subscriptionPeriod: product.subscriptionPeriod, subscriptionGroup: product.subscriptionGroup,
-                        introductoryOffer: product.introductoryOffer
-                    )
-                    listed.promotionalOffers = product.promotionalOffers
-                    return listed
-                }), cacheable: true)
-    }
-
-    /// The test store, for an app that lists TestStore (the public and the admin test-store
-    /// routes both ask here).
-    static func testStore(_ testStore: TestStoreCA?, for app: AppConfiguration) throws(APIError) -> TestStoreCA {
-        guard let testStore, app.environments.contains(AppStoreEnvironment.testStore.rawValue) else {
-            throw APIError(.testStoreNotEnabled, "app '\(app.id)' does not accept TestStore purchases")
-        }
-        return testStore
-    }
-
-    private func testStore(for app: AppConfiguration) throws(APIError) -> TestStoreCA {
-        try Self.testStore(testStore, for: app)
-    }
-
-    static func unknownProduct(_ id: String, app: AppConfiguration) -> APIError {
-        APIError(.unknownProduct, "product '\(id.prefix(100))' is not configured for app '\(app.id)'")
-    }
-
-    static func appAccountToken(_ text: String?) throws(APIError) -> UUID? {
-        guard let text else { return nil }
-        guard let uuid = UUID(uuidString: text) else { throw APIError(.invalidField, "app_account_token must be a UUID") }
-        return uuid
-    }
-
-    /// Test store account names: 1 to 64 letters, digits, `-`, `_` or `.`.
-    static func storeAccount(_ text: String) throws(APIError) -> String {
-        guard (1...64).contains(text.utf8.count),
-            text.utf8.allSatisfy({
-                $0 < 0x80
-                    && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E)
-            })
-        else { throw APIError(.invalidField, "store_account must be 1 to 64 ASCII letters, digits, '-', '_' or '.'") }
-        return text
-    }
-
     /// A signed GET (the group's middleware checked the request, found the app, and signs).
     /// `acceptsSecretKey`: the app's secret key opens it too, as RevenueCat's
     /// `GET /v1/subscribers/{id}` is read by backends with theirs (the answer is the same).
-    private func get(
+    func get(
         _ group: RouterGroup<SignedRequestContext>, _ path: RouterPath, acceptsSecretKey: Bool = false,
         _ handler: @escaping @Sendable (AppConfiguration, Request, SignedRequestContext) async throws -> SignedAnswer
     ) {
@@ -508,7 +292,7 @@ struct PublicRoutes: Sendable {
     }
 
     /// The app the request's public key opens, or with `acceptsSecretKey` its secret key.
-    private static func app(
+    static func app(
         of request: Request, _ context: SignedRequestContext, acceptsSecretKey: Bool, _ authentication: APIKeyAuthentication
     ) throws(APIError) -> AppConfiguration {
         do throws(APIError) {
@@ -524,60 +308,6 @@ struct PublicRoutes: Sendable {
         APIKeyAuthentication.holds(app.secretApiKeys, context.exchange.apiKey ?? "")
     }
 
-    /// Verifies a signed transaction for `app`, mapping store errors to API errors.
-    /// A JWS is three base64url parts joined by dots; a legacy receipt is standard base64,
-    /// which has no dot. So the two cannot be taken for each other.
-    static func isLegacyReceipt(_ token: String) -> Bool {
-        var token = token
-        // A JWS's first dot follows its header, certificate chain and all (about 3 KB): `memchr`
-        // over the bytes, where `contains` goes byte by byte.
-        return token.withUTF8 { bytes in
-            guard let start = bytes.baseAddress else { return true }
-            return memchr(start, Int32(UInt8(ascii: ".")), bytes.count) == nil
-        }
-    }
-
-    /// Records every transaction of the customer a legacy receipt belongs to (the receipt
-    /// verified, then the history fetched from the App Store Server API and verified, see
-    /// ``StoreServerAPI/transactions(inLegacyReceipt:app:)``); the status is that of the
-    /// receipt's own transaction. Each is recorded as if posted, except that a legacy receipt
-    /// never moves a chain another user owns, whatever the app's transfer behaviour (409): the
-    /// receipt names a whole account's history, which is more than its poster shows to hold.
-    /// A refusal of any stops the rest.
-    private func recordLegacyReceipt(_ receipt: String, app: AppConfiguration, poster: String, now: Date) async throws -> PurchaseStatus {
-        let (id, transactions) = try await storeAPI.transactions(inLegacyReceipt: receipt, app: app)
-        var keeping = app
-        keeping.transferBehavior = .keepWithOriginal
-        var status: PurchaseStatus = .alreadyRecorded
-        for transaction in transactions {
-            let recorded: PurchaseStatus
-            do {
-                recorded = try await store.record(transaction, app: keeping, poster: poster, now: now)
-            } catch let error as APIError where error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue {
-                throw APIError(
-                    .purchaseOwnedByAnotherUser, "a purchase in this legacy receipt belongs to another user, and a legacy receipt never moves one")
-            }
-            if transaction.transactionId == id || transactions.count == 1 { status = recorded }
-        }
-        return status
-    }
-
-    private func verify(_ jws: String, app: AppConfiguration) async throws -> VerifiedTransaction {
-        guard let verifier = verifiers[app.id] else { throw APIError(.internalError, "no store verifier for app '\(app.id)'") }
-        let payload: TransactionPayload
-        do {
-            payload = try await verifier.verify(jws, as: TransactionPayload.self)
-        } catch {
-            throw APIError(storeRefusal: error, of: "fetch_token")
-        }
-        return try VerifiedTransaction(jws: jws, payload: payload, app: app)
-    }
-}
-
-/// A JSON request body with the fields its `X-Post-Params-Hash` covers, taken from the decoded
-/// body itself, so the hash and the handler can never read two different values.
-protocol PostBody: Decodable, Sendable {
-    var postParams: [(String, String?)] { get }
 }
 
 extension PublicRoutes.ReceiptRequest: PostBody {
@@ -586,93 +316,4 @@ extension PublicRoutes.ReceiptRequest: PostBody {
 
 extension PublicRoutes.IdentifyRequest: PostBody {
     var postParams: [(String, String?)] { [("app_user_id", appUserId), ("new_app_user_id", newAppUserId)] }
-}
-
-/// Attributes are not covered by `X-Post-Params-Hash` (they are not flat string fields); the
-/// answer says how many were stored and grants nothing.
-extension SubscriberAttributesBody: PostBody {
-    var postParams: [(String, String?)] { [] }
-}
-
-/// The answer lists every product asked for, so the SDK can tell an answer to its own question.
-extension IntroEligibilityRequest: PostBody {
-    var postParams: [(String, String?)] { [] }
-}
-
-extension PromotionalOfferRequest: PostBody {
-    var postParams: [(String, String?)] { [("product_identifier", productIdentifier), ("offer_identifier", offerIdentifier)] }
-}
-
-extension PublicRoutes.TestPurchaseRequest: PostBody {
-    /// `store_account` is covered when sent (clients from before store accounts hash three fields).
-    var postParams: [(String, String?)] {
-        [("app_user_id", appUserId), ("product_id", productId), ("app_account_token", appAccountToken)]
-            + (storeAccount.map { [("store_account", $0)] } ?? []) + promotionalOfferFields.map { ($0, $1) }
-    }
-}
-
-/// Decoding of JSON request bodies with errors that tell bad JSON from a bad field.
-/// Every body is checked by ``JSONSyntax`` first: a repeated key (after unescaping), invalid
-/// UTF-8 or a lone surrogate escape is refused, so no two readers of a body can disagree.
-enum JSONBody {
-    /// The request's body, collected (413 beyond the limit) and decoded.
-    static func body<T: Decodable>(_ type: T.Type, of request: inout Request, context: some RequestContext) async throws(APIError) -> T {
-        try decode(T.self, from: try await request.collectBody(context: context))
-    }
-
-    /// The body of a signed route, with its `X-Post-Params-Hash` checked against the decoded
-    /// fields. Every refusal here is unsigned: the server cannot vouch for a request it could
-    /// not read or whose claims do not match it.
-    static func signedBody<T: PostBody>(_ type: T.Type, of request: inout Request, context: SignedRequestContext) async throws(UnsignedRefusal) -> T {
-        let decoded: T
-        do throws(APIError) {
-            decoded = try await body(T.self, of: &request, context: context)
-        } catch {
-            throw UnsignedRefusal(error)
-        }
-        try context.exchange.checkPostParams(decoded.postParams)
-        return decoded
-    }
-
-    static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(APIError) -> T {
-        switch JSONSyntax.check(data, topLevel: .object) {
-        case nil: break
-        case .duplicateKey(let key)?:
-            throw APIError(.duplicateJSONKey, "the body repeats the key \"\(key.prefix(64))\" in one object")
-        case .malformed?:
-            throw APIError(.malformedJSON, "the body must be one JSON object")
-        }
-        do {
-            return try JSONDecoder().decode(T.self, from: data)
-        } catch let error as DecodingError {
-            // Foundation answers a number it cannot store in the field's type (1.5 or 1e400 for an
-            // integer) with "The given data was not valid JSON." and no path: name the number.
-            if case .dataCorrupted(let context) = error, context.codingPath.isEmpty, let number = unreadableNumber(in: data) {
-                throw APIError(.invalidField, "invalid body: '\(number.path)' must be an integer of at most 64 bits, not \(number.text.prefix(40))")
-            }
-            throw APIError(.invalidField, "invalid body: \(error.shortDescription)")
-        } catch {
-            throw APIError(.malformedJSON, "the body is not valid JSON")
-        }
-    }
-
-    /// The first number of a (syntactically valid) body that is no 64-bit integer, with its path:
-    /// no field of a request body takes a fraction.
-    static func unreadableNumber(in data: Data) -> (path: String, text: Substring)? {
-        func find(_ value: JSONValue, _ path: [String]) -> (path: String, text: Substring)? {
-            switch value {
-            case .number(let text):
-                if Int64(text) != nil { return nil }
-                if let double = Double(text), double.rounded() == double, abs(double) < 0x1p63 { return nil }
-                return (path.joined(separator: "."), text)
-            case .array(let elements):
-                return elements.indices.lazy.compactMap { find(elements[$0], path + ["\($0)"]) }.first
-            case .object(let members):
-                return members.keys.sorted().lazy.compactMap { find(members[$0]!, path + [$0]) }.first
-            case .null, .bool, .string:
-                return nil
-            }
-        }
-        return (try? JSONValue.parse(data)).flatMap { find($0, []) }
-    }
 }
