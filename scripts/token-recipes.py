@@ -237,6 +237,7 @@ def main():
         subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip(),
         "countersign")
     python = venv_python()
+    # The forgeries are made here with `cryptography` from the same venv (same Python version).
     sys.path.insert(0, subprocess.run([python, "-c", "import cryptography, os; print(os.path.dirname(os.path.dirname(cryptography.__file__)))"],
                                       capture_output=True, text=True, check=True).stdout.strip())
     with tempfile.TemporaryDirectory() as work:
