@@ -12,6 +12,8 @@ final class VerificationPolicyState: @unchecked Sendable {
     private let lock = NSLock()
     private var policy: VerificationPolicy?
     static let fileName = "verification-policy.json"
+    /// This SDK's version, as a policy's floor is compared with it.
+    static let sdkVersion = SDKVersion(CountersignSDK.version)
 
     init(compiledMode: EntitlementVerificationMode, store: CacheFiles) {
         self.compiledMode = compiledMode
@@ -25,7 +27,7 @@ final class VerificationPolicyState: @unchecked Sendable {
     /// The mode for `appUserID` at `date` (the device clock: a policy lapses by it).
     func mode(for appUserID: String, at date: Date) -> EntitlementVerificationMode {
         guard compiledMode == .informational, let policy = current, policy.mode == .enforced,
-            let version = SDKVersion(CountersignSDK.version), policy.applies(to: appUserID, sdkVersion: version, at: date)
+            let version = Self.sdkVersion, policy.applies(to: appUserID, sdkVersion: version, at: date)
         else { return compiledMode }
         return .enforced
     }

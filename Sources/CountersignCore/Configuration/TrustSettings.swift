@@ -88,7 +88,7 @@ extension AppConfiguration {
             if let lifetimeHours, !lifetimeHours.isFinite || !(1...720).contains(lifetimeHours) {
                 throw ConfigurationError("\(name): lifetimeHours must be from 1 to 720")
             }
-            if let seed, seed.utf8.count != 16 || !seed.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) {
+            if let seed, !WireHeader.isLowercaseHex16(seed) {
                 throw ConfigurationError("\(name): seed must be 16 lowercase hexadecimal characters")
             }
         }

@@ -106,7 +106,7 @@ public struct VerificationPolicy: Sendable, Hashable, Codable {
                 let rollout = Self.decimal(values[1], maximumDigits: 5), rollout <= UInt64(VerificationPolicy.fullRollout),
                 // Three numbers in the header (`1.2` elsewhere is 1.2.0): one spelling per policy.
                 values[2].split(separator: ".", omittingEmptySubsequences: false).count == 3, let sdk = SDKVersion(values[2]),
-                values[3].utf8.count == 16, values[3].utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }),
+                WireHeader.isLowercaseHex16(values[3]),
                 let expires = Self.decimal(values[4], maximumDigits: 16), expires > 0
             else { return nil }
             self = .policy(

@@ -27,6 +27,11 @@ public enum WireHeader {
     /// Whether an ETag has the form the server sends: 16 lowercase hex digits (the first 8 bytes
     /// of SHA-256 of the body).
     public static func isWellFormedETag(_ value: String) -> Bool {
+        isLowercaseHex16(value)
+    }
+
+    /// Exactly 16 lowercase hexadecimal characters: an ETag's shape, and a policy seed's.
+    public static func isLowercaseHex16(_ value: some StringProtocol) -> Bool {
         value.utf8.count == 16 && value.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
     }
 }
