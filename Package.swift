@@ -51,11 +51,19 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
+        // The purchase ledger: verified facts in, decisions out (who owns a purchase, what a change
+        // writes, which webhook events it makes). No SQL, no I/O, no clock: the callers pass the
+        // time, and its tests need no database.
+        .target(
+            name: "CountersignLedger",
+            dependencies: ["CountersignCore", "CountersignAppStore", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         // Storage: the operations the server's routes and services call, on SQLite or PostgreSQL.
         .target(
             name: "CountersignStorage",
             dependencies: [
                 "CountersignCore",
+                "CountersignLedger",
                 "CountersignAppStore",
                 "CSQLite",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -76,6 +84,7 @@ let package = Package(
             name: "CountersignServer",
             dependencies: [
                 "CountersignImportFormats",
+                "CountersignLedger",
                 "CountersignCore",
                 "CountersignAppStore",
                 "CountersignAppStoreServerAPI",
@@ -117,6 +126,7 @@ let package = Package(
                 "CountersignAppStore",
                 "CountersignServer",
                 "CountersignStorage",
+                "CountersignLedger",
                 "CountersignProxy",
                 "CountersignImportFormats",
                 "Countersign",
@@ -137,10 +147,16 @@ let package = Package(
                 "CountersignAppStoreServerAPI",
                 "CountersignServer",
                 "CountersignStorage",
+                "CountersignLedger",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
             ]
+        ),
+        // The ledger's rules case by case: links no storage and opens no database.
+        .testTarget(
+            name: "CountersignLedgerTests",
+            dependencies: ["CountersignLedger", "CountersignCore", "CountersignAppStore"]
         ),
         .testTarget(
             name: "CountersignCoreTests",
@@ -171,6 +187,7 @@ let package = Package(
                 "CountersignServer",
                 "CountersignImportFormats",
                 "CountersignStorage",
+                "CountersignLedger",
                 "Countersign",
                 "CountersignTesting",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -187,6 +204,7 @@ let package = Package(
                 "Countersign",
                 "CountersignServer",
                 "CountersignStorage",
+                "CountersignLedger",
                 "CountersignProxy",
                 "CountersignTesting",
                 .product(name: "Hummingbird", package: "hummingbird"),

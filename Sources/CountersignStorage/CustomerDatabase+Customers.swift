@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignLedger
 import Foundation
 
 /// Customers beyond purchases: logIn merges, the admin API's lookups, promotional grants and

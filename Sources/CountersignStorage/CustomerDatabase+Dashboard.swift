@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignLedger
 import Foundation
 
 /// What the dashboard reads and keeps: sign-in sessions, customer search, the daily counts and

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignLedger
 import Foundation
 
 /// Verification-failure telemetry from SDKs: counts by app, day (UTC), reason and mode.

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignLedger
 import Foundation
 
 /// Events and their webhook deliveries (the outbox): an event is written by the statement or
@@ -334,7 +335,7 @@ extension CustomerDatabase {
                 guard let app = apps.first(where: { $0.id == row.app }) else { continue }
                 var subject = row.transaction
                 try await Self.placeInChain(sql, &subject, app: app.id)
-                var event = Self.expirationEvent(app: app, owner: row.owner, transaction: subject, now: now)
+                var event = EventRules.expirationEvent(app: app, owner: row.owner, transaction: subject, now: now)
                 event.expirationReason = row.reason
                 try await Self.emit([event], on: sql, app: app, now: now)
                 reported += 1
@@ -366,10 +367,8 @@ extension CustomerDatabase {
             """
         let columns = "p.app_id, \(EventTransaction.storedColumns), o.app_user_id, s.auto_renew_status, s.in_billing_retry"
         func ended(_ row: any StoredRow) throws -> Expired {
-            let reason =
-                try row.integer("in_billing_retry") ?? 0 != 0
-                ? "BILLING_ERROR"
-                : try row.integer("auto_renew_status") == 0 ? "UNSUBSCRIBE" : "UNKNOWN"
+            let reason = EventRules.expirationReason(
+                inBillingRetry: try row.integer("in_billing_retry") ?? 0 != 0, autoRenewStatus: try row.integer("auto_renew_status"))
             return Expired(
                 app: try row.string("app_id"), owner: try row.string("app_user_id"), transaction: try EventTransaction(stored: row),
                 reason: reason, ends: try row.int64("ends_ms"))

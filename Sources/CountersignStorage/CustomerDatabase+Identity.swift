@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignLedger
 import Foundation
 
 /// Who an app user id names, as RevenueCat keeps it: the ids merged into a customer (by logIn, or

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignLedger
 import Foundation
 
 /// What an import writes beside the purchases it records through

@@ -1,24 +1,15 @@
 import CountersignCore
+import CountersignLedger
 import Foundation
 
 /// Recording a posted purchase in three steps: read what the database holds about it (one
-/// statement), decide in Swift who owns it and what to write (``plan(_:_:app:poster:now:ownerHasActiveEntitlement:)``,
+/// statement), decide in Swift who owns it and what to write (``Ownership/plan(_:_:app:poster:now:)``,
 /// the ownership rules in one place), then write (one statement on PostgreSQL).
 extension CustomerDatabase {
     /// Records a verified transaction for `poster`, or for the user its app account token names
     /// (``PurchaseStatus/boundToAnotherUser``: committed for that user), applying the app's
-    /// transfer behaviour. Throws an ``APIError`` and changes nothing when the purchase belongs to
-    /// someone else and may not move.
-    ///
-    /// Who owns a purchase chain:
-    /// - a token naming a known customer who logged in (not an anonymous id) pins the chain to
-    ///   that customer, whoever posts it: a purchase made while signed in can never be replayed
-    ///   to unlock another account;
-    /// - a token naming an anonymous id pins nothing: the anonymous id is gone after a reinstall
-    ///   or was merged into a real user by logIn, so the transfer behaviour decides as for a
-    ///   purchase without a token;
-    /// - a chain whose owner was deleted is owned by nobody: `transfer` and `transferIfNoActive`
-    ///   give it to the poster, `keepWithOriginal` refuses.
+    /// transfer behaviour (``Ownership``). Throws ``LedgerError/purchaseOwnedByAnotherUser(_:)``
+    /// and changes nothing when the purchase belongs to someone else and may not move.
     ///
     /// On PostgreSQL a purchase that moves no chain (a new one, one already recorded) takes one
     /// read and one write statement, without `BEGIN … COMMIT`: a single statement is atomic and
@@ -71,129 +62,30 @@ extension CustomerDatabase {
 
     /// Reads, decides and writes on `sql`, for the customer the poster's id names (an alias
     /// posts for the customer it was merged into); nil, with nothing written, when the purchase
-    /// would move a chain and `movesChains` is false.
+    /// would move a chain and `movesChains` is false. The ledger decides (``Ownership`` and
+    /// ``EventRules``) from facts read before: nothing it decides reads the database.
     static func record(
         _ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration,
         poster postedAs: String, now: Date, movesChains: Bool
     ) async throws -> (status: PurchaseStatus, poster: String)? {
-        var poster = postedAs
-        var facts = try await purchaseFacts(sql, transaction, app: app.id, poster: poster)
+        var poster = CustomerID(postedAs)
+        var facts = try await purchaseFacts(sql, transaction, app: app.id, poster: poster.rawValue)
         if facts.posterSeen == nil, let customer = facts.posterAliasOf {
             poster = customer
-            facts = try await purchaseFacts(sql, transaction, app: app.id, poster: poster)
+            facts = try await purchaseFacts(sql, transaction, app: app.id, poster: poster.rawValue)
         }
-        let chain = transaction.originalTransactionId
-        let plan = try await Self.plan(facts, transaction, app: app, poster: poster, now: now) { other in
-            try await !entitlements(sql, app: app, user: other, now: now, onlyChain: chain).activeEntitlementIds.isEmpty
+        if Ownership.needsOwnerEntitlements(facts, app: app, poster: poster), case .user(let holder) = facts.chainOwner {
+            let chain = transaction.originalTransactionId
+            facts.chainGivesOwnerEntitlement =
+                try await !entitlements(sql, app: app, user: holder.rawValue, now: now, onlyChain: chain).activeEntitlementIds.isEmpty
         }
-        if case .update = plan.owner, !movesChains { return nil }
-        try await write(
-            plan, on: sql, transaction, app: app, poster: poster, now: now,
-            events: try await purchaseEvents(sql, plan, facts, transaction, app: app, now: now))
-        return (plan.status, poster)
-    }
-
-    /// The events a planned purchase makes: a `TRANSFER` when its chain moves, and what the
-    /// transaction itself makes for its owner (``transactionEvents(_:_:stored:app:user:now:)``:
-    /// the purchase event of a new one, a refund or its reversal, an extension).
-    static func purchaseEvents(
-        _ sql: any SQLExecutor, _ plan: PurchasePlan, _ facts: PurchaseFacts, _ transaction: VerifiedTransaction, app: AppConfiguration,
-        now: Date
-    ) async throws -> [WebhookEvent] {
-        var events: [WebhookEvent] = []
-        var owner: String?
-        switch plan.owner {
-        case .insert(let user):
-            owner = user
-        case .update(let user) where !plan.dampsTransfer:
-            owner = user
-            var transfer = WebhookEvent(
-                .transfer, subject: "\(transaction.originalTransactionId)\u{0}\(user)\u{0}\(now.epochMilliseconds)",
-                app: app, user: user, transaction: EventTransaction(transaction), now: now)
-            if case .user(let previous) = facts.chainOwner { transfer.transferredFrom = [previous] }
-            transfer.transferredTo = [user]
-            events.append(transfer)
-        case .update(let user):
-            owner = user
-        case .none:
-            if case .user(let user) = facts.chainOwner { owner = user }
-        }
-        if plan.purchase != .none, let owner {
-            events += try await transactionEvents(sql, transaction, stored: facts.storedCopy, app: app, user: owner, now: now)
-        }
-        let (imported, delivered) = transaction.eventHandling
-        for index in events.indices {
-            events[index].imported = imported
-            events[index].delivered = delivered
-        }
-        return events
-    }
-
-    /// What the database holds about a posted purchase.
-    struct PurchaseFacts: Sendable {
-        enum ChainOwner: Sendable, Equatable {
-            /// The chain has no owner row.
-            case none
-            /// Its owner was deleted.
-            case deleted
-            case user(String)
-        }
-
-        /// The poster's first and last visit (milliseconds); nil for a new customer.
-        var posterSeen: (first: Int64, last: Int64)?
-        /// The customer whose alias the poster's id is, if any (the poster then has no row).
-        var posterAliasOf: String? = nil
-        /// The customer whose app account token the transaction carries, if any.
-        var tokenUser: String?
-        /// When the stored copy of the transaction was signed; nil when it is new.
-        var storedSignedDate: Int64?
-        var chainOwner: ChainOwner
-        /// When the chain's current transfer window opened (milliseconds): the last move that
-        /// made a `TRANSFER` event; nil if it never moved.
-        var chainMoved: Int64? = nil
-        /// The stored copy's expiry and revocation (milliseconds), when it is stored.
-        var storedExpires: Int64? = nil
-        var storedRevoked: Int64? = nil
-        /// The stored copy is an imported record (not the store's signed copy).
-        var storedIsImported = false
-
-        /// What the database held of the transaction; nil when it is new.
-        var storedCopy: StoredCopy? {
-            storedSignedDate.map { StoredCopy(signedMs: $0, expiresMs: storedExpires, revokedMs: storedRevoked) }
-        }
-    }
-
-    /// What recording a purchase writes, and what the poster hears.
-    struct PurchasePlan: Sendable, Equatable {
-        enum CustomerWrite: Sendable, Equatable {
-            case none
-            case insert
-            /// `last_seen` is over an hour old.
-            case touch
-        }
-
-        enum PurchaseWrite: Sendable, Equatable {
-            case none
-            case insert
-            /// The posted copy was signed after the stored one: its revocation and upgrade state win.
-            case refresh
-            /// The store's signed copy of an imported record: it replaces the record.
-            case confirm
-        }
-
-        enum OwnerWrite: Sendable, Equatable {
-            case none
-            case insert(String)
-            case update(String)
-        }
-
-        var status: PurchaseStatus
-        var customer: CustomerWrite
-        var purchase: PurchaseWrite
-        var owner: OwnerWrite
-        /// The chain moved within the transfer window: it moves again, without a `TRANSFER`
-        /// event and without starting a new window.
-        var dampsTransfer = false
+        let plan = try Ownership.plan(facts, transaction, app: app, poster: poster, now: now.epochMilliseconds)
+        if plan.movesChain, !movesChains { return nil }
+        let change = plan.purchase == .none ? .none : EventRules.change(of: transaction, stored: facts.storedCopy, now: now.epochMilliseconds)
+        let place = change.needsPlace(transaction) ? try await chainPlace(sql, EventTransaction(transaction), app: app.id) : nil
+        let events = EventRules.purchaseEvents(plan, facts, transaction, change: change, place: place, app: app, now: now)
+        try await write(plan, on: sql, transaction, app: app, poster: poster.rawValue, now: now, events: events)
+        return (plan.status, poster.rawValue)
     }
 
     /// The facts of a purchase in one statement: one row, the poster's customer row and the
@@ -244,14 +136,18 @@ extension CustomerDatabase {
         if try row.integer(4, "owner_rows") == 0 {
             owner = .none
         } else if let user = try row.text(5, "owner") {
-            owner = .user(user)
+            owner = .user(CustomerID(user))
         } else {
             owner = .deleted
         }
+        var seen: (first: Int64, last: Int64)?
+        if let first, let last { seen = (first, last) }
+        let alias: String? = try row.text(10, "alias_of")
+        let token: String? = try row.text(2, "token_user")
         return PurchaseFacts(
-            posterSeen: first.flatMap { first in last.map { (first, $0) } },
-            posterAliasOf: try row.text(10, "alias_of"),
-            tokenUser: try row.text(2, "token_user"),
+            posterSeen: seen,
+            posterAliasOf: alias.map { CustomerID($0) },
+            tokenUser: token.map { CustomerID($0) },
             storedSignedDate: try row.integer(3, "stored_signed_ms"),
             chainOwner: owner,
             chainMoved: try row.integer(6, "moved_at_ms"),
@@ -259,83 +155,6 @@ extension CustomerDatabase {
             storedRevoked: try row.integer(8, "stored_revoked_ms"),
             storedIsImported: (try row.integer(9, "stored_imported") ?? 0) != 0
         )
-    }
-
-    /// The window (milliseconds) that damps `TRANSFER` events: a chain that moved within it
-    /// moves again when posted (entitlements always follow the latest poster the rules allow),
-    /// but only the move that opened the window makes an event and its webhook deliveries. The
-    /// same purchase posted alternately as two ids made an event and a delivery per post.
-    static let transferWindow: Int64 = 600_000
-
-    /// The ownership rules of ``record(_:app:poster:now:)``: who owns the purchase's chain after
-    /// it is posted, and what that writes. `ownerHasActiveEntitlement` answers, for
-    /// `transferIfNoActive`, whether the chain still gives its current owner an entitlement.
-    /// What recording a purchase writes of the poster's customer row (at most one write an hour)
-    /// and of the transaction's row (a copy signed later refreshes the stored one).
-    static func rowWrites(_ facts: PurchaseFacts, _ transaction: VerifiedTransaction, now: Date)
-        -> (customer: PurchasePlan.CustomerWrite, purchase: PurchasePlan.PurchaseWrite)
-    {
-        let customer: PurchasePlan.CustomerWrite =
-            facts.posterSeen.map { now.epochMilliseconds - $0.last >= lastSeenResolution ? .touch : .none } ?? .insert
-        let purchase: PurchasePlan.PurchaseWrite
-        switch (facts.storedSignedDate, facts.storedIsImported, transaction.isImported) {
-        case (nil, _, _): purchase = .insert
-        // A signed copy always replaces an imported record; an imported record never replaces a signed copy.
-        case (_, true, false): purchase = .confirm
-        case (_, false, true): purchase = .none
-        case (let stored?, _, _): purchase = (transaction.payload.signedDate ?? now).epochMilliseconds > stored ? .refresh : .none
-        }
-        return (customer, purchase)
-    }
-
-    static func plan(
-        _ facts: PurchaseFacts, _ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date,
-        ownerHasActiveEntitlement: (String) async throws -> Bool
-    ) async throws -> PurchasePlan {
-        let (customer, purchase) = rowWrites(facts, transaction, now: now)
-        func plan(_ status: PurchaseStatus, _ owner: PurchasePlan.OwnerWrite) -> PurchasePlan {
-            PurchasePlan(status: status, customer: customer, purchase: purchase, owner: owner)
-        }
-
-        var owner = poster
-        if let token = transaction.payload.appAccountToken?.lowercased(),
-            token != AppAccountToken.forAppUserID(poster).uuidString.lowercased(),
-            let bound = facts.tokenUser, !isAnonymous(bound)
-        {
-            owner = bound
-        }
-        // Ids compare by their bytes, as the database compares them (`AppUserID`).
-        let ownerIsPoster = AppUserID.same(owner, poster)
-        let current: String?
-        switch facts.chainOwner {
-        case .none:
-            return plan(ownerIsPoster ? .new : .boundToAnotherUser, .insert(owner))
-        case .user(let user) where AppUserID.same(user, owner):
-            if !ownerIsPoster { return plan(.boundToAnotherUser, .none) }
-            return plan(purchase == .insert ? .new : .alreadyRecorded, .none)
-        case .user(let user):
-            current = user
-        case .deleted:
-            current = nil
-        }
-        if !ownerIsPoster {
-            // The token's user wins over whoever holds the chain now.
-            return plan(.boundToAnotherUser, .update(owner))
-        }
-        switch app.transferBehavior {
-        case .transfer:
-            break
-        case .keepWithOriginal:
-            throw APIError(.purchaseOwnedByAnotherUser, "this purchase belongs to another user and the app keeps purchases with their first owner")
-        case .transferIfNoActive:
-            if let current, try await ownerHasActiveEntitlement(current) {
-                throw APIError(.purchaseOwnedByAnotherUser, "this purchase still gives another user an active entitlement")
-            }
-        }
-        var transferred = plan(.transferred, .update(poster))
-        // Posted back and forth: it moves each time, but one TRANSFER a window tells of it.
-        transferred.dampsTransfer = facts.chainMoved.map { now.epochMilliseconds - $0 < transferWindow } ?? false
-        return transferred
     }
 
     /// The writes of a new purchase (the customer added unless known, the purchase, its chain's
@@ -378,7 +197,7 @@ extension CustomerDatabase {
             let values =
                 customer.values
                 + insertPurchaseStatement(transaction, app: app, now: now).values
-                + insertOwnerStatement(app: app.id, chain: chain, user: owner, now: now).values
+                + insertOwnerStatement(app: app.id, chain: chain, user: owner.rawValue, now: now).values
                 + eventWrites[0].values
             try await sql.run(touches ? NewPurchaseTouchingStatement.statement(values) : NewPurchaseStatement.statement(values))
             return
@@ -397,9 +216,9 @@ extension CustomerDatabase {
         }
         switch plan.owner {
         case .none: break
-        case .insert(let user): statements.append(insertOwnerStatement(app: app.id, chain: chain, user: user, now: now))
+        case .insert(let user): statements.append(insertOwnerStatement(app: app.id, chain: chain, user: user.rawValue, now: now))
         case .update(let user):
-            statements.append(updateOwnerStatement(app: app.id, chain: chain, user: user, now: now, opensWindow: !plan.dampsTransfer))
+            statements.append(updateOwnerStatement(app: app.id, chain: chain, user: user.rawValue, now: now, opensWindow: !plan.dampsTransfer))
         }
         statements += eventWrites
         if statements.count > 1, postgres {

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignLedger
 import Foundation
 
 /// The test store's accounts: what StoreKit keeps for an Apple ID, kept by the server so a

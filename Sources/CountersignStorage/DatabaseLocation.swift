@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignLedger
 import Foundation
 
 /// Where the server keeps its data: SQLite in the data directory (the embedded default) or a

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignLedger
 import CountersignTesting
 import Foundation
 import Testing

@@ -1,5 +1,6 @@
 import CountersignAppStore
 import CountersignCore
+import CountersignLedger
 import CountersignTesting
 import Foundation
 import HTTPTypes

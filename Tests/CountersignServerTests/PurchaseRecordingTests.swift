@@ -1,5 +1,6 @@
 import CountersignAppStore
 import CountersignCore
+import CountersignLedger
 import CountersignTesting
 import Foundation
 import Logging
@@ -8,127 +9,10 @@ import Testing
 @testable import CountersignServer
 @testable import CountersignStorage
 
-/// Recording a purchase: the ownership rules on their own (``CustomerDatabase/plan``), the
-/// PostgreSQL path without a transaction, and many posts of one purchase at once.
+/// Recording a purchase: statements run together, the PostgreSQL path without a transaction, and
+/// many posts of one purchase at once (the ownership rules alone: CountersignLedgerTests).
 @Suite("Purchase recording", .serialized)
 struct PurchaseRecordingTests {
-    typealias Facts = CustomerDatabase.PurchaseFacts
-    typealias Plan = CustomerDatabase.PurchasePlan
-
-    static let now = Date(timeIntervalSince1970: 1_790_000_000)
-
-    static func app(_ behavior: AppConfiguration.TransferBehavior = .transfer) -> AppConfiguration {
-        var app = AppConfiguration.makeDemo()
-        app.transferBehavior = behavior
-        return app
-    }
-
-    /// A verified transaction (not signed: the rules never look at the signature).
-    static func transaction(token: UUID? = nil, signedAgo: TimeInterval = 0) throws -> VerifiedTransaction {
-        var payload = TransactionPayload(
-            transactionId: "2000", originalTransactionId: "1000", bundleId: "com.example.demo", productId: "pro_monthly",
-            purchaseDate: now.addingTimeInterval(-86_400), type: .autoRenewable, environment: .testStore,
-            signedDate: now.addingTimeInterval(-signedAgo)
-        )
-        payload.appAccountToken = token?.uuidString
-        return try VerifiedTransaction(jws: "jws", payload: payload, app: app())
-    }
-
-    static func plan(
-        _ facts: Facts, _ transaction: VerifiedTransaction, behavior: AppConfiguration.TransferBehavior = .transfer,
-        poster: String = "alice", ownerActive: Bool = false, asked: Collected<String>? = nil
-    ) async throws -> Plan {
-        try await CustomerDatabase.plan(facts, transaction, app: app(behavior), poster: poster, now: now) { owner in
-            asked?.add(owner)
-            return ownerActive
-        }
-    }
-
-    static let seenNow = (first: Int64(1_700_000_000_000), last: now.epochMilliseconds)
-
-    @Test("a new purchase by a new customer: customer, purchase and owner inserted, answered new")
-    func newPurchase() async throws {
-        let plan = try await Self.plan(Facts(posterSeen: nil, tokenUser: nil, storedSignedDate: nil, chainOwner: .none), Self.transaction())
-        #expect(plan == Plan(status: .new, customer: .insert, purchase: .insert, owner: .insert("alice")))
-    }
-
-    @Test("a known customer is touched at most once an hour")
-    func lastSeen() async throws {
-        let facts = Facts(posterSeen: Self.seenNow, tokenUser: nil, storedSignedDate: nil, chainOwner: .none)
-        #expect(try await Self.plan(facts, Self.transaction()).customer == .none)
-        var stale = facts
-        stale.posterSeen = (Self.seenNow.first, Self.seenNow.last - CustomerDatabase.lastSeenResolution)
-        #expect(try await Self.plan(stale, Self.transaction()).customer == .touch)
-    }
-
-    @Test("the same copy again is already recorded; a copy signed later refreshes the stored one, an older one does not")
-    func repost() async throws {
-        let signed = Self.now.epochMilliseconds
-        let facts = Facts(posterSeen: Self.seenNow, tokenUser: nil, storedSignedDate: signed, chainOwner: .user("alice"))
-        #expect(try await Self.plan(facts, Self.transaction()) == Plan(status: .alreadyRecorded, customer: .none, purchase: .none, owner: .none))
-        var older = facts
-        older.storedSignedDate = signed - 1000
-        #expect(try await Self.plan(older, Self.transaction()).purchase == .refresh)
-        #expect(try await Self.plan(facts, Self.transaction(signedAgo: 60)).purchase == .none)
-    }
-
-    @Test("a stored transaction without an owner (a notification came first) is new to its poster")
-    func storedWithoutOwner() async throws {
-        let facts = Facts(posterSeen: Self.seenNow, tokenUser: nil, storedSignedDate: Self.now.epochMilliseconds, chainOwner: .none)
-        #expect(try await Self.plan(facts, Self.transaction()) == Plan(status: .new, customer: .none, purchase: .none, owner: .insert("alice")))
-    }
-
-    @Test("a token naming a logged-in customer pins the chain to them, whoever posts it")
-    func tokenPins() async throws {
-        let token = AppAccountToken.forAppUserID("bob")
-        let fresh = Facts(posterSeen: nil, tokenUser: "bob", storedSignedDate: nil, chainOwner: .none)
-        #expect(try await Self.plan(fresh, Self.transaction(token: token)).owner == .insert("bob"))
-        #expect(try await Self.plan(fresh, Self.transaction(token: token)).status == .boundToAnotherUser)
-        var held = fresh
-        held.chainOwner = .user("mallory")
-        // Even an app that keeps purchases with their first owner: the token's user wins.
-        let plan = try await Self.plan(held, Self.transaction(token: token), behavior: .keepWithOriginal)
-        #expect(plan.owner == .update("bob"))
-        #expect(plan.status == .boundToAnotherUser)
-        held.chainOwner = .user("bob")
-        #expect(
-            try await Self.plan(held, Self.transaction(token: token))
-                == Plan(status: .boundToAnotherUser, customer: .insert, purchase: .insert, owner: .none))
-    }
-
-    @Test("a token naming an anonymous id, or the poster's own token, pins nothing")
-    func tokenPinsNothing() async throws {
-        let anonymous = ReservedAppUserID.anonymousPrefix + "0f3c2a56-9d1e-4b7a-8c21-5e6f7a8b9c0d"
-        let facts = Facts(posterSeen: nil, tokenUser: anonymous, storedSignedDate: nil, chainOwner: .none)
-        #expect(try await Self.plan(facts, Self.transaction(token: AppAccountToken.forAppUserID(anonymous))).owner == .insert("alice"))
-        let own = Facts(posterSeen: nil, tokenUser: "alice", storedSignedDate: nil, chainOwner: .none)
-        #expect(try await Self.plan(own, Self.transaction(token: AppAccountToken.forAppUserID("alice"))).status == .new)
-    }
-
-    @Test("a chain held by another user: moved, refused or moved only when it gives them nothing, by the app's setting")
-    func transferBehaviours() async throws {
-        let facts = Facts(posterSeen: Self.seenNow, tokenUser: nil, storedSignedDate: Self.now.epochMilliseconds, chainOwner: .user("bob"))
-        #expect(
-            try await Self.plan(facts, Self.transaction()) == Plan(status: .transferred, customer: .none, purchase: .none, owner: .update("alice")))
-        await #expect(throws: APIError.self) { try await Self.plan(facts, Self.transaction(), behavior: .keepWithOriginal) }
-        let asked = Collected<String>()
-        await #expect(throws: APIError.self) {
-            try await Self.plan(facts, Self.transaction(), behavior: .transferIfNoActive, ownerActive: true, asked: asked)
-        }
-        #expect(asked.all == ["bob"], "the rule asks about the current owner")
-        #expect(try await Self.plan(facts, Self.transaction(), behavior: .transferIfNoActive, ownerActive: false).owner == .update("alice"))
-    }
-
-    @Test("a chain whose owner was deleted goes to the poster unless the app keeps purchases with their first owner")
-    func deletedOwner() async throws {
-        let facts = Facts(posterSeen: nil, tokenUser: nil, storedSignedDate: Self.now.epochMilliseconds, chainOwner: .deleted)
-        let asked = Collected<String>()
-        let plan = try await Self.plan(facts, Self.transaction(), behavior: .transferIfNoActive, ownerActive: true, asked: asked)
-        #expect(plan.owner == .update("alice"))
-        #expect(asked.all.isEmpty, "nobody to ask about")
-        await #expect(throws: APIError.self) { try await Self.plan(facts, Self.transaction(), behavior: .keepWithOriginal) }
-    }
-
     @Test("statements run together: parameters numbered on, each but the last a WITH clause, a $ without digits left alone")
     func together() {
         let first = SQLStatement("INSERT INTO a VALUES ($1, $2, $1, '$x')", [.text("one"), .integer(2)])
@@ -209,18 +93,18 @@ struct PurchaseRecordingTests {
                 configured.transferBehavior = behavior
                 let app = configured
                 let transaction = try Self.purchase(server)
-                let outcomes = try await withThrowingTaskGroup(of: (String, Result<PurchaseStatus, APIError>).self) { group in
+                let outcomes = try await withThrowingTaskGroup(of: (String, Result<PurchaseStatus, LedgerError>).self) { group in
                     for index in 0..<20 {
                         group.addTask {
                             let user = "racer-\(index)"
                             do {
                                 return (user, .success(try await server.store.record(transaction, app: app, poster: user, now: Date())))
-                            } catch let error as APIError {
+                            } catch let error as LedgerError {
                                 return (user, .failure(error))
                             }
                         }
                     }
-                    return try await group.reduce(into: [String: Result<PurchaseStatus, APIError>]()) { $0[$1.0] = $1.1 }
+                    return try await group.reduce(into: [String: Result<PurchaseStatus, LedgerError>]()) { $0[$1.0] = $1.1 }
                 }
                 let stored = try await Self.counts(server, transaction)
                 #expect(stored.purchases == 1)
@@ -231,7 +115,7 @@ struct PurchaseRecordingTests {
                 case .keepWithOriginal:
                     #expect(stored.owners == new, "the first owner keeps it")
                     let refused = outcomes.values.filter {
-                        if case .failure(let error) = $0 { error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue } else { false }
+                        if case .failure(.purchaseOwnedByAnotherUser) = $0 { true } else { false }
                     }
                     #expect(refused.count == 19)
                 default:
@@ -323,7 +207,7 @@ struct PurchaseRecordingTests {
                     CustomerDatabase.insertOwnerStatement(app: app.id, chain: transaction.originalTransactionId, user: "holder", now: Date()))
             }
             // What the rules would write had the owner row not been there (it arrived meanwhile).
-            let plan = Plan(status: .new, customer: .insert, purchase: .insert, owner: .insert("poster"))
+            let plan = PurchasePlan(status: .new, customer: .insert, purchase: .insert, owner: .insert("poster"))
             let events = [
                 WebhookEvent(
                     .initialPurchase, subject: transaction.transactionId, app: app, user: "poster",

@@ -1,5 +1,6 @@
 import CountersignAppStore
 import CountersignCore
+import CountersignLedger
 import CountersignProxy
 import CountersignServer
 import CountersignTesting

@@ -1,6 +1,7 @@
 import CountersignAppStore
 import CountersignAppStoreServerAPI
 import CountersignCore
+import CountersignLedger
 import CountersignStorage
 import Foundation
 import Logging

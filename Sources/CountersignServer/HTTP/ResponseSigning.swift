@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignLedger
 import CountersignStorage
 import Foundation
 import HTTPTypes
@@ -61,19 +62,26 @@ public struct ResponseSigning: RouterMiddleware {
         } catch let refusal as UnsignedRefusal {
             throw refusal
         } catch let error as APIError {
-            // A refusal before the route checked the body's claim is not signed either.
-            guard exchange.claimsChecked else { throw error }
-            if let storeStatus = error.storeStatus {
-                context.logger.notice(
-                    "store data refused",
-                    metadata: [
-                        "store_status": "\(storeStatus)", "store_reason": "\(error.storeReason ?? "")", "code": "\(error.code)",
-                    ])
-            }
-            return try exchange.response(to: request, answer: SignedAnswer.error(error))
+            return try signedRefusal(error, exchange: exchange, request: request, logger: context.logger)
+        } catch let refusal as LedgerError {
+            return try signedRefusal(APIError(refusal), exchange: exchange, request: request, logger: context.logger)
         } catch {
             return try exchange.response(to: request, answer: SignedAnswer.error(ErrorAnswer.apiError(for: error, logger: context.logger)))
         }
+    }
+
+    /// A route's refusal, signed once the route has checked the body's claim.
+    private func signedRefusal(_ error: APIError, exchange: SignedExchange, request: Request, logger: Logger) throws -> Response {
+        // A refusal before the route checked the body's claim is not signed either.
+        guard exchange.claimsChecked else { throw error }
+        if let storeStatus = error.storeStatus {
+            logger.notice(
+                "store data refused",
+                metadata: [
+                    "store_status": "\(storeStatus)", "store_reason": "\(error.storeReason ?? "")", "code": "\(error.code)",
+                ])
+        }
+        return try exchange.response(to: request, answer: SignedAnswer.error(error))
     }
 
     /// The signed request parts, from what the server itself received.
@@ -206,6 +214,7 @@ public enum ErrorAnswer {
     /// database is away for now (``Database/isUnavailable(_:)``), else 500. Never the internals:
     /// the log has them, with the request id.
     static func apiError(for error: any Error, logger: Logger) -> APIError {
+        if let refusal = error as? LedgerError { return APIError(refusal) }
         if Database.isUnavailable(error) {
             logger.warning("database unavailable", metadata: ["error": "\(String(reflecting: error))"])
             return APIError(

@@ -1,6 +1,7 @@
 import CountersignAppStore
 import CountersignCore
 import CountersignImportFormats
+import CountersignLedger
 import CountersignStorage
 import Foundation
 import NIOConcurrencyHelpers
@@ -348,8 +349,8 @@ extension CustomerDatabase {
         let status: PurchaseStatus
         do {
             status = try await record(transaction, app: app, poster: poster, now: now)
-        } catch let error as APIError where error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue {
-            return (nil, "chain \(chain) stays with its owner: \(error.message)")
+        } catch LedgerError.purchaseOwnedByAnotherUser(let reason) {
+            return (nil, "chain \(chain) stays with its owner: \(reason)")
         }
         switch status {
         case .new, .alreadyRecorded: return (status, nil)

@@ -1,5 +1,6 @@
 import CountersignAppStore
 import CountersignCore
+import CountersignLedger
 import CountersignStorage
 import Foundation
 import Hummingbird

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignLedger
 import CountersignStorage
 import Foundation
 import Hummingbird

@@ -1,5 +1,6 @@
 import CountersignAppStore
 import CountersignCore
+import CountersignLedger
 import CountersignStorage
 import Foundation
 import HTTPTypes
@@ -30,6 +31,9 @@ extension PublicRoutes {
                 transaction.presentedOfferingId = receipt.presentedOfferingIdentifier
                 (status, info) = try await store.recordAndRead(transaction, app: app, poster: user, now: context.now)
             }
+        } catch let refusal as LedgerError {
+            metrics.recordPurchase(app: app.id, outcome: String(APIError(refusal).code))
+            throw APIError(refusal)
         } catch let error as APIError {
             metrics.recordPurchase(app: app.id, outcome: String(error.code))
             if error.code == APIErrorCode.signedDateAhead.rawValue { ServerClock.warnBehind(context.logger, detail: error.message) }
@@ -73,7 +77,7 @@ extension PublicRoutes {
             let recorded: PurchaseStatus
             do {
                 recorded = try await store.record(transaction, app: keeping, poster: poster, now: now)
-            } catch let error as APIError where error.code == APIErrorCode.purchaseOwnedByAnotherUser.rawValue {
+            } catch LedgerError.purchaseOwnedByAnotherUser {
                 throw APIError(
                     .purchaseOwnedByAnotherUser, "a purchase in this legacy receipt belongs to another user, and a legacy receipt never moves one")
             }

@@ -47,7 +47,7 @@ public enum WebhookEventType: String, CaseIterable, Sendable, Codable {
 ///
 /// `aliases`, `original_app_user_id` and `subscriber_attributes` are not stored with the event:
 /// they describe the customer, and are added as the customer is when the event is delivered
-/// (``CustomerDatabase/deliveryBody(_:app:user:)``).
+/// (the storage adds them to the stored body).
 public struct WebhookEvent: Sendable, Hashable {
     public var id: String
     public var type: WebhookEventType
@@ -91,7 +91,7 @@ public struct WebhookEvent: Sendable, Hashable {
 
     /// The stable id of the event of `type` about `subject` (a transaction id, a chain and an
     /// expiry, a notification id): a UUID made of SHA-256 over the three.
-    static func id(app: String, type: WebhookEventType, subject: String) -> String {
+    public static func id(app: String, type: WebhookEventType, subject: String) -> String {
         let digest = SHA256.hash(data: Data("countersign-event\u{0}\(app)\u{0}\(type.rawValue)\u{0}\(subject)".utf8))
         var bytes = Array(digest.prefix(16))
         bytes[6] = (bytes[6] & 0x0F) | 0x80  // version 8: custom
@@ -105,7 +105,7 @@ public struct WebhookEvent: Sendable, Hashable {
     }
 
     /// How an event's `price` relates to the transaction's.
-    enum Money {
+    public enum Money: Sendable {
         /// A charge: the transaction's price.
         case charge
         /// A refund: the price, negative.
@@ -115,7 +115,7 @@ public struct WebhookEvent: Sendable, Hashable {
     }
 
     /// An event about one transaction of `user`.
-    init(
+    public init(
         _ type: WebhookEventType, subject: String, app: AppConfiguration, user: String?, transaction: EventTransaction, now: Date,
         money: Money = .none
     ) {
@@ -157,7 +157,7 @@ public struct WebhookEvent: Sendable, Hashable {
 
     /// The event of a transaction newly recorded for `user`: the first of an auto-renewable chain
     /// is its initial purchase, a later one a renewal, anything else a non-renewing purchase.
-    static func purchase(_ transaction: EventTransaction, kind: AppConfiguration.ProductKind, app: AppConfiguration, user: String, now: Date)
+    public static func purchase(_ transaction: EventTransaction, kind: AppConfiguration.ProductKind, app: AppConfiguration, user: String, now: Date)
         -> WebhookEvent
     {
         let type: WebhookEventType =
@@ -183,7 +183,7 @@ public struct WebhookEvent: Sendable, Hashable {
 
     /// RevenueCat's `environment` (PRODUCTION or SANDBOX) and `store` (APP_STORE, or TEST_STORE
     /// for the built-in test store, whose purchases are sandbox purchases).
-    static func environmentAndStore(_ environment: String) -> (String, String) {
+    public static func environmentAndStore(_ environment: String) -> (String, String) {
         switch environment {
         case AppStoreEnvironment.production.rawValue: ("PRODUCTION", "APP_STORE")
         case AppStoreEnvironment.testStore.rawValue: ("SANDBOX", "TEST_STORE")
@@ -268,7 +268,7 @@ public struct WebhookEvent: Sendable, Hashable {
     }
 
     /// A number of thousandths as a JSON decimal: 4990 is `4.99`, -25 is `-0.025`, 0 is `0`.
-    static func decimal(milli: Int64) -> String {
+    public static func decimal(milli: Int64) -> String {
         let sign = milli < 0 ? "-" : ""
         let magnitude = milli.magnitude
         var fraction = String(magnitude % 1000)
@@ -279,27 +279,27 @@ public struct WebhookEvent: Sendable, Hashable {
 }
 
 /// The transaction fields an event reports, from a verified transaction or a stored row.
-struct EventTransaction: Sendable {
-    var transactionId: String
-    var originalTransactionId: String
-    var productId: String
-    var environment: String
-    var periodType: String
-    var purchasedAtMs: Int64?
-    var expiresAtMs: Int64?
-    var priceMilli: Int64?
-    var currency: String?
-    var storefront: String?
-    var offerCode: String?
-    var familyShared = false
-    var presentedOfferingId: String?
+public struct EventTransaction: Sendable {
+    public var transactionId: String
+    public var originalTransactionId: String
+    public var productId: String
+    public var environment: String
+    public var periodType: String
+    public var purchasedAtMs: Int64?
+    public var expiresAtMs: Int64?
+    public var priceMilli: Int64?
+    public var currency: String?
+    public var storefront: String?
+    public var offerCode: String?
+    public var familyShared = false
+    public var presentedOfferingId: String?
     /// The transaction's place in its chain (1: the first purchase); nil when not worked out.
-    var renewalNumber: Int64?
+    public var renewalNumber: Int64?
     /// The period type of the chain's transaction before this one (a renewal's
     /// `is_trial_conversion`).
-    var previousPeriodType: String?
+    public var previousPeriodType: String?
 
-    init(
+    public init(
         transactionId: String, originalTransactionId: String, productId: String, environment: String, periodType: String,
         purchasedAtMs: Int64?, expiresAtMs: Int64?
     ) {
@@ -312,13 +312,13 @@ struct EventTransaction: Sendable {
         self.expiresAtMs = expiresAtMs
     }
 
-    init(_ transaction: VerifiedTransaction) {
+    public init(_ transaction: VerifiedTransaction) {
         self.init(transaction.payload, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId)
         presentedOfferingId = transaction.presentedOfferingId
         if transactionId == originalTransactionId { renewalNumber = 1 }
     }
 
-    init(_ payload: TransactionPayload, transactionId: String, originalTransactionId: String) {
+    public init(_ payload: TransactionPayload, transactionId: String, originalTransactionId: String) {
         self.init(
             transactionId: transactionId, originalTransactionId: originalTransactionId,
             productId: payload.productId ?? "", environment: payload.environment?.rawValue ?? "", periodType: payload.periodType,
@@ -331,35 +331,12 @@ struct EventTransaction: Sendable {
         offerCode = payload.offerType == 3 ? payload.offerIdentifier : nil
         familyShared = payload.inAppOwnershipType == .familyShared
     }
-}
 
-extension EventTransaction {
-    /// The columns of the table `p` (`purchases`) that ``init(stored:)`` reads.
-    static let storedColumns = """
-        p.transaction_id, p.original_transaction_id, p.product_id, p.environment, p.period_type, p.purchase_date_ms, \
-        p.expires_date_ms, p.signed_transaction, p.presented_offering_id
-        """
-
-    /// A stored transaction: the row's dates and period (kept current by later-signed copies),
-    /// with the price, currency, storefront, offer and ownership of its stored signed copy
-    /// (verified when it was stored; read again here without a second check).
-    init(stored row: some StoredRow) throws {
-        let transactionId = try row.string("transaction_id")
-        let original = try row.string("original_transaction_id")
-        if let jws = try row.text("signed_transaction"), let data = try? UnverifiedJWS(jws).payload,
-            let payload = try? AppStoreJSON.decode(TransactionPayload.self, from: data)
-        {
-            self.init(payload, transactionId: transactionId, originalTransactionId: original)
-        } else {
-            self.init(
-                transactionId: transactionId, originalTransactionId: original, productId: "", environment: "", periodType: "normal",
-                purchasedAtMs: nil, expiresAtMs: nil)
-        }
-        productId = try row.string("product_id")
-        environment = try row.string("environment")
-        periodType = try row.text("period_type") ?? "normal"
-        purchasedAtMs = try row.integer("purchase_date_ms")
-        expiresAtMs = try row.integer("expires_date_ms")
-        presentedOfferingId = try row.text("presented_offering_id")
+    /// Takes the transaction's place in its chain, unless its place is known (the first
+    /// transaction of a chain is first by its ids).
+    public mutating func place(_ place: ChainPlace) {
+        guard renewalNumber == nil else { return }
+        renewalNumber = place.renewalNumber
+        previousPeriodType = place.previousPeriodType
     }
 }

@@ -1,7 +1,7 @@
 /// App Store storefronts are ISO 3166-1 alpha-3 country codes (`USA`); RevenueCat's
 /// `country_code` is the alpha-2 code (`US`). The table is ISO 3166-1 (each entry the alpha-3
 /// code followed by the alpha-2 code), plus `XKS`, the code Apple uses for Kosovo.
-enum Storefront {
+public enum Storefront {
     static let alpha2ByAlpha3: [String: String] = {
         let table = """
             ABWAW AFGAF AGOAO AIAAI ALAAX ALBAL ANDAD AREAE ARGAR ARMAM ASMAS ATAAQ ATFTF ATGAG AUSAU AUTAT AZEAZ BDIBI BELBE BENBJ
@@ -26,7 +26,7 @@ enum Storefront {
     }()
 
     /// The alpha-2 country code of a storefront; nil for one the table does not know.
-    static func countryCode(_ storefront: String?) -> String? {
+    public static func countryCode(_ storefront: String?) -> String? {
         storefront.flatMap { alpha2ByAlpha3[$0.uppercased()] }
     }
 }
