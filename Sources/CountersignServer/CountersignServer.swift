@@ -105,7 +105,7 @@ public struct CountersignServer: Sendable {
         try keys.rotateIfNeeded()
         database = try await Database.open(
             configuration.database ?? .embedded(in: directory), logger: logger,
-            postgresConnections: configuration.databaseConnections)
+            postgresConnections: configuration.databaseConnections, now: configuration.now())
         store = CustomerDatabase(database: database)
         storeAPI = try StoreServerAPI(
             deployment: deployment, dataDirectory: directory, verifiers: verifiers, store: store,

@@ -54,7 +54,7 @@ extension CustomerDatabase {
         let day = Self.day(now)
         try await database.transaction { sql in
             for entry in counts {
-                // Both dialects have the same upsert.
+                // Both databases have the same upsert.
                 try await sql.run(
                     """
                     INSERT INTO verification_failures (app_id, day, reason, mode, sdk_version, app_version, failure_count)

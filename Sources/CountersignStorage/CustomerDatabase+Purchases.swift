@@ -40,7 +40,7 @@ extension CustomerDatabase {
     private func record(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date, reading: Bool) async throws
         -> (status: PurchaseStatus, info: SubscriberResponse?)
     {
-        if database.dialect == .postgres {
+        if database.commitsStatementsAlone {
             do {
                 let recorded = try await database.withConnection { sql in
                     try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: false)
@@ -50,7 +50,7 @@ extension CustomerDatabase {
                 // Another server recorded this purchase or its chain meanwhile: decide again below.
             }
         }
-        let readsOnWriter = reading && database.dialect == .sqlite
+        let readsOnWriter = reading && database.readsAnswersOnWriter
         return try await database.transactionRetryingUniqueViolations { sql in
             // Never nil when chains may move.
             let (status, customer) = try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: true)!
@@ -178,33 +178,25 @@ extension CustomerDatabase {
         ).text
     }
 
-    /// Writes what `plan` says: on SQLite statement by statement (inside the caller's
-    /// transaction), on PostgreSQL as one statement (each write a data-modifying `WITH` clause;
-    /// a new purchase's the prepared ``NewPurchaseStatement`` or ``NewPurchaseTouchingStatement``).
+    /// Writes what `plan` says, on `sql` (inside the caller's transaction, or as one statement
+    /// where the database commits one alone: ``SQLExecutor/runTogether(_:prepared:)``). A new
+    /// purchase with its one event runs as the prepared ``NewPurchaseStatement`` or
+    /// ``NewPurchaseTouchingStatement``.
     static func write(
         _ plan: PurchasePlan, on sql: any SQLExecutor, _ transaction: VerifiedTransaction,
         app: AppConfiguration, poster: String, now: Date, events: [WebhookEvent]
     ) async throws {
         let chain = transaction.originalTransactionId
         let eventWrites = events.flatMap { eventStatements($0, app: app, now: now) }
-        let postgres = sql.dialect == .postgres
-        if postgres, plan.purchase == .insert, case .insert(let owner) = plan.owner, eventWrites.count == 1 {
-            // A customer seen within the hour: the insert does nothing (ON CONFLICT DO NOTHING), as
-            // the plan says; one seen before is touched.
-            let touches = plan.customer == .touch
-            let customer =
-                touches ? touchCustomerStatement(app: app.id, user: poster, now: now) : insertCustomerStatement(app: app.id, user: poster, now: now)
-            let values =
-                customer.values
-                + insertPurchaseStatement(transaction, app: app, now: now).values
-                + insertOwnerStatement(app: app.id, chain: chain, user: owner.rawValue, now: now).values
-                + eventWrites[0].values
-            try await sql.run(touches ? NewPurchaseTouchingStatement.statement(values) : NewPurchaseStatement.statement(values))
-            return
+        var prepared: (any PreparedSQL.Type)?
+        if sql.combinesWrites, plan.purchase == .insert, case .insert = plan.owner, eventWrites.count == 1 {
+            prepared = plan.customer == .touch ? NewPurchaseTouchingStatement.self : NewPurchaseStatement.self
         }
         var statements: [SQLStatement] = []
         switch plan.customer {
-        case .none: break
+        // A customer seen within the hour: the insert does nothing (ON CONFLICT DO NOTHING), as
+        // the plan says, and keeps the prepared statement one shape.
+        case .none: if prepared != nil { statements.append(insertCustomerStatement(app: app.id, user: poster, now: now)) }
         case .insert: statements.append(insertCustomerStatement(app: app.id, user: poster, now: now))
         case .touch: statements.append(touchCustomerStatement(app: app.id, user: poster, now: now))
         }
@@ -221,10 +213,6 @@ extension CustomerDatabase {
             statements.append(updateOwnerStatement(app: app.id, chain: chain, user: user.rawValue, now: now, opensWindow: !plan.dampsTransfer))
         }
         statements += eventWrites
-        if statements.count > 1, postgres {
-            try await sql.run(SQLStatement.together(statements))
-        } else {
-            for statement in statements { try await sql.run(statement) }
-        }
+        try await sql.runTogether(statements, prepared: prepared)
     }
 }

@@ -33,6 +33,20 @@ public final class Database: Sendable {
         }
     }
 
+    /// A single write statement commits alone and atomically, and is worth running outside a
+    /// transaction: on PostgreSQL `BEGIN` and `COMMIT` are round trips of their own; SQLite's one
+    /// writer commits a transaction as cheaply (and group-commits queued ones).
+    public var commitsStatementsAlone: Bool { dialect == .postgres }
+
+    /// A purchase's answer is best read on the writer, inside the purchase's transaction:
+    /// SQLite's read-only connections drop their page cache whenever the database changed, and
+    /// the writer's holds the pages the purchase just wrote.
+    var readsAnswersOnWriter: Bool { dialect == .sqlite }
+
+    /// CustomerInfo reads are batched into one statement per round trip (PostgreSQL,
+    /// ``ReadBatcher``); SQLite reads them on the caller's thread (``sqliteReader``).
+    var batchesReads: Bool { dialect == .postgres }
+
     private enum Backend: Sendable {
         case sqlite(SQLiteConnection, AsyncLock)
         /// The pools and the task running them (cancelled to close them).
@@ -67,11 +81,11 @@ public final class Database: Sendable {
     /// PostgreSQL connections an instance keeps unless told otherwise (`serve --database-connections`).
     public static let defaultPostgresConnections = 16
 
-    /// Opens the database and brings its schema up to date. `postgresConnections` is the
-    /// instance's PostgreSQL connection budget (unused on SQLite).
-    public static func open(_ location: DatabaseLocation, logger: Logger, postgresConnections: Int = defaultPostgresConnections) async throws
-        -> Database
-    {
+    /// Opens the database and brings its schema up to date at `now` (the caller's clock).
+    /// `postgresConnections` is the instance's PostgreSQL connection budget (unused on SQLite).
+    public static func open(
+        _ location: DatabaseLocation, logger: Logger, postgresConnections: Int = defaultPostgresConnections, now: Date
+    ) async throws -> Database {
         let database: Database
         switch location {
         case .sqlite(let path):
@@ -102,7 +116,7 @@ public final class Database: Sendable {
             database = Database(location: location, backend: .postgres(pools, pools.start()))
         }
         do {
-            try await Migrations.run(on: database)
+            try await Migrations.run(on: database, now: now)
         } catch {
             try? await database.close()
             throw error

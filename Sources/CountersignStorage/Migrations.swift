@@ -371,7 +371,7 @@ enum Migrations {
         Migration(
             version: 20, name: "attribute times no later than the server's",
             statements: [
-                "UPDATE subscriber_attributes SET updated_at_ms = \(migrationTime) WHERE updated_at_ms > \(migrationTime)"
+                "UPDATE subscriber_attributes SET updated_at_ms = $1 WHERE updated_at_ms > $1"
             ]),
         // Every alias answers as its customer: an alias belongs to one customer of an app and is
         // found by alias. The table is copied with that key (the first claim of an alias kept): an
@@ -455,9 +455,6 @@ enum Migrations {
             ]),
     ]
 
-    /// When this process first read the migrations (milliseconds): the time version 20 writes.
-    static let migrationTime = Date().epochMilliseconds
-
     /// Version 6 with `seq`, the one column whose definition differs between the databases.
     static func eventTables(seq: String) -> [String] {
         [
@@ -505,7 +502,10 @@ enum Migrations {
         ]
     }
 
-    static func run(on database: Database, migrations: [Migration] = all) async throws {
+    /// Applies the migrations not yet applied, each in its transaction, at `now` (the caller's
+    /// clock: recorded as `applied_at_ms`, and bound as `$1` to a statement that names it).
+    static func run(on database: Database, migrations: [Migration] = all, now: Date) async throws {
+        let time = now.epochMilliseconds
         try await database.withConnection { sql in
             try await sql.run(
                 """
@@ -518,19 +518,16 @@ enum Migrations {
         }
         for migration in migrations {
             try await database.transaction { sql in
-                if database.dialect == .postgres {
-                    // Serializes concurrent starts; released at commit.
-                    try await sql.run("SELECT pg_advisory_xact_lock(727361)")
-                }
+                try await sql.lockForMigration()
                 let applied = try await sql.first("SELECT version FROM schema_migrations WHERE version = \(bind: migration.version)") { _ in true }
                 guard applied == nil else { return }
-                for statement in migration.statements(for: database.dialect) {
-                    try await sql.run(SQLStatement(statement))
+                for statement in migration.statements(for: sql.dialect) {
+                    try await sql.run(SQLStatement(statement, statement.contains("$1") ? [.integer(time)] : []))
                 }
                 try await sql.run(
                     """
                     INSERT INTO schema_migrations (version, name, applied_at_ms) \
-                    VALUES (\(bind: migration.version), \(bind: migration.name), \(bind: Date().epochMilliseconds))
+                    VALUES (\(bind: migration.version), \(bind: migration.name), \(bind: time))
                     """)
             }
         }

@@ -9,6 +9,7 @@ struct PostgresExecutor: SQLExecutor {
     let connection: PostgresConnection
 
     var dialect: Database.Dialect { .postgres }
+    var combinesWrites: Bool { true }
 
     func query(_ statement: SQLStatement, _ row: (any StoredRow) throws -> Void) async throws {
         // PostgresNIO hands a statement to the connection's channel without a promise for the
@@ -27,6 +28,22 @@ struct PostgresExecutor: SQLExecutor {
         for value in statement.values { value.append(to: &bindings) }
         let rows = try await connection.query(PostgresQuery(unsafeSQL: statement.text, binds: bindings), logger: connection.logger)
         for try await found in rows { try row(PostgresStoredRow(row: found.makeRandomAccess())) }
+    }
+
+    func runTogether(_ statements: [SQLStatement], prepared: (any PreparedSQL.Type)?) async throws {
+        guard statements.count > 1 || prepared != nil else {
+            for statement in statements { try await query(statement) { _ in } }
+            return
+        }
+        let together = SQLStatement.together(statements)
+        guard let prepared else { return try await query(together) { _ in } }
+        assert(together.text == prepared.sql, "\(prepared.name) is not these statements together")
+        try await query(prepared.statement(together.values)) { _ in }
+    }
+
+    /// A transaction-scoped advisory lock, released at commit.
+    func lockForMigration() async throws {
+        try await query("SELECT pg_advisory_xact_lock(727361)") { _ in }
     }
 }
 

@@ -185,8 +185,17 @@ extension StoredRow {
 /// (``Database/withConnection(_:)``, ``Database/transaction(_:)``).
 protocol SQLExecutor: Sendable {
     var dialect: Database.Dialect { get }
+    /// Whether ``runTogether(_:prepared:)`` sends its statements as one (and runs `prepared`).
+    var combinesWrites: Bool { get }
     /// Runs `statement`, calling `row` with each result row.
     func query(_ statement: SQLStatement, _ row: (any StoredRow) throws -> Void) async throws
+    /// Runs the writes `statements` in order, their rows unread: on PostgreSQL as one statement
+    /// (``SQLStatement/together(_:)``: atomic and one round trip), run as `prepared` when given
+    /// (whose text must be theirs together); on SQLite one after the other, on the caller's
+    /// transaction.
+    func runTogether(_ statements: [SQLStatement], prepared: (any PreparedSQL.Type)?) async throws
+    /// Keeps a second server from migrating at the same time until the transaction ends.
+    func lockForMigration() async throws
 }
 
 extension SQLExecutor {

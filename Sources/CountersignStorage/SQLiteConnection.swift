@@ -157,8 +157,16 @@ struct SQLiteExecutor: SQLExecutor {
     let connection: SQLiteConnection
 
     var dialect: Database.Dialect { .sqlite }
+    var combinesWrites: Bool { false }
 
     func query(_ statement: SQLStatement, _ row: (any StoredRow) throws -> Void) throws {
         try connection.query(statement.text, statement.values) { try row($0) }
     }
+
+    func runTogether(_ statements: [SQLStatement], prepared: (any PreparedSQL.Type)?) throws {
+        for statement in statements { try query(statement) { _ in } }
+    }
+
+    /// The one writer connection already serializes every transaction.
+    func lockForMigration() {}
 }

@@ -26,7 +26,7 @@ public enum FreshDatabase {
         case .postgres:
             let location = DatabaseLocation.postgres(url: TestDatabaseKind.postgresURL!)
             try await postgresTurns.withLock {
-                let database = try await Database.open(location, logger: logger)
+                let database = try await Database.open(location, logger: logger, now: Date())
                 try await database.dropPublicSchema()
                 try await database.close()
                 try await body(location, directory)

@@ -34,10 +34,10 @@ struct DatabaseTests {
     @Test("migrations run once and are recorded; reopening does not run them again", arguments: TestDatabaseKind.available)
     func migrations(_ kind: TestDatabaseKind) async throws {
         try await Self.withFreshDatabase(kind) { location in
-            let first = try await Database.open(location, logger: Self.logger)
+            let first = try await Database.open(location, logger: Self.logger, now: Date())
             #expect(try await Migrations.appliedVersions(on: first) == Migrations.all.map(\.version))
             try await first.close()
-            let second = try await Database.open(location, logger: Self.logger)
+            let second = try await Database.open(location, logger: Self.logger, now: Date())
             #expect(try await Migrations.appliedVersions(on: second) == Migrations.all.map(\.version))
             try await second.close()
         }
@@ -65,7 +65,7 @@ struct DatabaseTests {
         try await Self.withFreshDatabase(kind) { location in
             let warnings = Collected<String>()
             let logger = Logger(label: "test.quiet") { _ in WarningCollector(lines: warnings) }
-            let database = try await Database.open(location, logger: logger)
+            let database = try await Database.open(location, logger: logger, now: Date())
             try await database.close()
             #expect(warnings.all == [])
         }
@@ -74,7 +74,7 @@ struct DatabaseTests {
     @Test("migration 9 keeps every purchase row and keys them by app, environment and transaction id", arguments: TestDatabaseKind.available)
     func purchasesRekeyed(_ kind: TestDatabaseKind) async throws {
         try await Self.withFreshDatabase(kind) { location in
-            let database = try await Database.open(location, logger: Self.logger)
+            let database = try await Database.open(location, logger: Self.logger, now: Date())
             for id in ["0", "1", "2"] { try await database.withConnection { try await Self.insertPurchase($0, id: id) } }
             // Its statements run again over a filled table (as over version 8's): nothing is lost.
             let nine = try #require(Migrations.all.first { $0.version == 9 })
@@ -84,7 +84,7 @@ struct DatabaseTests {
                     Migrations.Migration(
                         version: 900, name: nine.name, statements: nine.statements, postgresStatements: nine.postgresStatements
                     )
-                ])
+                ], now: Date())
             #expect(try await Self.purchaseCount(database) == 3)
             // The same id in another app is another purchase; in the same app and environment it is refused.
             try await database.withConnection { sql in
@@ -102,7 +102,7 @@ struct DatabaseTests {
         .enabled(if: TestDatabaseKind.available.contains(.postgres), "COUNTERSIGN_TEST_POSTGRES_URL is not set"))
     func signedTransactionsUncompressed() async throws {
         try await Self.withFreshDatabase(.postgres) { location in
-            let database = try await Database.open(location, logger: Self.logger)
+            let database = try await Database.open(location, logger: Self.logger, now: Date())
             let storage = try await database.withConnection { sql in
                 try await sql.all(
                     """
@@ -121,7 +121,7 @@ struct DatabaseTests {
     @Test("the database refuses a second row with the same transaction id", arguments: TestDatabaseKind.available)
     func transactionIdIsUnique(_ kind: TestDatabaseKind) async throws {
         try await Self.withFreshDatabase(kind) { location in
-            let database = try await Database.open(location, logger: Self.logger)
+            let database = try await Database.open(location, logger: Self.logger, now: Date())
             try await database.transaction { try await Self.insertPurchase($0, id: "1000") }
             await #expect(throws: (any Error).self) {
                 try await database.transaction { try await Self.insertPurchase($0, id: "1000") }
@@ -135,7 +135,7 @@ struct DatabaseTests {
     func rollback(_ kind: TestDatabaseKind) async throws {
         struct Abort: Error {}
         try await Self.withFreshDatabase(kind) { location in
-            let database = try await Database.open(location, logger: Self.logger)
+            let database = try await Database.open(location, logger: Self.logger, now: Date())
             await #expect(throws: Abort.self) {
                 try await database.transaction { sql in
                     try await Self.insertPurchase(sql, id: "2000")
@@ -150,10 +150,10 @@ struct DatabaseTests {
     @Test("committed rows survive closing and reopening", arguments: TestDatabaseKind.available)
     func durability(_ kind: TestDatabaseKind) async throws {
         try await Self.withFreshDatabase(kind) { location in
-            let database = try await Database.open(location, logger: Self.logger)
+            let database = try await Database.open(location, logger: Self.logger, now: Date())
             try await database.transaction { try await Self.insertPurchase($0, id: "3000") }
             try await database.close()
-            let reopened = try await Database.open(location, logger: Self.logger)
+            let reopened = try await Database.open(location, logger: Self.logger, now: Date())
             #expect(try await Self.purchaseCount(reopened) == 1)
             try await reopened.close()
         }
@@ -162,7 +162,7 @@ struct DatabaseTests {
     @Test("50 concurrent transactions each commit exactly their own row", arguments: TestDatabaseKind.available)
     func concurrentTransactions(_ kind: TestDatabaseKind) async throws {
         try await Self.withFreshDatabase(kind) { location in
-            let database = try await Database.open(location, logger: Self.logger)
+            let database = try await Database.open(location, logger: Self.logger, now: Date())
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 0..<50 {
                     group.addTask { try await database.transaction { try await Self.insertPurchase($0, id: "4\(index)") } }
@@ -178,7 +178,7 @@ struct DatabaseTests {
     func failuresAmongConcurrentTransactions(_ kind: TestDatabaseKind) async throws {
         struct Abort: Error {}
         try await Self.withFreshDatabase(kind) { location in
-            let database = try await Database.open(location, logger: Self.logger)
+            let database = try await Database.open(location, logger: Self.logger, now: Date())
             try await database.transaction { try await Self.insertPurchase($0, id: "taken") }
             // On SQLite the writer takes whatever queued while it was busy as one batch: 90
             // at once make batches, with failures inside them.
@@ -221,7 +221,7 @@ struct DatabaseTests {
     @Test("the SQLite writer: WAL, a commit on disk before it returns, foreign keys, savepoint journals in memory, checkpoints every 4000 pages")
     func sqliteWriterSettings() async throws {
         try await Self.withFreshDatabase(.sqlite) { location in
-            let database = try await Database.open(location, logger: Self.logger)
+            let database = try await Database.open(location, logger: Self.logger, now: Date())
             let settings = try await database.withConnection { sql in
                 var values: [String: String] = [:]
                 for pragma in ["journal_mode", "synchronous", "foreign_keys", "temp_store", "wal_autocheckpoint"] {

@@ -126,7 +126,7 @@ struct IdentityTests {
             let original = Self.anonymousID()
             let daveLater = Self.anonymousID()
             // An install read its CustomerInfo before the move (first sight recorded `original`).
-            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let database = try await Database.open(location, logger: FreshDatabase.logger, now: Date())
             _ = try await CustomerDatabase(database: database).customerInfo(app: app, user: original, now: Date())
             try await database.close()
 

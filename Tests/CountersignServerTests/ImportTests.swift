@@ -94,7 +94,7 @@ struct ImportTests {
             let generated = try Self.generate(
                 in: directory,
                 ["--transactions", "\(rows)", "--customers", "\(rows * 3 / 10)", "--broken", "\(max(rows / 200, 40))", "--seed", "7", "--gzip"])
-            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let database = try await Database.open(location, logger: FreshDatabase.logger, now: Date())
             let store = CustomerDatabase(database: database)
             let app = Self.app()
             let now = Date(epochMilliseconds: generated.expected.now_ms)
@@ -145,7 +145,7 @@ struct ImportTests {
         arguments: TestDatabaseKind.available)
     func importedCustomerFirstSeen(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, _ in
-            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let database = try await Database.open(location, logger: FreshDatabase.logger, now: Date())
             let store = CustomerDatabase(database: database)
             func customer() async throws -> [String] {
                 try await database.withConnection { sql in
@@ -172,7 +172,7 @@ struct ImportTests {
     @Test("a later export's refund revokes; imported events outlive retention", arguments: TestDatabaseKind.available)
     func laterExportAndConfirmation(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, _ in
-            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let database = try await Database.open(location, logger: FreshDatabase.logger, now: Date())
             let store = CustomerDatabase(database: database)
             let app = Self.app()
             let header =
@@ -214,7 +214,7 @@ struct ImportTests {
     @Test("imported events reach the webhooks only with --deliver-events", arguments: TestDatabaseKind.available)
     func eventDelivery(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, _ in
-            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let database = try await Database.open(location, logger: FreshDatabase.logger, now: Date())
             var app = Self.app()
             app.webhooks = [.init(url: "https://backend.example.com/hooks")]
             let header = "store,product_identifier,rc_original_app_user_id,start_time,store_transaction_id,original_store_transaction_id\n"
@@ -308,7 +308,7 @@ struct ImportTests {
     /// An empty SQLite database in a temporary file (a dry run reads it only).
     static func scratch() async throws -> Database {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("import-\(UUID().uuidString).sqlite").path
-        return try await Database.open(.sqlite(path: path), logger: FreshDatabase.logger)
+        return try await Database.open(.sqlite(path: path), logger: FreshDatabase.logger, now: Date())
     }
 
     @Test("the command: refused rows by line, exit code 3, a dry run writes nothing, the summary")
@@ -332,7 +332,7 @@ struct ImportTests {
         #expect(dry.status == 3)
         #expect(dry.stdout.contains("line 3: refused: store 'stripe'"))
         #expect(dry.stdout.contains("purchases: 1 new"))
-        let database = try await Database.open(.embedded(in: directory), logger: FreshDatabase.logger)
+        let database = try await Database.open(.embedded(in: directory), logger: FreshDatabase.logger, now: Date())
         #expect(try await CustomerDatabase(database: database).lookup(app: Self.app(), user: "alice", now: Date()) == nil)
         try await database.close()
 
@@ -442,7 +442,7 @@ struct AppStoreImportTests {
             }
             let first = "$RCAnonymousID:" + String(format: "%032x", 0)
             csv += "\(first),user_0,pro_monthly,\(stamp(start)),\(stamp(start.addingTimeInterval(86_400))),app_store,true,777,500000,true\n"
-            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let database = try await Database.open(location, logger: FreshDatabase.logger, now: Date())
             _ = try await RevenueCatImport(app: app, store: CustomerDatabase(database: database)).run(Data(csv.utf8), now: Date())
             #expect(try await CustomerDatabase(database: database).importedPurchaseCounts(app: app.id) == [1: Self.chains * 2 + 1])
             try await database.close()
@@ -465,7 +465,7 @@ struct AppStoreImportTests {
                 process.waitUntilExit()
                 #expect(process.terminationReason == .uncaughtSignal)
 
-                let midway = try await Database.open(location, logger: FreshDatabase.logger)
+                let midway = try await Database.open(location, logger: FreshDatabase.logger, now: Date())
                 let counts = try await CustomerDatabase(database: midway).importedPurchaseCounts(app: configured.id)
                 try await midway.close()
                 #expect((counts[1] ?? 0) > 0 && (counts[1] ?? 0) < Self.chains * 2 + 1, "killed midway: \(counts)")
@@ -474,7 +474,7 @@ struct AppStoreImportTests {
                 let resumed = try await CLIRunner.runInBackground(arguments)
                 #expect(resumed.status == 0, "\(resumed.stdout)\(resumed.stderr)")
 
-                let after = try await Database.open(location, logger: FreshDatabase.logger)
+                let after = try await Database.open(location, logger: FreshDatabase.logger, now: Date())
                 let store = CustomerDatabase(database: after)
                 #expect(try await store.importedPurchaseCounts(app: configured.id) == [2: 1])
                 let rows = try await after.withConnection { sql in
@@ -521,7 +521,7 @@ struct AppStoreImportTests {
                 let second = try await importChain(for: "bob")
                 #expect(second.status == 0, "\(second.stdout)\(second.stderr)")
                 #expect(second.stdout.contains("chains failed (asked again next run): 0"), "\(second.stdout)")
-                let database = try await Database.open(location, logger: FreshDatabase.logger)
+                let database = try await Database.open(location, logger: FreshDatabase.logger, now: Date())
                 let store = CustomerDatabase(database: database)
                 let alice = try await store.lookup(app: app, user: "alice", now: Date())
                 let bob = try await store.lookup(app: app, user: "bob", now: Date())

@@ -135,7 +135,7 @@ struct LeanReaderTests {
         arguments: TestDatabaseKind.available)
     func leanEqualsEveryRow(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, _ in
-            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let database = try await Database.open(location, logger: FreshDatabase.logger, now: Date())
             let store = CustomerDatabase(database: database)
             let app = AppConfiguration.makeDemo()
             try await Self.fill(database, users: 60)
@@ -185,7 +185,7 @@ struct LeanReaderTests {
         arguments: TestDatabaseKind.available.filter { $0 == .postgres })
     func batchedReadsKeepCustomersApart(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, _ in
-            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let database = try await Database.open(location, logger: FreshDatabase.logger, now: Date())
             let store = CustomerDatabase(database: database)
             let app = AppConfiguration.makeDemo()
             let other = {
@@ -230,7 +230,7 @@ struct LeanReaderTests {
         arguments: TestDatabaseKind.available)
     func seesCommittedWrites(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, _ in
-            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let database = try await Database.open(location, logger: FreshDatabase.logger, now: Date())
             let store = CustomerDatabase(database: database)
             let app = {
                 var app = AppConfiguration.makeDemo(); app.id = "o'brien"; return app
@@ -310,7 +310,7 @@ struct LeanReaderTests {
         arguments: TestDatabaseKind.available.filter { $0 == .postgres })
     func genericPlansReadByKey(_ kind: TestDatabaseKind) async throws {
         try await FreshDatabase.with(kind) { location, _ in
-            let database = try await Database.open(location, logger: FreshDatabase.logger)
+            let database = try await Database.open(location, logger: FreshDatabase.logger, now: Date())
             let lean = try await Self.genericPlan(
                 database, CustomerDatabase.LeanPostgresBatch.sql, types: "text[], text[]",
                 arguments: "ARRAY['demo', 'demo'], ARRAY['someone', 'another']")

@@ -62,10 +62,10 @@ struct RealWorldCorrectnessTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         var logger = Logger(label: "test")
         logger.logLevel = .error
-        let keys = try SigningKeyRing(mode: .managed(dataDirectory: directory), logger: logger)
+        let keys = try SigningKeyRing(mode: .managed(dataDirectory: directory), now: { Date() }, logger: logger)
         let answered = [("me", "victim"), ("\u{212A}ate", "Kate"), ("jose\u{301}", "jos\u{E9}")]
         let router = Router(context: ServerRequestContext.self)
-        router.group().add(middleware: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true)))
+        router.group().add(middleware: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true), now: { Date() }))
             .group(context: SignedRequestContext.self).get("/v1/subscribers/:id") { request, context in
                 let asked = request.uri.path.split(separator: "/").last.flatMap { String($0).removingPercentEncoding } ?? ""
                 let other = answered.first { AppUserID.same($0.0, asked) }?.1 ?? "victim"
@@ -230,7 +230,7 @@ struct RealWorldCorrectnessTests {
 
     @Test("telemetry: each app's reports are rate limited (429) and counted")
     func telemetry() async throws {
-        let limiter = RateLimiter(perSecond: 0.001, burst: 2)
+        let limiter = RateLimiter(perSecond: 0.001, burst: 2, now: { Date() })
         #expect(limiter.allow("demo") && limiter.allow("demo"))
         #expect(!limiter.allow("demo"))
         #expect(limiter.allow("other"), "per app")

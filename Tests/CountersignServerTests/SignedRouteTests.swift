@@ -64,10 +64,10 @@ struct SignedRouteTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         var logger = Logger(label: "test")
         logger.logLevel = .critical
-        let keys = try SigningKeyRing(mode: .managed(dataDirectory: directory), logger: logger)
+        let keys = try SigningKeyRing(mode: .managed(dataDirectory: directory), now: { Date() }, logger: logger)
         let router = Router(context: ServerRequestContext.self)
         router.add(middleware: RequestObservation(metrics: ServerMetrics()))
-        let signed = router.group().add(middleware: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true)))
+        let signed = router.group().add(middleware: ResponseSigning(keys: keys, endpoint: SignedEndpoint(authenticated: true), now: { Date() }))
             .group(context: SignedRequestContext.self)
         signed.post("/v1/careless") { request, context in
             try context.respond(to: request, with: SignedAnswer(body: Data("{\"granted\":true}".utf8), cacheable: false))

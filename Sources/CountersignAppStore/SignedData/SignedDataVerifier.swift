@@ -132,23 +132,24 @@ public final class SignedDataVerifier: Sendable {
             }
         }
         let signedDate = try Self.signedDate(in: fields)
-
+        // The clock, read once for the whole verification.
+        let now = configuration.now()
         let environments: Set<AppStoreEnvironment>
         switch header.flatMap({ if case .certificates(let entries) = $0.x5c { entries } else { nil } }) {
         case nil:
-            environments = try await verifyChainAndSignature(token, signature: signature, x5c: nil, cached: cached, at: signedDate)
+            environments = try await verifyChainAndSignature(token, signature: signature, x5c: nil, cached: cached, at: signedDate, now: now)
         case let entries? where entries.count == 3:
-            environments = try await verifyChainAndSignature(token, signature: signature, x5c: entries, cached: cached, at: signedDate)
+            environments = try await verifyChainAndSignature(token, signature: signature, x5c: entries, cached: cached, at: signedDate, now: now)
         case let entries? where entries.count == 1 && configuration.allowsXcode:
             // The same bound on the signed date as Apple-signed data: a far-future date would
             // make this copy outrank every later genuine one.
-            try checkFutureDate(signedDate ?? configuration.now(), now: configuration.now())
+            try checkFutureDate(signedDate ?? now, now: now)
             try verifyXcode(token, certificate: entries[0], signature: signature)
             environments = [.xcode]
         case let entries?:
             throw SignedDataError(.invalidChainLength, .chainLength, "x5c must hold exactly 3 certificates, got \(entries.count)")
         }
-        try Self.checkJWTClaims(fields, now: configuration.now())
+        try Self.checkJWTClaims(fields, now: now)
         let payload: Payload
         do {
             payload = try Payload.decodeVerified(from: fields)
@@ -210,9 +211,8 @@ public final class SignedDataVerifier: Sendable {
     }
 
     nonisolated(nonsending) private func verifyChainAndSignature(
-        _ token: CompactJWS, signature: Data, x5c: [JSONValue]?, cached: VerifiedChain?, at signedDate: Date?
+        _ token: CompactJWS, signature: Data, x5c: [JSONValue]?, cached: VerifiedChain?, at signedDate: Date?, now: Date
     ) async throws(SignedDataError) -> Set<AppStoreEnvironment> {
-        let now = configuration.now()
         let validationTime = signedDate ?? now
         try checkFutureDate(validationTime, now: now)
         let chain: VerifiedChain

@@ -42,7 +42,7 @@ struct ImportCommand: AsyncParsableCommand {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let opened = try await Database.open(
                 configuration.database ?? .embedded(in: directory), logger: Logger(label: "countersign.import"),
-                postgresConnections: configuration.databaseConnections)
+                postgresConnections: configuration.databaseConnections, now: Date())
             return (chosen, opened)
         }
     }

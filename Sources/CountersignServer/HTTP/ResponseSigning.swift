@@ -29,7 +29,7 @@ public struct ResponseSigning: RouterMiddleware {
 
     public init(
         keys: SigningKeyRing, endpoint: SignedEndpoint, metrics: ServerMetrics? = nil, policies: PolicyDirectory = PolicyDirectory(apps: []),
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date
     ) {
         self.keys = keys
         self.endpoint = endpoint

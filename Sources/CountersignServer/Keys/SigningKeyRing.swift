@@ -29,7 +29,7 @@ public final class SigningKeyRing: @unchecked Sendable {
     /// The root's public key in managed mode (offline mode does not know it).
     public let managedRootPublicKey: Curve25519.Signing.PublicKey?
 
-    public init(mode: Mode, now: @escaping @Sendable () -> Date = { Date() }, logger: Logger) throws {
+    public init(mode: Mode, now: @escaping @Sendable () -> Date, logger: Logger) throws {
         self.mode = mode
         self.now = now
         self.logger = logger

@@ -11,7 +11,7 @@ public final class RateLimiter: @unchecked Sendable {
     private let maximumKeys: Int
     private var buckets: [String: (tokens: Double, updated: Date)] = [:]
 
-    public init(perSecond: Double, burst: Double, maximumKeys: Int = 10_000, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(perSecond: Double, burst: Double, maximumKeys: Int = 10_000, now: @escaping @Sendable () -> Date) {
         self.perSecond = perSecond
         self.burst = burst
         self.maximumKeys = maximumKeys
