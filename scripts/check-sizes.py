@@ -129,6 +129,7 @@ def main():
                     if length > options.functions:
                         breaches.append(f"{relative}:{line}: {function} is {length} lines (at most {options.functions})")
         print(f"{module}: largest file {largest[0]} ({largest[1]} lines); longest function {longest[1]} at {longest[0]}:{longest[2]} ({longest[3]} lines)")
+    sys.stdout.flush()
     for breach in breaches:
         print("over the limit: " + breach, file=sys.stderr)
     return 1 if breaches else 0

@@ -201,35 +201,16 @@ public struct WebhookEvent: Sendable, Hashable {
     /// ids, time, store, environment and the two lists, no transaction. Written directly (every purchase makes one); the golden files
     /// in Tests/Fixtures/golden hold its bytes.
     public var body: String {
+        if type == .transfer { return transferBody }
         var json = LeanJSONWriter(capacity: 1024)
         var first = true
-        func optional(_ value: String?) { if let value { json.string(value) } else { json.raw("null") } }
+        func optional(_ value: String?) { Self.optional(value, into: &json) }
         func optional(_ value: Int64?) { if let value { json.integer(value) } else { json.raw("null") } }
         func decimal(_ value: Int64?) {
             if let value { json.append(contentsOf: Array(Self.decimal(milli: value).utf8)) } else { json.raw("null") }
         }
-        func strings(_ values: [String]) {
-            json.byte(UInt8(ascii: "["))
-            for (index, value) in values.enumerated() {
-                if index > 0 { json.byte(UInt8(ascii: ",")) }
-                json.string(value)
-            }
-            json.byte(UInt8(ascii: "]"))
-        }
         json.raw("{\"api_version\":\"1.0\",\"event\":{")
         json.member("app_id", first: &first); json.string(appId)
-        if type == .transfer {
-            json.member("environment", first: &first); optional(environment)
-            json.member("event_timestamp_ms", first: &first); json.integer(eventTimestampMs)
-            json.member("experiments", first: &first); json.raw("[]")
-            json.member("id", first: &first); json.string(id)
-            json.member("store", first: &first); optional(store)
-            json.member("transferred_from", first: &first); strings(transferredFrom ?? [])
-            json.member("transferred_to", first: &first); strings(transferredTo ?? [])
-            json.member("type", first: &first); json.string(type.rawValue)
-            json.raw("}}")
-            return String(decoding: json.bytes, as: UTF8.self)
-        }
         json.member("app_user_id", first: &first); optional(appUserId)
         if type == .cancellation { json.member("cancel_reason", first: &first); optional(cancelReason) }
         json.member("commission_percentage", first: &first); decimal(type == .test ? nil : commissionPermille)
@@ -237,7 +218,7 @@ public struct WebhookEvent: Sendable, Hashable {
         json.member("currency", first: &first); optional(currency)
         json.member("entitlement_id", first: &first); json.raw("null")
         json.member("entitlement_ids", first: &first)
-        if let entitlementIds { strings(entitlementIds) } else { json.raw("null") }
+        if let entitlementIds { Self.strings(entitlementIds, into: &json) } else { json.raw("null") }
         json.member("environment", first: &first); optional(environment)
         json.member("event_timestamp_ms", first: &first); json.integer(eventTimestampMs)
         json.member("experiments", first: &first); json.raw("[]")
@@ -265,6 +246,37 @@ public struct WebhookEvent: Sendable, Hashable {
         json.member("type", first: &first); json.string(type.rawValue)
         json.raw("}}")
         return String(decoding: json.bytes, as: UTF8.self)
+    }
+
+    /// A `TRANSFER`'s body: ids, time, store, environment and the two lists, no transaction.
+    private var transferBody: String {
+        var json = LeanJSONWriter(capacity: 512)
+        var first = true
+        json.raw("{\"api_version\":\"1.0\",\"event\":{")
+        json.member("app_id", first: &first); json.string(appId)
+        json.member("environment", first: &first); Self.optional(environment, into: &json)
+        json.member("event_timestamp_ms", first: &first); json.integer(eventTimestampMs)
+        json.member("experiments", first: &first); json.raw("[]")
+        json.member("id", first: &first); json.string(id)
+        json.member("store", first: &first); Self.optional(store, into: &json)
+        json.member("transferred_from", first: &first); Self.strings(transferredFrom ?? [], into: &json)
+        json.member("transferred_to", first: &first); Self.strings(transferredTo ?? [], into: &json)
+        json.member("type", first: &first); json.string(type.rawValue)
+        json.raw("}}")
+        return String(decoding: json.bytes, as: UTF8.self)
+    }
+
+    private static func optional(_ value: String?, into json: inout LeanJSONWriter) {
+        if let value { json.string(value) } else { json.raw("null") }
+    }
+
+    private static func strings(_ values: [String], into json: inout LeanJSONWriter) {
+        json.byte(UInt8(ascii: "["))
+        for (index, value) in values.enumerated() {
+            if index > 0 { json.byte(UInt8(ascii: ",")) }
+            json.string(value)
+        }
+        json.byte(UInt8(ascii: "]"))
     }
 
     /// A number of thousandths as a JSON decimal: 4990 is `4.99`, -25 is `-0.025`, 0 is `0`.
