@@ -39,7 +39,8 @@ extension CustomerDatabase {
     /// read without `BEGIN … COMMIT`.
     ///
     /// `app` and `user` are SQL text: parameters (`$1`, `$2`), or the elements of the batch's
-    /// arrays on PostgreSQL (``LeanPostgresBatch``).
+    /// arrays on PostgreSQL (``LeanPostgresBatch``). `customers` is where the customer's row
+    /// comes from (`original_app_user_id`, `first_seen_ms`, `last_seen_ms`), when not the table.
     ///
     /// The user's chains are joined in each database's own way, both chosen so that the plan
     /// cannot read all of an app's purchases:
@@ -52,7 +53,10 @@ extension CustomerDatabase {
     ///   every purchase of the app by `app_id` and filtered, a cost that grew with the table
     ///   until the next `ANALYZE` (0.6 ms a read after a few thousand purchases). A test holds
     ///   the generic plan on an empty database to reading purchases and states by chain.
-    static func leanStatement(app: String, user: String, dialect: Database.Dialect) -> String {
+    static func leanStatement(
+        app: String, user: String, dialect: Database.Dialect, customers: String? = nil
+    ) -> String {
+        let customers = customers ?? "customers WHERE app_id = \(app) AND app_user_id = \(user)"
         let owned = "SELECT original_transaction_id FROM purchase_owners WHERE app_id = \(app) AND app_user_id = \(user)"
         /// `kind` and `columns` (names or NULL) of `table`'s rows in the user's chains.
         func chainRows(_ kind: Int, _ table: String, _ columns: [String]) -> String {
@@ -92,7 +96,7 @@ extension CustomerDatabase {
             CAST(NULL AS TEXT) AS t5, CAST(NULL AS TEXT) AS t6, CAST(NULL AS TEXT) AS t7, first_seen_ms AS i1, last_seen_ms AS i2, \
             CAST(NULL AS BIGINT) AS i3, CAST(NULL AS BIGINT) AS i4, CAST(NULL AS BIGINT) AS i5, CAST(NULL AS BIGINT) AS i6, \
             CAST(NULL AS TEXT) AS t8, CAST(NULL AS BIGINT) AS i7 \
-            FROM customers WHERE app_id = \(app) AND app_user_id = \(user) \
+            FROM \(customers) \
             UNION ALL \(purchases) \
             UNION ALL \(states) \
             UNION ALL SELECT 3, grant_id, entitlement, NULL, NULL, NULL, NULL, NULL, starts_ms, expires_ms, revoked_ms, NULL, NULL, NULL, \
@@ -255,6 +259,33 @@ extension CustomerDatabase {
     enum LeanPostgresCustomer: PreparedSQL {
         static let name = "countersign_lean_customer_info"
         static let sql = CustomerDatabase.leanStatement(app: "$1", user: "$2", dialect: .postgres)
+    }
+
+    /// A visit and the lean read in one PostgreSQL statement, prepared: the customer is added
+    /// when never seen (unless the id is an alias: an alias has no row of its own), or its
+    /// `last_seen` noted when over an hour old, and the answer is read as it is after the visit
+    /// (the customer's row from the visit's `RETURNING`, the table's row when the visit changed
+    /// nothing). Parameters: $1 app, $2 user, $3 app account token, $4 now (milliseconds).
+    /// No customer row comes back for an alias.
+    enum VisitPostgresCustomer: PreparedSQL {
+        static let name = "countersign_visit_customer_info"
+        static let sql =
+            "WITH visit AS (INSERT INTO customers (app_id, app_user_id, app_account_token, first_seen_ms, last_seen_ms) "
+            + "SELECT $1, $2, $3, $4, $4 WHERE NOT EXISTS (SELECT 1 FROM customer_aliases WHERE app_id = $1 AND alias = $2) "
+            + "ON CONFLICT (app_id, app_user_id) DO UPDATE SET last_seen_ms = excluded.last_seen_ms "
+            + "WHERE customers.last_seen_ms <= excluded.last_seen_ms - \(Ownership.lastSeenResolution) "
+            + "RETURNING original_app_user_id, first_seen_ms, last_seen_ms) "
+            + CustomerDatabase.leanStatement(
+                app: "$1", user: "$2", dialect: .postgres,
+                customers: "(SELECT original_app_user_id, first_seen_ms, last_seen_ms FROM visit UNION ALL "
+                    + "SELECT original_app_user_id, first_seen_ms, last_seen_ms FROM customers WHERE app_id = $1 AND app_user_id = $2 "
+                    + "AND NOT EXISTS (SELECT 1 FROM visit)) AS c")
+
+        static func statement(app: String, user: String, now: Date) -> SQLStatement {
+            statement([
+                .text(app), .text(user), .text(AppAccountToken.forAppUserID(user).uuidString.lowercased()), .integer(now.epochMilliseconds),
+            ])
+        }
     }
 
     /// One customer's lean read: the app and the app user id.

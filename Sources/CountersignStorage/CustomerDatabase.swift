@@ -48,14 +48,36 @@ public struct CustomerDatabase: Sendable {
     ///
     /// A known customer seen within the hour is answered with reads only, outside a transaction:
     /// each statement sees committed data, and this is the hot path of every app launch.
-    public func customerInfo(app: AppConfiguration, user: String, now: Date) async throws -> SubscriberResponse {
-        // Seen within the hour: last_seen needs no update, so no write and no transaction.
-        let read = try await leanRead(app: app, user: user)
-        if let known = Self.customerInfo(read, app: app, user: user, now: now, accepts: { Self.isRecent($0, now: now) }) { return known }
+    ///
+    /// `firstLaunch`: the request looks like an app's first launch (an anonymous id and no
+    /// cached ETag), so the customer is most likely new. Where one statement commits alone
+    /// (PostgreSQL), the visit and the read are then that one statement
+    /// (``VisitPostgresCustomer``), one round trip; otherwise, and for any other request, the
+    /// read comes first and the visit only when it found the customer unknown or stale.
+    public func customerInfo(app: AppConfiguration, user: String, now: Date, firstLaunch: Bool = false) async throws -> SubscriberResponse {
+        let visitsInOneStatement = database.commitsStatementsAlone
+        var seen: (first: Int64, last: Int64)?
+        if !(firstLaunch && visitsInOneStatement) {
+            // Seen within the hour: last_seen needs no update, so no write and no transaction.
+            let read = try await leanRead(app: app, user: user)
+            if let known = Self.customerInfo(read, app: app, user: user, now: now, accepts: { Self.isRecent($0, now: now) }) {
+                return known
+            }
+            seen = read.seen
+        }
+        if visitsInOneStatement {
+            let visited = try await database.withConnection { sql in
+                var read = LeanRead()
+                try await sql.query(VisitPostgresCustomer.statement(app: app.id, user: user, now: now)) { row in try read.add(row) }
+                return read
+            }
+            if let info = Self.customerInfo(visited, app: app, user: user, now: now, accepts: { _ in true }) { return info }
+            seen = nil  // no row of its own: an alias, answered as its customer below
+        }
         // Seen over an hour ago, never seen, or an alias (which has no row of its own: asked
         // only when the id has none).
         var customer = user
-        if read.seen == nil, let owner = try await database.withConnection({ sql in try await Self.aliasOwner(sql, app: app.id, alias: user) }) {
+        if seen == nil, let owner = try await database.withConnection({ sql in try await Self.aliasOwner(sql, app: app.id, alias: user) }) {
             if let known = try await leanCustomerInfo(app: app, user: owner, now: now, accepts: { Self.isRecent($0, now: now) }) { return known }
             customer = owner
         }

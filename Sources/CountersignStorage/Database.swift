@@ -62,6 +62,9 @@ public final class Database: Sendable {
     private let sqliteQueue = NIOLockedValueBox<[WaitingTransaction]>([])
     /// The most transactions committed together so far (for tests and benchmarks).
     let largestSQLiteBatch = NIOLockedValueBox(0)
+    /// Statements sent to PostgreSQL so far, `BEGIN` and `COMMIT` included: each is a round
+    /// trip (for tests that hold a path to its count).
+    let postgresRoundTrips = NIOLockedValueBox(0)
 
     /// How often each statement the SQLite writer keeps was prepared again since it was first
     /// prepared (SQLite does so when it judges a bound value may change the plan): a statement
@@ -148,9 +151,10 @@ public final class Database: Sendable {
         case .postgres(let pools, _):
             // The task group that bounds the wait runs `body` in a child task: it does not
             // outlive this call, which the group's scope guarantees.
+            let roundTrips = postgresRoundTrips
             return try await withoutActuallyEscaping(body) { body in
                 try await Self.leasing(from: pools.client, within: Self.connectionWait) { connection in
-                    try await body(PostgresExecutor(connection: connection))
+                    try await body(PostgresExecutor(connection: connection, roundTrips: roundTrips))
                 }
             }
         }

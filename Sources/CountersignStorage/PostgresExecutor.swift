@@ -1,12 +1,15 @@
 import CountersignCore
 import CountersignLedger
 import Foundation
+import NIOConcurrencyHelpers
 import PostgresNIO
 
 /// Statements on one PostgreSQL connection (PostgresNIO's), with their values bound as
 /// PostgreSQL's binary parameters: text as `text`, integers as `int8`.
 struct PostgresExecutor: SQLExecutor {
     let connection: PostgresConnection
+    /// Counts the statements sent (``Database/postgresRoundTrips``).
+    let roundTrips: NIOLockedValueBox<Int>
 
     var dialect: Database.Dialect { .postgres }
     var combinesWrites: Bool { true }
@@ -20,6 +23,7 @@ struct PostgresExecutor: SQLExecutor {
         guard !connection.isClosed else {
             throw Database.Unavailable(description: "the PostgreSQL connection was closed (the server restarted or ended it)")
         }
+        roundTrips.withLockedValue { $0 += 1 }
         if let prepared = statement.prepared {
             try await prepared.execute(statement, on: connection, row)
             return

@@ -191,6 +191,81 @@ struct IdentityTests {
         }
     }
 
+    @Test(
+        "PostgreSQL round trips: a first launch one, an id never seen two, a known customer one, a stale one two; the answers as before",
+        arguments: TestDatabaseKind.available)
+    func firstSightRoundTrips(_ kind: TestDatabaseKind) async throws {
+        let clock = ManualClock(Date())
+        try await ReceiptTests.withHarness(kind, clock: clock, configure: { _, server in server.webhooks.pollInterval = .seconds(3_600) }) {
+            harness in
+            let database = harness.server.store.database
+            /// The fewest statements `read` sent to PostgreSQL in three tries (a service of the
+            /// server may send one meanwhile), each try on the ids `ids` gives it.
+            func roundTrips(_ read: (Int) async throws -> Void) async throws -> Int {
+                var fewest = Int.max
+                for attempt in 0..<3 {
+                    let before = database.postgresRoundTrips.withLockedValue { $0 }
+                    try await read(attempt)
+                    fewest = min(fewest, database.postgresRoundTrips.withLockedValue { $0 } - before)
+                }
+                return fewest
+            }
+            let launches = (0..<3).map { _ in Self.anonymousID() }
+            var firstSeen: [String: String] = [:]
+            let firstLaunch = try await roundTrips { attempt in
+                let reply = try await Self.read(harness, launches[attempt])
+                #expect(reply.status == 200)
+                #expect(Self.subscriber(reply.json)["original_app_user_id"] as? String == launches[attempt])
+                firstSeen[launches[attempt]] = Self.subscriber(reply.json)["first_seen"] as? String
+            }
+            // The SDK's next launch sends the ETag it cached: one batched read answers 304.
+            let etag = try #require(try await Self.read(harness, launches[0]).headers[SignatureHeader.etag])
+            let cached = try await roundTrips { _ in
+                let reply = try await Self.read(harness, launches[0], etag: etag)
+                #expect(reply.status == 304)
+            }
+            // Without its ETag a known anonymous id is taken for a first launch: still one, and
+            // still the customer first seen before.
+            clock.now = clock.now.addingTimeInterval(1)
+            let knownAgain = try await roundTrips { attempt in
+                let reply = try await Self.read(harness, launches[attempt])
+                #expect(Self.subscriber(reply.json)["first_seen"] as? String == firstSeen[launches[attempt]])
+            }
+            let named = (0..<3).map { "carol-\($0)-\(UUID().uuidString)" }
+            let neverSeen = try await roundTrips { attempt in
+                let reply = try await Self.read(harness, named[attempt])
+                #expect(reply.status == 200)
+            }
+            let known = try await roundTrips { attempt in
+                let reply = try await Self.read(harness, named[attempt])
+                #expect(reply.status == 200)
+            }
+            clock.now = clock.now.addingTimeInterval(3_601)
+            let stale = try await roundTrips { attempt in
+                let reply = try await Self.read(harness, named[attempt])
+                #expect(reply.status == 200)
+                #expect(Self.subscriber(reply.json)["last_seen"] != nil)
+            }
+            // An anonymous id merged by logIn, read as a first launch: its customer answers.
+            let anonymous = Self.anonymousID()
+            #expect(try await harness.post(user: anonymous, jws: try harness.mint("pro_monthly").jws).status == 200)
+            let logIn = try await harness.signed(
+                .post, "/v1/subscribers/identify", json: ["app_user_id": anonymous, "new_app_user_id": "dave"], paramKeys: ParamKeys.identify)
+            #expect(logIn.reply.status == 201)
+            let merged = try await Self.read(harness, anonymous)
+            #expect(ReceiptTests.isActive(merged.json, "pro"))
+            let dave = try await Self.read(harness, "dave")
+            #expect(merged.headers[SignatureHeader.etag] == dave.headers[SignatureHeader.etag])
+            guard kind == .postgres else { return }
+            #expect(firstLaunch == 1, "a first launch: the visit and the read in one statement")
+            #expect(cached == 1)
+            #expect(knownAgain == 1)
+            #expect(neverSeen == 2, "an id never seen that is not a first launch: the read, then the visit with the read")
+            #expect(known == 1)
+            #expect(stale == 2)
+        }
+    }
+
     /// One customer of the retention test: what they did on the first day.
     enum RetentionCase: String, CaseIterable, Sendable {
         case onlyRead = "only read"

@@ -131,10 +131,12 @@ struct PublicRoutes: Sendable {
         get(routes, "/v1/test_store/products", testStoreProducts)
     }
 
-    func customerInfo(_ app: AppConfiguration, _: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
+    func customerInfo(_ app: AppConfiguration, _ request: Request, _ context: SignedRequestContext) async throws -> SignedAnswer {
         let user = try AppUserIDRules.validated(context.parameters.get("app_user_id") ?? "", percentEncoded: true)
+        // An app's first launch: an anonymous id the SDK just made, with no answer cached yet.
+        let firstLaunch = request.headers[SignatureHeader.etag] == nil && ReservedAppUserID.isAnonymous(user)
         // An alias answers as its customer (RevenueCat's aliases).
-        var info = try await store.customerInfo(app: app, user: user, now: context.now)
+        var info = try await store.customerInfo(app: app, user: user, now: context.now, firstLaunch: firstLaunch)
         // A backend reading with the secret key also gets the attributes, as RevenueCat answers it.
         if Self.holdsSecretKey(app, context) {
             info.subscriber.subscriberAttributes = try await store.attributes(app: app.id, user: user)
