@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Import throughput as a ratio to purchase intake, both measured in one run (BENCHMARKS.md).
+"""Import throughput as a ratio to purchase intake, both measured in one run (its last results: docs/benchmark-history.md, "Importing from RevenueCat").
 
     swift build -c release --product countersign
     scripts/bench-import.py --binary .build/release/countersign [--database postgres://...] [--transactions 100000] \

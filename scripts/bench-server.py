@@ -22,7 +22,15 @@ median of each reported), so the machine's drift hits all targets alike:
     its last launch (X-ETag), over a mix of devices: 70% returning customers who never bought,
     20% returning buyers, 10% first launches (an id never seen); the share of signed 304s is
     reported under the table (a returning customer whose answer is unchanged gets one);
+  - first launches: signed GET /v1/subscribers/{id} of a fresh install's anonymous id, made
+    up anew by each request, without an ETag (the customer recorded at first sight);
 then once: purchase intake, POST /v1/receipts of distinct pre-minted transactions.
+--fill N measures flatness in customers instead (SQLite or PostgreSQL): the floor and signed
+CustomerInfo of `bench-user` in rounds with that one customer, then N customers, each with
+its own purchase, posted through POST /v1/receipts (a pro_monthly subscription each, the App
+Store's commonest purchase), a minute's wait (the server's periodic work, the expiry check
+included, runs meanwhile as in production), and the same rounds again; reported: the cost
+(server CPU per request) and the p99 at N customers as ratios to the one-customer run.
 --baseline BINARY runs a second build beside it (the one before a change), on the same data
 directory and database, each of its targets measured in the same rounds right beside the same
 target of the build under test (which of the two goes first alternates by round): rows labelled
@@ -274,7 +282,17 @@ class Server:
             (self.prefix("unsigned GET /v1/admin/customers/{id}/customer_info"), len(unsigned_body), pid,
              base + "/v1/admin/customers/%s/customer_info" % user, ["Authorization: Bearer " + secret], None),
             (self.prefix(LAUNCHES), None, pid, base + "/v1/subscribers/launch", [], launch_script),
+            (self.prefix(FIRST_LAUNCHES), None, pid, base + "/v1/subscribers/first", [], self.first_launch_script(work, public, nonce)),
         ]
+
+    def first_launch_script(self, work, public, nonce):
+        """The wrk script of first launches: each request a fresh install's anonymous id (as the
+        SDK makes one, `$RCAnonymousID:` and 32 hex digits), without an ETag."""
+        script = os.path.join(work, "first%s.lua" % self.label)
+        with open(script, "w") as handle:
+            handle.write(FIRST_LAUNCH_LUA.replace("KEY", public).replace("NONCE", nonce.split(": ", 1)[1])
+                         .replace("TAG", "%08x" % (int(time.time() * 1000) % 0xFFFFFFFF)).replace("LABEL", "1" if self.label == "before" else "2"))
+        return script
 
     def launch_devices(self, work, public, nonce, returning=1400, buyers=400, first=200):
         """The devices of the launch workload, each launched once already (its ETag cached, as
@@ -340,7 +358,11 @@ def main():
                         help="leave PostgreSQL unpinned (by default it is pinned to wrk's core for the run)")
     parser.add_argument("--label", help="the section of --update (default: sqlite or postgresql)")
     parser.add_argument("--update", help="a Markdown file whose bench-server section gets the table")
+    parser.add_argument("--fill", type=int, help="measure flatness: CustomerInfo at one customer, then after this many "
+                                                 "customers posted through POST /v1/receipts")
     arguments = parser.parse_args()
+    if arguments.fill:
+        return flatness(arguments)
 
     data_dir = arguments.data_dir or tempfile.mkdtemp(prefix="countersign-bench-")
     if arguments.database and not arguments.data_dir:
@@ -421,6 +443,97 @@ def main():
             shutil.rmtree(data_dir, ignore_errors=True)
 
 
+def fill_customers(port, public, count, prefix, workers=8):
+    """`count` customers, each with a pro_monthly subscription minted by the test store and
+    posted to POST /v1/receipts, `workers` at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(start):
+        connection = connect(port)
+        for index in range(start, count, workers):
+            user = "%s-%d" % (prefix, index)
+            status, body = call(connection, "POST", "/v1/test_store/purchases", public, {"app_user_id": user, "product_id": "pro_monthly"})
+            assert status == 200, body
+            status, body = call(connection, "POST", "/v1/receipts", public,
+                                {"app_user_id": user, "fetch_token": json.loads(body)["signed_transaction"]})
+            assert status == 200, body
+        connection.close()
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(one, range(workers)))
+
+
+def flatness(arguments):
+    """--fill: CustomerInfo's cost and p99 at one customer and at `arguments.fill` customers,
+    in one run (see the module's documentation)."""
+    data_dir = tempfile.mkdtemp(prefix="countersign-bench-")
+    if arguments.database:
+        empty_database(arguments.database)
+    pinned = pin_postgres(WRK_CPU) if arguments.database and not arguments.postgres_anywhere else {}
+    server = Server("", arguments.binary, data_dir, arguments.database)
+    floor, floor_port = start_listening(floor_command(arguments.floor), cpus=SERVER_CPU)
+    try:
+        public, _ = app_keys(data_dir)
+        connection = connect(server.port)
+        status, body = call(connection, "POST", "/v1/test_store/purchases", public, {"app_user_id": "bench-user", "product_id": "pro_monthly"})
+        status, body = call(connection, "POST", "/v1/receipts", public,
+                            {"app_user_id": "bench-user", "fetch_token": json.loads(body)["signed_transaction"]})
+        assert status == 200, body
+        _, signed_body = call(connection, "GET", "/v1/subscribers/bench-user", public)
+        connection.close()
+        nonce = "X-Nonce: " + base64.b64encode(os.urandom(12)).decode()
+        floor_target = ("floor", floor.pid, "http://127.0.0.1:%d/" % floor_port, [])
+        info = ("info", server.process.pid, "http://127.0.0.1:%d/v1/subscribers/bench-user" % server.port,
+                ["Authorization: Bearer " + public, nonce])
+
+        def rounds():
+            runs = {"floor": [], "info": []}
+            for name, pid, url, headers in (floor_target, info):
+                run_wrk(pid, url, 3, arguments.connections, headers)  # warm up
+            for _ in range(arguments.repeat):
+                for name, pid, url, headers in (floor_target, info):
+                    runs[name].append(run_wrk(pid, url, arguments.duration, arguments.connections, headers))
+            result = median_run(runs["info"])
+            result["ratio"] = median([run["cpu_us"] / floor["cpu_us"] for run, floor in zip(runs["info"], runs["floor"])])
+            return median_run(runs["floor"]), result
+
+        one_floor, one = rounds()
+        started = time.time()
+        fill_customers(server.port, public, arguments.fill, "fill-%d" % int(started))
+        filled_in = time.time() - started
+        if arguments.database:
+            settle_postgres(arguments.database)
+        time.sleep(60)
+        many_floor, many = rounds()
+        backend = "PostgreSQL" if arguments.database else "SQLite"
+        lines = [
+            "| %s, %d connections | body bytes | requests/s | p50 ms | p99 ms | server CPU µs/request | ratio to floor |" % (
+                backend, arguments.connections),
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name, result in (("floor, before the fill", one_floor), ("signed CustomerInfo, 1 customer", one),
+                             ("floor, after the fill", many_floor),
+                             ("signed CustomerInfo, %d customers more (a minute after the fill)" % arguments.fill, many)):
+            lines.append("| %s | %s | %.0f | %.2f | %.2f | %.0f | %s |" % (
+                name, len(signed_body) if name.startswith("signed") else 1024, result["rate"], result["p50"], result["p99"],
+                result["cpu_us"], "%.2f×" % result["ratio"] if "ratio" in result else "1.00×"))
+        lines.append("")
+        lines.append("Filled through POST /v1/receipts in %.0f s. At %d customers against one: cost (ratio to the floor) %.2f×, "
+                     "p99 %.2f× (%.2f ms against %.2f ms). Medians of %d rounds of %d s." % (
+                         filled_in, arguments.fill, many["ratio"] / one["ratio"], many["p99"] / one["p99"], many["p99"], one["p99"],
+                         arguments.repeat, arguments.duration))
+        table = "\n".join(lines)
+        print(table)
+        if arguments.update:
+            replace_section(arguments.update, arguments.label or ("flat-postgresql" if arguments.database else "flat-sqlite"), table)
+    finally:
+        restore_postgres(pinned)
+        for running in (server.process, floor):
+            running.send_signal(signal.SIGTERM)
+            running.wait(timeout=30)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
 def render(arguments, results, signing, outcomes):
     """The Markdown table of `results` and the notes under it."""
     backend = "PostgreSQL" if arguments.database else "SQLite"
@@ -457,6 +570,7 @@ def render(arguments, results, signing, outcomes):
 
 
 LAUNCHES = "app launches: signed GET /v1/subscribers/{id} with the cached X-ETag (70% free, 20% buyers, 10% new)"
+FIRST_LAUNCHES = "first launches: signed GET /v1/subscribers/{a new anonymous id}, no X-ETag"
 
 LAUNCH_LUA = r"""
 local devices = {}
@@ -497,6 +611,21 @@ done = function(summary, latency, requests)
   for status, count in pairs(total) do
     io.write(string.format("STATUS %d %d\n", status, count))
   end
+end
+"""
+
+FIRST_LAUNCH_LUA = r"""
+local counter = 0
+threads = 0
+setup = function(thread)
+  thread:set("thread_index", threads)
+  threads = threads + 1
+end
+request = function()
+  counter = counter + 1
+  -- 32 lowercase hex digits, unique to this run, build, thread and request.
+  local id = string.format("TAG%01d%07x%016x", LABEL, thread_index, counter)
+  return wrk.format("GET", "/v1/subscribers/%24RCAnonymousID%3A" .. id, {["Authorization"] = "Bearer KEY", ["X-Nonce"] = "NONCE"})
 end
 """
 

@@ -61,9 +61,23 @@ extension CustomerDatabase {
     private static func expiries(after through: Int64, upTo time: Int64, limit: Int, on sql: any SQLExecutor) async throws
         -> ArraySlice<Expired>
     {
-        // Periods that ended (read by `purchases_by_expiry`), and grace periods that ended
-        // without a renewal (read by `subscription_states_by_grace` on PostgreSQL, migration
-        // 13): both `EXPIRATION`s, at the period's or the grace period's end.
+        func ended(_ row: any StoredRow) throws -> Expired {
+            let reason = EventRules.expirationReason(
+                inBillingRetry: try row.integer("in_billing_retry") ?? 0 != 0, autoRenewStatus: try row.integer("auto_renew_status"))
+            return Expired(
+                app: try row.string("app_id"), owner: try row.string("app_user_id"), transaction: try EventTransaction(stored: row),
+                reason: reason, ends: try row.int64("ends_ms"))
+        }
+        var found: [Expired] = []
+        for statement in expiryStatements(after: through, upTo: time, limit: limit) { found += try await sql.all(statement, ended) }
+        return found.sorted { $0.ends < $1.ends }.prefix(limit)
+    }
+
+    /// The two reads of the expiry check: periods that ended (read by `purchases_by_expiry`),
+    /// and grace periods that ended without a renewal (read by `subscription_states_by_grace` on
+    /// PostgreSQL, migration 13, and by a scan of the renewal states on SQLite): both
+    /// `EXPIRATION`s, at the period's or the grace period's end.
+    static func expiryStatements(after through: Int64, upTo time: Int64, limit: Int) -> [SQLStatement] {
         let chains = """
             JOIN purchase_owners o ON o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id \
             LEFT JOIN subscription_states s ON s.app_id = p.app_id AND s.original_transaction_id = p.original_transaction_id
@@ -73,28 +87,25 @@ extension CustomerDatabase {
             WHERE q.app_id = p.app_id AND q.original_transaction_id = p.original_transaction_id AND q.expires_date_ms > p.expires_date_ms)
             """
         let columns = "p.app_id, \(EventTransaction.storedColumns), o.app_user_id, s.auto_renew_status, s.in_billing_retry"
-        func ended(_ row: any StoredRow) throws -> Expired {
-            let reason = EventRules.expirationReason(
-                inBillingRetry: try row.integer("in_billing_retry") ?? 0 != 0, autoRenewStatus: try row.integer("auto_renew_status"))
-            return Expired(
-                app: try row.string("app_id"), owner: try row.string("app_user_id"), transaction: try EventTransaction(stored: row),
-                reason: reason, ends: try row.int64("ends_ms"))
-        }
-        let periods = try await sql.all(
+        return [
             """
             SELECT \(raw: columns), p.expires_date_ms AS ends_ms FROM purchases p \(raw: chains) \
             WHERE p.expires_date_ms > \(bind: through) AND p.expires_date_ms <= \(bind: time) \
             AND (s.grace_period_expires_ms IS NULL OR s.grace_period_expires_ms <= p.expires_date_ms) AND \(raw: newest) \
             ORDER BY p.expires_date_ms LIMIT \(bind: limit)
-            """, ended)
-        let graces = try await sql.all(
+            """,
+            // `CROSS JOIN` keeps the renewal states the outer loop on SQLite (to PostgreSQL it is
+            // a join like any other): with no index on the grace period there, SQLite's planner
+            // chose to scan every purchase, every second, and look each one's state up; at 100,000
+            // customers that scan took a quarter of the server's core (BENCHMARKS.md, decision 21).
             """
             SELECT \(raw: columns), s.grace_period_expires_ms AS ends_ms FROM subscription_states g \
-            JOIN purchases p ON p.app_id = g.app_id AND p.original_transaction_id = g.original_transaction_id \(raw: chains) \
-            WHERE g.grace_period_expires_ms > \(bind: through) AND g.grace_period_expires_ms <= \(bind: time) \
+            CROSS JOIN purchases p \(raw: chains) \
+            WHERE p.app_id = g.app_id AND p.original_transaction_id = g.original_transaction_id \
+            AND g.grace_period_expires_ms > \(bind: through) AND g.grace_period_expires_ms <= \(bind: time) \
             AND g.grace_period_expires_ms > p.expires_date_ms AND \(raw: newest) \
             ORDER BY g.grace_period_expires_ms LIMIT \(bind: limit)
-            """, ended)
-        return (periods + graces).sorted { $0.ends < $1.ends }.prefix(limit)
+            """,
+        ]
     }
 }

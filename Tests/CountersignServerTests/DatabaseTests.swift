@@ -118,6 +118,21 @@ struct DatabaseTests {
         }
     }
 
+    @Test("SQLite: the expiry check, run every second, reads by expiry and by renewal state, never every purchase")
+    func expiryCheckPlans() async throws {
+        try await Self.withFreshDatabase(.sqlite) { location in
+            let database = try await Database.open(location, logger: Self.logger, now: Date())
+            for statement in CustomerDatabase.expiryStatements(after: 1, upTo: 2, limit: 500) {
+                let plan = try await database.withConnection { sql in
+                    try await sql.all(SQLStatement("EXPLAIN QUERY PLAN " + statement.text, statement.values)) { try $0.string("detail") }
+                }
+                #expect(!plan.contains { $0.hasPrefix("SCAN p") || $0.hasPrefix("SCAN purchases") }, "\(plan)")
+                #expect(plan.contains { $0.contains("purchases_by_expiry") } || plan.contains { $0.hasPrefix("SCAN g") }, "\(plan)")
+            }
+            try await database.close()
+        }
+    }
+
     @Test("the database refuses a second row with the same transaction id", arguments: TestDatabaseKind.available)
     func transactionIdIsUnique(_ kind: TestDatabaseKind) async throws {
         try await Self.withFreshDatabase(kind) { location in
