@@ -11,23 +11,28 @@ extension CustomerDatabase {
     /// transfer behaviour (``Ownership``). Throws ``LedgerError/purchaseOwnedByAnotherUser(_:)``
     /// and changes nothing when the purchase belongs to someone else and may not move.
     ///
-    /// On PostgreSQL a purchase that moves no chain (a new one, one already recorded) takes one
-    /// read and one write statement, without `BEGIN … COMMIT`: a single statement is atomic and
-    /// committed on its own, and every write it holds is safe against a concurrent one (a
-    /// purchase or an owner inserted meanwhile by another server is a unique violation, after
-    /// which the purchase is decided again in a transaction). A purchase that moves a chain from
-    /// one owner to another is always decided and written in one transaction.
+    /// On PostgreSQL a purchase takes one read (two when a rule needs the chain's place or its
+    /// owner's entitlements) and one write statement, without `BEGIN … COMMIT`: a single
+    /// statement is atomic and committed on its own, and a purchase or an owner inserted
+    /// meanwhile by another server is a unique violation, after which the purchase is decided
+    /// again in a transaction. A move of a chain is written the same way: a transaction at
+    /// PostgreSQL's isolation (read committed) would see what the separate statements see, and
+    /// add two round trips. On SQLite every purchase is read, decided and written in one
+    /// transaction on the one writer.
     public func record(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws -> PurchaseStatus {
         try await record(transaction, app: app, poster: poster, now: now, reading: false).status
     }
 
     /// As ``record(_:app:poster:now:)``, with the poster's CustomerInfo as of the purchase: read
-    /// together with it where it can be (on SQLite, see below), otherwise after it.
+    /// together with it where it can be (on SQLite, see below), otherwise after it. Nil for a
+    /// purchase that stays with another user (``PurchaseStatus/boundToAnotherUser``): the
+    /// poster is refused, and nothing is read for an answer that is never sent.
     public func recordAndRead(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws
-        -> (status: PurchaseStatus, info: SubscriberResponse)
+        -> (status: PurchaseStatus, info: SubscriberResponse?)
     {
         let (status, read) = try await record(transaction, app: app, poster: poster, now: now, reading: true)
         if let read { return (status, read) }
+        if status == .boundToAnotherUser { return (status, nil) }
         return (status, try await customerInfo(app: app, user: poster, now: now))
     }
 
@@ -43,17 +48,16 @@ extension CustomerDatabase {
         if database.commitsStatementsAlone {
             do {
                 let recorded = try await database.withConnection { sql in
-                    try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: false)
+                    try await Self.record(sql, transaction, app: app, poster: poster, now: now)
                 }
-                if let recorded { return (recorded.status, nil) }
+                return (recorded.status, nil)
             } catch  where Database.isUniqueViolation(error) {
                 // Another server recorded this purchase or its chain meanwhile: decide again below.
             }
         }
         let readsOnWriter = reading && database.readsAnswersOnWriter
         return try await database.transactionRetryingUniqueViolations { sql in
-            // Never nil when chains may move.
-            let (status, customer) = try await Self.record(sql, transaction, app: app, poster: poster, now: now, movesChains: true)!
+            let (status, customer) = try await Self.record(sql, transaction, app: app, poster: poster, now: now)
             guard readsOnWriter, status != .boundToAnotherUser else { return (status, nil) }
             let read = try await Self.leanRead(sql, app: app, user: customer)
             return (status, Self.customerInfo(read, app: app, user: customer, now: now) { Self.isRecent($0, now: now) })
@@ -61,13 +65,11 @@ extension CustomerDatabase {
     }
 
     /// Reads, decides and writes on `sql`, for the customer the poster's id names (an alias
-    /// posts for the customer it was merged into); nil, with nothing written, when the purchase
-    /// would move a chain and `movesChains` is false. The ledger decides (``Ownership`` and
+    /// posts for the customer it was merged into). The ledger decides (``Ownership`` and
     /// ``EventRules``) from facts read before: nothing it decides reads the database.
     static func record(
-        _ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration,
-        poster postedAs: String, now: Date, movesChains: Bool
-    ) async throws -> (status: PurchaseStatus, poster: String)? {
+        _ sql: any SQLExecutor, _ transaction: VerifiedTransaction, app: AppConfiguration, poster postedAs: String, now: Date
+    ) async throws -> (status: PurchaseStatus, poster: String) {
         var poster = CustomerID(postedAs)
         var facts = try await purchaseFacts(sql, transaction, app: app.id, poster: poster.rawValue)
         if facts.posterSeen == nil, let customer = facts.posterAliasOf {
@@ -80,7 +82,6 @@ extension CustomerDatabase {
                 try await !entitlements(sql, app: app, user: holder.rawValue, now: now, onlyChain: chain).activeEntitlementIds.isEmpty
         }
         let plan = try Ownership.plan(facts, transaction, app: app, poster: poster, now: now.epochMilliseconds)
-        if plan.movesChain, !movesChains { return nil }
         let change = plan.purchase == .none ? .none : EventRules.change(of: transaction, stored: facts.storedCopy, now: now.epochMilliseconds)
         let place = change.needsPlace(transaction) ? try await chainPlace(sql, EventTransaction(transaction), app: app.id) : nil
         let events = EventRules.purchaseEvents(plan, facts, transaction, change: change, place: place, app: app, now: now)

@@ -122,9 +122,9 @@ public struct CustomerDatabase: Sendable {
         guard let postgresReads else {
             let statement = Self.leanReaderStatement(app: app, user: user)
             guard let reader = database.sqliteReader else { throw StoredRowError(description: "no lean reader for this database") }
-            return try reader.read { connection in
+            return try reader.read { sql in
                 var read = LeanRead()
-                try connection.query(statement.text, statement.values) { row in try read.add(row) }
+                try sql.query(statement, rows: { row in try read.add(row) })
                 return read
             }
         }

@@ -177,9 +177,9 @@ public final class Database: Sendable {
             }
         }
         return try await NIOThreadPool.singleton.runIfActive {
-            try sqliteReports.read { connection in
+            try sqliteReports.read { sql in
                 var result = initial
-                try connection.query(statement.text, statement.values) { try add(&result, $0) }
+                try sql.query(statement, rows: { try add(&result, $0) })
                 return result
             }
         }

@@ -163,6 +163,12 @@ struct SQLiteExecutor: SQLExecutor {
         try connection.query(statement.text, statement.values) { try row($0) }
     }
 
+    /// The same with the row's concrete type, for the in-process readers' hot path: each column
+    /// read is a direct call, not one through an existential.
+    func query(_ statement: SQLStatement, rows row: (SQLiteRowView) throws -> Void) throws {
+        try connection.query(statement.text, statement.values, row: row)
+    }
+
     func runTogether(_ statements: [SQLStatement], prepared: (any PreparedSQL.Type)?) throws {
         for statement in statements { try query(statement) { _ in } }
     }

@@ -18,14 +18,15 @@ final class SQLiteReader: Sendable {
         connections = try (0..<max(1, count)).map { _ in NIOLockedValueBox(try SQLiteConnection(path: path, readOnly: true)) }
     }
 
-    /// Runs `body` on the next connection in turn (waiting for it if busy). A single statement
-    /// is a consistent read by itself; several need `BEGIN` and `COMMIT` around them.
-    func read<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+    /// Runs `body` with the executor of the next connection in turn (waiting for it if busy),
+    /// synchronously. A single statement is a consistent read by itself; several need `BEGIN`
+    /// and `COMMIT` around them.
+    func read<T>(_ body: (SQLiteExecutor) throws -> T) throws -> T {
         let start = next.withLockedValue { value in
             defer { value = (value + 1) % connections.count }
             return value
         }
-        return try connections[start].withLockedValue { connection in try body(connection) }
+        return try connections[start].withLockedValue { connection in try body(SQLiteExecutor(connection: connection)) }
     }
 
     func close() {

@@ -21,11 +21,11 @@ extension PublicRoutes {
         // Before the purchase, so its events carry them.
         try await storeAttributes(receipt.attributes, app: app, user: user, context: context)
         let status: PurchaseStatus
-        let info: SubscriberResponse
+        let info: SubscriberResponse?
         do {
             if Self.isLegacyReceipt(receipt.fetchToken) {
                 status = try await recordLegacyReceipt(receipt.fetchToken, app: app, poster: user, now: context.now)
-                info = try await store.customerInfo(app: app, user: user, now: context.now)
+                info = status == .boundToAnotherUser ? nil : try await store.customerInfo(app: app, user: user, now: context.now)
             } else {
                 var transaction = try await verify(receipt.fetchToken, app: app)
                 transaction.presentedOfferingId = receipt.presentedOfferingIdentifier
@@ -40,7 +40,7 @@ extension PublicRoutes {
             throw error
         }
         metrics.recordPurchase(app: app.id, outcome: status.rawValue)
-        if status == .boundToAnotherUser {
+        guard status != .boundToAnotherUser, let info else {
             throw APIError(.purchaseBoundToAnotherUser, "this purchase carries another user's app account token and stays with that user")
         }
         return SignedAnswer.customerInfo(info, requestedAs: user, member: "purchase_status", string: status.rawValue)
