@@ -569,8 +569,8 @@ def render(arguments, results, signing, outcomes):
     return "\n".join(out)
 
 
-LAUNCHES = "app launches: signed GET /v1/subscribers/{id} with the cached X-ETag (70% free, 20% buyers, 10% new)"
-FIRST_LAUNCHES = "first launches: signed GET /v1/subscribers/{a new anonymous id}, no X-ETag"
+LAUNCHES = "app launches (the cached X-ETag; 70% free, 20% buyers, 10% new)"
+FIRST_LAUNCHES = "first launches (a new anonymous id, no X-ETag)"
 
 LAUNCH_LUA = r"""
 local devices = {}
