@@ -224,6 +224,15 @@ def median_run(runs):
     return {key: median(run[key] for run in runs) for key in keys} | {"socket_errors": "", "statuses": statuses}
 
 
+def buy(connection, public, user, product):
+    """A test-store purchase of `product` minted for `user` and posted to POST /v1/receipts."""
+    status, body = call(connection, "POST", "/v1/test_store/purchases", public, {"app_user_id": user, "product_id": product})
+    assert status == 200, body
+    status, body = call(connection, "POST", "/v1/receipts", public,
+                        {"app_user_id": user, "fetch_token": json.loads(body)["signed_transaction"]})
+    assert status == 200, body
+
+
 def mint_intake(connection, public, count, prefix):
     """Distinct test-store transactions, one user each, as request bodies for POST /v1/receipts."""
     lines = []
@@ -314,11 +323,7 @@ class Server:
             lines.append(launched("launch-%s-free-%d" % (tag, index)))
         for index in range(buyers):
             user = "launch-%s-buyer-%d" % (tag, index)
-            status, body = call(connection, "POST", "/v1/test_store/purchases", public, {"app_user_id": user, "product_id": "lifetime"})
-            assert status == 200, body
-            status, body = call(connection, "POST", "/v1/receipts", public,
-                                {"app_user_id": user, "fetch_token": json.loads(body)["signed_transaction"]})
-            assert status == 200, body
+            buy(connection, public, user, "lifetime")
             lines.append(launched(user))
         lines += ["NEW\t"] * first
         connection.close()
@@ -382,10 +387,7 @@ def main():
         public, secret = app_keys(data_dir)
         user = "bench-user"
         connection = connect(servers[-1].port)
-        status, body = call(connection, "POST", "/v1/test_store/purchases", public, {"app_user_id": user, "product_id": "pro_monthly"})
-        status, body = call(connection, "POST", "/v1/receipts", public,
-                            {"app_user_id": user, "fetch_token": json.loads(body)["signed_transaction"]})
-        assert status == 200, body
+        buy(connection, public, user, "pro_monthly")
         connection.close()
         work = tempfile.mkdtemp(prefix="countersign-bench-work-")
         nonce = "X-Nonce: " + base64.b64encode(os.urandom(12)).decode()
@@ -451,12 +453,7 @@ def fill_customers(port, public, count, prefix, workers=8):
     def one(start):
         connection = connect(port)
         for index in range(start, count, workers):
-            user = "%s-%d" % (prefix, index)
-            status, body = call(connection, "POST", "/v1/test_store/purchases", public, {"app_user_id": user, "product_id": "pro_monthly"})
-            assert status == 200, body
-            status, body = call(connection, "POST", "/v1/receipts", public,
-                                {"app_user_id": user, "fetch_token": json.loads(body)["signed_transaction"]})
-            assert status == 200, body
+            buy(connection, public, "%s-%d" % (prefix, index), "pro_monthly")
         connection.close()
 
     with ThreadPoolExecutor(workers) as pool:
@@ -475,10 +472,7 @@ def flatness(arguments):
     try:
         public, _ = app_keys(data_dir)
         connection = connect(server.port)
-        status, body = call(connection, "POST", "/v1/test_store/purchases", public, {"app_user_id": "bench-user", "product_id": "pro_monthly"})
-        status, body = call(connection, "POST", "/v1/receipts", public,
-                            {"app_user_id": "bench-user", "fetch_token": json.loads(body)["signed_transaction"]})
-        assert status == 200, body
+        buy(connection, public, "bench-user", "pro_monthly")
         _, signed_body = call(connection, "GET", "/v1/subscribers/bench-user", public)
         connection.close()
         nonce = "X-Nonce: " + base64.b64encode(os.urandom(12)).decode()

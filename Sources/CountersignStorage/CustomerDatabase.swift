@@ -66,12 +66,7 @@ public struct CustomerDatabase: Sendable {
             seen = read.seen
         }
         if visitsInOneStatement {
-            let visited = try await database.withConnection { sql in
-                var read = LeanRead()
-                try await sql.query(VisitPostgresCustomer.statement(app: app.id, user: user, now: now)) { row in try read.add(row) }
-                return read
-            }
-            if let info = Self.customerInfo(visited, app: app, user: user, now: now, accepts: { _ in true }) { return info }
+            if let info = try await visit(app: app, user: user, now: now) { return info }
             seen = nil  // no row of its own: an alias, answered as its customer below
         }
         // Seen over an hour ago, never seen, or an alias (which has no row of its own: asked
@@ -79,6 +74,7 @@ public struct CustomerDatabase: Sendable {
         var customer = user
         if seen == nil, let owner = try await database.withConnection({ sql in try await Self.aliasOwner(sql, app: app.id, alias: user) }) {
             if let known = try await leanCustomerInfo(app: app, user: owner, now: now, accepts: { Self.isRecent($0, now: now) }) { return known }
+            if visitsInOneStatement, let info = try await visit(app: app, user: owner, now: now) { return info }
             customer = owner
         }
         return try await database.transaction { [customer] sql in
@@ -91,6 +87,17 @@ public struct CustomerDatabase: Sendable {
                 appUserId: read.originalId ?? id, firstSeen: seen.first, lastSeen: seen.last, entitlements: read.entitlements(app: app, at: now),
                 requestDate: now)
         }
+    }
+
+    /// A visit of `user` and its CustomerInfo after it, in one PostgreSQL statement
+    /// (``VisitPostgresCustomer``); nil when the id has no row of its own (an alias).
+    private func visit(app: AppConfiguration, user: String, now: Date) async throws -> SubscriberResponse? {
+        let visited = try await database.withConnection { sql in
+            var read = LeanRead()
+            try await sql.query(VisitPostgresCustomer.statement(app: app.id, user: user, now: now)) { row in try read.add(row) }
+            return read
+        }
+        return Self.customerInfo(visited, app: app, user: user, now: now) { _ in true }
     }
 
     /// The CustomerInfo of a known customer (or of the customer an alias names), with reads

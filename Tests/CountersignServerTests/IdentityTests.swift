@@ -256,6 +256,13 @@ struct IdentityTests {
             #expect(ReceiptTests.isActive(merged.json, "pro"))
             let dave = try await Self.read(harness, "dave")
             #expect(merged.headers[SignatureHeader.etag] == dave.headers[SignatureHeader.etag])
+            // An hour on, the alias's read notes its customer's visit: dave's last_seen moves.
+            clock.now = clock.now.addingTimeInterval(3_601)
+            let later = try await Self.read(harness, anonymous)
+            #expect(ReceiptTests.isActive(later.json, "pro"))
+            let lastSeen = Self.subscriber(later.json)["last_seen"] as? String
+            #expect(lastSeen != nil && lastSeen != Self.subscriber(merged.json)["last_seen"] as? String)
+            #expect(Self.subscriber(try await Self.read(harness, "dave").json)["last_seen"] as? String == lastSeen)
             guard kind == .postgres else { return }
             #expect(firstLaunch == 1, "a first launch: the visit and the read in one statement")
             #expect(cached == 1)
