@@ -106,9 +106,6 @@ public struct PurchasePlan: Sendable, Equatable {
         self.dampsTransfer = dampsTransfer
     }
 
-    /// Whether the plan moves the chain from one owner to another (written in a transaction).
-    public var movesChain: Bool { if case .update = owner { true } else { false } }
-
     /// Whom the transaction's own events go to: the chain's owner after the plan.
     public func eventOwner(_ facts: PurchaseFacts) -> CustomerID? {
         switch owner {
