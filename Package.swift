@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "Countersign", targets: ["Countersign"]),
         .library(name: "CountersignCore", targets: ["CountersignCore"]),
+        .library(name: "CountersignServerCore", targets: ["CountersignServerCore"]),
         .library(name: "CountersignAppStore", targets: ["CountersignAppStore"]),
         .library(name: "CountersignAppStoreServerAPI", targets: ["CountersignAppStoreServerAPI"]),
         .library(name: "CountersignImportFormats", targets: ["CountersignImportFormats"]),
@@ -28,14 +29,23 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
+        // What the SDK and the server share: the wire format, signing and verification.
         .target(
             name: "CountersignCore",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")]
+        ),
+        // The server side's common ground, which the SDK does not link: an app's configuration,
+        // the entitlement rules, root keys and key files, token issuance, the answer writer and
+        // captured traffic.
+        .target(
+            name: "CountersignServerCore",
+            dependencies: ["CountersignCore", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .target(
             name: "CountersignAppStore",
             dependencies: [
                 "CountersignCore",
+                "CountersignServerCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -56,13 +66,14 @@ let package = Package(
         // time, and its tests need no database.
         .target(
             name: "CountersignLedger",
-            dependencies: ["CountersignCore", "CountersignAppStore", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["CountersignCore", "CountersignServerCore", "CountersignAppStore", .product(name: "Crypto", package: "swift-crypto")]
         ),
         // Storage: the operations the server's routes and services call, on SQLite or PostgreSQL.
         .target(
             name: "CountersignStorage",
             dependencies: [
                 "CountersignCore",
+                "CountersignServerCore",
                 "CountersignLedger",
                 "CountersignAppStore",
                 "CSQLite",
@@ -79,13 +90,14 @@ let package = Package(
         .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
         // Other systems' export files read into rows (RevenueCat's CSV, gzipped or not): no I/O
         // beyond the bytes given, so the fuzz targets (Fuzz/) take it alone.
-        .target(name: "CountersignImportFormats", dependencies: ["CZlib", "CountersignCore", "CountersignAppStore"]),
+        .target(name: "CountersignImportFormats", dependencies: ["CZlib", "CountersignCore", "CountersignServerCore", "CountersignAppStore"]),
         .target(
             name: "CountersignServer",
             dependencies: [
                 "CountersignImportFormats",
                 "CountersignLedger",
                 "CountersignCore",
+                "CountersignServerCore",
                 "CountersignAppStore",
                 "CountersignAppStoreServerAPI",
                 "CountersignStorage",
@@ -112,6 +124,7 @@ let package = Package(
             name: "CountersignProxy",
             dependencies: [
                 "CountersignCore",
+                "CountersignServerCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -123,6 +136,7 @@ let package = Package(
             name: "CountersignCLI",
             dependencies: [
                 "CountersignCore",
+                "CountersignServerCore",
                 "CountersignAppStore",
                 "CountersignServer",
                 "CountersignStorage",
@@ -143,6 +157,7 @@ let package = Package(
             name: "CountersignTesting",
             dependencies: [
                 "CountersignCore",
+                "CountersignServerCore",
                 "CountersignAppStore",
                 "CountersignAppStoreServerAPI",
                 "CountersignServer",
@@ -156,11 +171,15 @@ let package = Package(
         // The ledger's rules case by case: links no storage and opens no database.
         .testTarget(
             name: "CountersignLedgerTests",
-            dependencies: ["CountersignLedger", "CountersignCore", "CountersignAppStore"]
+            dependencies: ["CountersignLedger", "CountersignCore", "CountersignServerCore", "CountersignAppStore"]
+        ),
+        .testTarget(
+            name: "CountersignServerCoreTests",
+            dependencies: ["CountersignCore", "CountersignServerCore", "CountersignTesting", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "CountersignCoreTests",
-            dependencies: ["CountersignCore", "CountersignTesting"]
+            dependencies: ["CountersignCore", "CountersignServerCore", "CountersignTesting"]
         ),
         .testTarget(
             name: "CountersignAppStoreTests",
@@ -213,7 +232,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CountersignCLITests",
-            dependencies: ["CountersignCore", "CountersignTesting", "CountersignCLI"]
+            dependencies: ["CountersignCore", "CountersignServerCore", "CountersignTesting", "CountersignCLI"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -19,6 +19,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "CountersignCore", package: "Countersign"),
+                .product(name: "CountersignServerCore", package: "Countersign"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Benchmarks/Signing",
@@ -39,6 +40,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Countersign", package: "Countersign"),
                 .product(name: "CountersignCore", package: "Countersign"),
+                .product(name: "CountersignServerCore", package: "Countersign"),
                 .product(name: "CountersignAppStore", package: "Countersign"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

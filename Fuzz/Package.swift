@@ -23,6 +23,7 @@ let package = Package(
             dependencies: [
                 "FuzzSupport",
                 .product(name: "CountersignCore", package: "Countersign"),
+                .product(name: "CountersignServerCore", package: "Countersign"),
                 .product(name: "CountersignAppStore", package: "Countersign"),
                 .product(name: "CountersignImportFormats", package: "Countersign"),
                 .product(name: "Crypto", package: "swift-crypto"),

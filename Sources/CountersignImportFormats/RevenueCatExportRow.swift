@@ -1,5 +1,6 @@
 import CountersignAppStore
 import CountersignCore
+import CountersignServerCore
 import Foundation
 
 /// One row of RevenueCat's transactions export (Scheduled Data Exports, versions 3 to 7), read

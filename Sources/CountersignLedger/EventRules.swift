@@ -1,5 +1,6 @@
 import CountersignAppStore
 import CountersignCore
+import CountersignServerCore
 import Foundation
 
 /// What the store held of a transaction before a copy of it arrived.

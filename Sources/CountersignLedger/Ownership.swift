@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignServerCore
 import Foundation
 
 /// What happened to a posted purchase; sent back as `purchase_status`.

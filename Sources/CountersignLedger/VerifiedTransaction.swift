@@ -1,5 +1,6 @@
 import CountersignAppStore
 import CountersignCore
+import CountersignServerCore
 import Foundation
 
 /// A store transaction that passed signed-data verification, with the fields the server relies on.

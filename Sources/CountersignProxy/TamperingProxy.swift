@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import CountersignCore
+import CountersignServerCore
 import Foundation
 import HTTPTypes
 import Hummingbird

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignLedger
+import CountersignServerCore
 import Foundation
 
 /// Customers beyond purchases: logIn merges, the admin API's lookups, promotional grants and

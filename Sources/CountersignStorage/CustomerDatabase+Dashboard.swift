@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignLedger
+import CountersignServerCore
 import Foundation
 
 /// What the dashboard reads and keeps: sign-in sessions, customer search, the daily counts and

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignLedger
+import CountersignServerCore
 import Foundation
 
 /// Events and their webhook deliveries (the outbox): an event is written by the statement or

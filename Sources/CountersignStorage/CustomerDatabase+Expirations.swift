@@ -1,6 +1,7 @@
 import CountersignAppStore
 import CountersignCore
 import CountersignLedger
+import CountersignServerCore
 import Foundation
 
 /// The server's own expiry check: the `EXPIRATION` of every owned subscription period, or

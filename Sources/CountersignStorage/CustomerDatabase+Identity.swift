@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignLedger
+import CountersignServerCore
 import Foundation
 
 /// Who an app user id names, as RevenueCat keeps it: the ids merged into a customer (by logIn, or

@@ -1,6 +1,7 @@
 import CountersignAppStore
 import CountersignCore
 import CountersignLedger
+import CountersignServerCore
 import Foundation
 
 /// CustomerInfo's one statement (the lean read), a statement builder: its text for each

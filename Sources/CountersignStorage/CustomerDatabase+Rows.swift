@@ -1,6 +1,7 @@
 import CountersignAppStore
 import CountersignCore
 import CountersignLedger
+import CountersignServerCore
 import Foundation
 
 /// The rows a purchase writes: the customer, the purchase, its chain's owner. Each statement is

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignLedger
+import CountersignServerCore
 import Foundation
 
 /// The test store's accounts: what StoreKit keeps for an Apple ID, kept by the server so a

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignLedger
+import CountersignServerCore
 import Foundation
 
 /// Where the server keeps its data: SQLite in the data directory (the embedded default) or a

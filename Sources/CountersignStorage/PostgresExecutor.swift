@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignLedger
+import CountersignServerCore
 import Foundation
 import NIOConcurrencyHelpers
 import PostgresNIO

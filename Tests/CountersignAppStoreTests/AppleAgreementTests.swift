@@ -1,3 +1,4 @@
+import CountersignServerCore
 import Foundation
 import Testing
 

@@ -1,6 +1,7 @@
 import CountersignAppStore
 import CountersignCore
 import CountersignLedger
+import CountersignServerCore
 import Foundation
 
 /// The app, times and transactions the ledger's cases share. Transactions are verified by the

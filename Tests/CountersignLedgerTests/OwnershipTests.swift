@@ -1,6 +1,7 @@
 import CountersignAppStore
 import CountersignCore
 import CountersignLedger
+import CountersignServerCore
 import Foundation
 import Testing
 

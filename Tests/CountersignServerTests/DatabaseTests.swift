@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignServerCore
 import CountersignTesting
 import Foundation
 import Logging

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignServer
+import CountersignServerCore
 import CountersignTesting
 import Foundation
 import HTTPTypes

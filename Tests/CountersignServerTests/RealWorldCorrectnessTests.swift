@@ -1,6 +1,7 @@
 import Countersign
 import CountersignAppStore
 import CountersignCore
+import CountersignServerCore
 import CountersignTesting
 import Foundation
 import HTTPTypes

@@ -1,5 +1,6 @@
 import CountersignAppStore
 import CountersignCore
+import CountersignServerCore
 import CountersignTesting
 import Crypto
 import Foundation

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignProxy
+import CountersignServerCore
 import Foundation
 import Testing
 

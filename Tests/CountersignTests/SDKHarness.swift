@@ -3,6 +3,7 @@ import CountersignCore
 import CountersignLedger
 import CountersignProxy
 import CountersignServer
+import CountersignServerCore
 import CountersignTesting
 import Foundation
 import Hummingbird

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignProxy
+import CountersignServerCore
 import CountersignTesting
 import Crypto
 import Foundation

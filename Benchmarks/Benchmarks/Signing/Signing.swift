@@ -1,5 +1,6 @@
 import Benchmark
 import CountersignCore
+import CountersignServerCore
 import Crypto
 import Foundation
 

@@ -1,6 +1,7 @@
 import Countersign
 import CountersignAppStore
 import CountersignCore
+import CountersignServerCore
 import Crypto
 import Foundation
 

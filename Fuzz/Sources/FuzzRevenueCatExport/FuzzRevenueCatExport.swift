@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignImportFormats
+import CountersignServerCore
 import Foundation
 import FuzzSupport
 

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignServerCore
 import Crypto
 import Foundation
 @_spi(FixedExpiryValidationTime) import X509

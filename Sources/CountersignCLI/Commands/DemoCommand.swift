@@ -3,6 +3,7 @@ import Countersign
 import CountersignCore
 import CountersignProxy
 import CountersignServer
+import CountersignServerCore
 import Foundation
 import Hummingbird
 import Logging

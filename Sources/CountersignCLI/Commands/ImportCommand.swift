@@ -2,6 +2,7 @@ import ArgumentParser
 import CountersignCore
 import CountersignImportFormats
 import CountersignServer
+import CountersignServerCore
 import CountersignStorage
 import Foundation
 import Logging

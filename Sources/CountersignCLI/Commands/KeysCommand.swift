@@ -1,5 +1,6 @@
 import ArgumentParser
 import CountersignCore
+import CountersignServerCore
 import Crypto
 import Foundation
 

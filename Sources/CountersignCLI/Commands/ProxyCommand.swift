@@ -1,6 +1,7 @@
 import ArgumentParser
 import CountersignCore
 import CountersignProxy
+import CountersignServerCore
 import Foundation
 import Hummingbird
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CountersignAppStore
 import CountersignCore
+import CountersignServerCore
 import Foundation
 import X509
 

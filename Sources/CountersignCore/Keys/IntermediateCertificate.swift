@@ -31,7 +31,7 @@ public struct IntermediateCertificate: Sendable, Hashable {
         Self.signedBytes(publicKey: publicKey, expirationDays: expirationDays)
     }
 
-    static func signedBytes(publicKey: Data, expirationDays: UInt32) -> Data {
+    package static func signedBytes(publicKey: Data, expirationDays: UInt32) -> Data {
         var bytes = Data(capacity: 4 + publicKey.count)
         withUnsafeBytes(of: expirationDays.littleEndian) { bytes.append(contentsOf: $0) }
         bytes.append(publicKey)

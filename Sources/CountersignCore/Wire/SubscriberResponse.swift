@@ -14,6 +14,12 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         case subscriber
     }
 
+    package init(requestDate: String, requestDateMs: Int64, subscriber: Subscriber) {
+        self.requestDate = requestDate
+        self.requestDateMs = requestDateMs
+        self.subscriber = subscriber
+    }
+
     public struct Subscriber: Codable, Sendable, Hashable {
         public var entitlements: [String: Entitlement]
         public var subscriptions: [String: Subscription]
@@ -29,6 +35,23 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         public var originalApplicationVersion: String? = nil
         /// The customer's attributes: in answers to the app's secret key only, as RevenueCat's.
         public var subscriberAttributes: [String: SubscriberAttributeValue]? = nil
+
+        package init(
+            entitlements: [String: Entitlement], subscriptions: [String: Subscription], nonSubscriptions: [String: [NonSubscription]],
+            firstSeen: String, lastSeen: String, originalAppUserId: String, managementUrl: String?, originalPurchaseDate: String? = nil,
+            originalApplicationVersion: String? = nil, subscriberAttributes: [String: SubscriberAttributeValue]? = nil
+        ) {
+            self.entitlements = entitlements
+            self.subscriptions = subscriptions
+            self.nonSubscriptions = nonSubscriptions
+            self.firstSeen = firstSeen
+            self.lastSeen = lastSeen
+            self.originalAppUserId = originalAppUserId
+            self.managementUrl = managementUrl
+            self.originalPurchaseDate = originalPurchaseDate
+            self.originalApplicationVersion = originalApplicationVersion
+            self.subscriberAttributes = subscriberAttributes
+        }
 
         enum CodingKeys: String, CodingKey {
             case entitlements, subscriptions
@@ -51,6 +74,13 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         public var gracePeriodExpiresDate: String?
         public var productIdentifier: String
         public var purchaseDate: String
+
+        package init(expiresDate: String?, gracePeriodExpiresDate: String?, productIdentifier: String, purchaseDate: String) {
+            self.expiresDate = expiresDate
+            self.gracePeriodExpiresDate = gracePeriodExpiresDate
+            self.productIdentifier = productIdentifier
+            self.purchaseDate = purchaseDate
+        }
 
         enum CodingKeys: String, CodingKey {
             case expiresDate = "expires_date"
@@ -83,6 +113,27 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         /// this server; RevenueCat's clients know such a subscription as `productId:basePlan`.
         public var productPlanIdentifier: String? = nil
 
+        package init(
+            expiresDate: String?, purchaseDate: String, originalPurchaseDate: String, periodType: String, store: String, isSandbox: Bool,
+            unsubscribeDetectedAt: String?, billingIssuesDetectedAt: String?, gracePeriodExpiresDate: String?, refundedAt: String?,
+            ownershipType: String?, storeTransactionId: String? = nil, displayName: String? = nil, price: Price? = nil
+        ) {
+            self.expiresDate = expiresDate
+            self.purchaseDate = purchaseDate
+            self.originalPurchaseDate = originalPurchaseDate
+            self.periodType = periodType
+            self.store = store
+            self.isSandbox = isSandbox
+            self.unsubscribeDetectedAt = unsubscribeDetectedAt
+            self.billingIssuesDetectedAt = billingIssuesDetectedAt
+            self.gracePeriodExpiresDate = gracePeriodExpiresDate
+            self.refundedAt = refundedAt
+            self.ownershipType = ownershipType
+            self.storeTransactionId = storeTransactionId
+            self.displayName = displayName
+            self.price = price
+        }
+
         enum CodingKeys: String, CodingKey {
             case price
             case productPlanIdentifier = "product_plan_identifier"
@@ -112,6 +163,15 @@ public struct SubscriberResponse: Codable, Sendable, Hashable {
         /// RevenueCat's; the server writes the purchase date (read when present).
         public var originalPurchaseDate: String? = nil
 
+        package init(id: String, purchaseDate: String, store: String, isSandbox: Bool, price: Price? = nil, originalPurchaseDate: String? = nil) {
+            self.id = id
+            self.purchaseDate = purchaseDate
+            self.store = store
+            self.isSandbox = isSandbox
+            self.price = price
+            self.originalPurchaseDate = originalPurchaseDate
+        }
+
         enum CodingKeys: String, CodingKey {
             case id, price
             case originalPurchaseDate = "original_purchase_date"
@@ -132,11 +192,6 @@ extension SubscriberResponse {
         public init(amount: Double, currency: String) {
             self.amount = amount
             self.currency = currency
-        }
-
-        init(_ paid: PaidPrice) {
-            // Correctly rounded: the nearest double to the decimal the lean writer writes.
-            self.init(amount: Double(paid.milliunits) / 1000, currency: paid.currency)
         }
     }
 }
@@ -293,63 +348,6 @@ extension SubscriberResponse.NonSubscription {
     }
 }
 
-extension SubscriberResponse {
-    /// The answer for one customer at `requestDate`, from the evaluated entitlements.
-    public init(
-        appUserId: String, firstSeen: Date, lastSeen: Date, entitlements: CustomerEntitlements, requestDate: Date
-    ) {
-        let format = WireDate.format
-        let milliseconds = requestDate.epochMilliseconds
-        self.requestDate = format(requestDate)
-        requestDateMs = milliseconds
-        subscriber = Subscriber(
-            entitlements: entitlements.entitlements.mapValues { grant in
-                Entitlement(
-                    expiresDate: grant.expiresDate.map(format),
-                    gracePeriodExpiresDate: grant.gracePeriodExpiresDate.map(format),
-                    productIdentifier: grant.productId,
-                    purchaseDate: format(grant.purchaseDate)
-                )
-            },
-            subscriptions: entitlements.subscriptions.mapValues { state in
-                Subscription(
-                    // A refund ends the subscription then (RevenueCat's clients judge
-                    // `activeSubscriptions` by this date alone).
-                    expiresDate: (state.revocationDate.map { revoked in min(revoked, state.expiresDate ?? revoked) } ?? state.expiresDate)
-                        .map(format),
-                    purchaseDate: format(state.purchaseDate),
-                    originalPurchaseDate: format(state.originalPurchaseDate),
-                    periodType: state.periodType,
-                    store: state.isPromotional ? "promotional" : WireDate.store(of: state.environment),
-                    isSandbox: state.environment != "Production",
-                    unsubscribeDetectedAt: state.willRenew || !state.isActive || state.isPromotional ? nil : format(state.purchaseDate),
-                    billingIssuesDetectedAt: state.isInBillingRetry ? format(state.expiresDate ?? state.purchaseDate) : nil,
-                    gracePeriodExpiresDate: state.gracePeriodExpiresDate.map(format),
-                    refundedAt: state.revocationDate.map(format),
-                    ownershipType: state.ownershipType,
-                    storeTransactionId: state.storeTransactionId,
-                    displayName: state.displayName,
-                    price: state.price.map(Price.init)
-                )
-            },
-            nonSubscriptions: entitlements.nonSubscriptions.mapValues { purchases in
-                purchases.map {
-                    NonSubscription(
-                        id: $0.transactionId, purchaseDate: format($0.purchaseDate),
-                        store: WireDate.store(of: $0.environment), isSandbox: $0.environment != "Production",
-                        price: $0.price.map(Price.init), originalPurchaseDate: format($0.purchaseDate))
-                }
-            },
-            firstSeen: format(firstSeen),
-            lastSeen: format(lastSeen),
-            originalAppUserId: appUserId,
-            // RevenueCat's: where the customer manages the active subscription; none without one.
-            managementUrl: entitlements.subscriptions.values.contains { $0.isActive && !$0.isPromotional && $0.environment != "TestStore" }
-                ? WireDate.appStoreSubscriptionsURL : nil
-        )
-    }
-}
-
 /// Date and store spellings on the wire.
 public enum WireDate {
     /// `2026-01-01T00:00:00Z`: UTC, whole seconds.
@@ -415,7 +413,7 @@ public enum WireDate {
     /// Where App Store customers manage their subscriptions (RevenueCat's `management_url`).
     public static let appStoreSubscriptionsURL = "https://apps.apple.com/account/subscriptions"
 
-    static func store(of environment: String) -> String {
+    package static func store(of environment: String) -> String {
         environment == "TestStore" ? "test_store" : "app_store"
     }
 }

@@ -90,13 +90,13 @@ public struct TestStoreProducts: Codable, Sendable, Hashable {
         public var currency: String
         public var subscriptionPeriod: String?
         public var subscriptionGroup: String?
-        public var introductoryOffer: AppConfiguration.IntroductoryOffer?
+        public var introductoryOffer: IntroductoryOffer?
         /// The subscription's promotional offer identifiers (charged the product's price here).
         public var promotionalOffers: [String]? = nil
 
         public init(
             identifier: String, type: String, displayName: String, description: String, price: String, currency: String,
-            subscriptionPeriod: String?, subscriptionGroup: String?, introductoryOffer: AppConfiguration.IntroductoryOffer?
+            subscriptionPeriod: String?, subscriptionGroup: String?, introductoryOffer: IntroductoryOffer?
         ) {
             self.identifier = identifier
             self.type = type

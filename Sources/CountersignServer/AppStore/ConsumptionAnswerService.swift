@@ -1,5 +1,6 @@
 import CountersignAppStoreServerAPI
 import CountersignCore
+import CountersignServerCore
 import CountersignStorage
 import Foundation
 import Logging

@@ -2,6 +2,7 @@ import CountersignAppStore
 import CountersignAppStoreServerAPI
 import CountersignCore
 import CountersignLedger
+import CountersignServerCore
 import CountersignStorage
 import Foundation
 import Logging

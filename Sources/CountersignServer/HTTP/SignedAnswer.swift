@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignServerCore
 import Crypto
 import Foundation
 import HTTPTypes

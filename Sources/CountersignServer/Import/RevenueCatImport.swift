@@ -2,6 +2,7 @@ import CountersignAppStore
 import CountersignCore
 import CountersignImportFormats
 import CountersignLedger
+import CountersignServerCore
 import CountersignStorage
 import Foundation
 import NIOConcurrencyHelpers

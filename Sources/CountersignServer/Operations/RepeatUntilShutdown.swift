@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignServerCore
 import Logging
 import ServiceLifecycle
 

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignServerCore
 import CountersignStorage
 import Foundation
 import Hummingbird

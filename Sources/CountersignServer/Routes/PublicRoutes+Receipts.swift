@@ -1,6 +1,7 @@
 import CountersignAppStore
 import CountersignCore
 import CountersignLedger
+import CountersignServerCore
 import CountersignStorage
 import Foundation
 import HTTPTypes

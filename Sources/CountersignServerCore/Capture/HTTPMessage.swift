@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 
 /// A raw HTTP/1.1 message as captured from the wire (`\r\n` or `\n` line ends).

@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 
 /// One value of an offering's metadata in `countersign.json`: any JSON, as RevenueCat's offering

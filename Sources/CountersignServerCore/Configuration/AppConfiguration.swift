@@ -1,3 +1,4 @@
+import CountersignCore
 import Crypto
 import Foundation
 
@@ -208,36 +209,8 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
         }
     }
 
-    /// A subscription's introductory offer, as App Store Connect defines one.
-    public struct IntroductoryOffer: Codable, Sendable, Hashable {
-        public enum PaymentMode: String, Codable, Sendable, Hashable, CaseIterable {
-            case freeTrial, payAsYouGo, payUpFront
-
-            /// The `offerDiscountType` App Store transactions carry.
-            public var offerDiscountType: String {
-                switch self {
-                case .freeTrial: "FREE_TRIAL"
-                case .payAsYouGo: "PAY_AS_YOU_GO"
-                case .payUpFront: "PAY_UP_FRONT"
-                }
-            }
-        }
-
-        public var paymentMode: PaymentMode
-        /// ISO 8601 duration of one offer period.
-        public var period: String
-        /// How many periods the offer lasts (pay as you go); 1 otherwise.
-        public var periodCount: Int?
-        /// Price per period as decimal text; `"0"` for a free trial.
-        public var price: String?
-
-        public init(paymentMode: PaymentMode, period: String, periodCount: Int? = nil, price: String? = nil) {
-            self.paymentMode = paymentMode
-            self.period = period
-            self.periodCount = periodCount
-            self.price = price
-        }
-    }
+    /// A subscription's introductory offer (the type the test store's product list carries).
+    public typealias IntroductoryOffer = CountersignCore.IntroductoryOffer
 
     /// The kinds of product an app sells, named as in the configuration file.
     public enum ProductKind: String, Codable, Sendable, Hashable {
@@ -448,26 +421,5 @@ extension DecodingError {
         @unknown default:
             return "\(self)"
         }
-    }
-}
-
-/// The `appAccountToken` of an app user: a name-based UUID (RFC 9562 version 5) of the app
-/// user id, so the SDK, the CLI and the server derive the same token without storing it.
-public enum AppAccountToken {
-    /// The namespace of Countersign app account tokens.
-    static let namespace: [UInt8] = [0x6F, 0x1B, 0x6A, 0x52, 0x3C, 0x0E, 0x4A, 0x8D, 0x9E, 0x21, 0x57, 0xC4, 0x0B, 0x3D, 0x88, 0x12]
-
-    public static func forAppUserID(_ appUserID: String) -> UUID {
-        var hasher = Insecure.SHA1()
-        hasher.update(data: namespace)
-        hasher.update(data: Data(appUserID.utf8))
-        var bytes = Array(hasher.finalize().prefix(16))
-        bytes[6] = (bytes[6] & 0x0F) | 0x50  // version 5
-        bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC variant
-        return UUID(
-            uuid: (
-                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
-            ))
     }
 }

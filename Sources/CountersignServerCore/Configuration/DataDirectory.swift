@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 
 /// Where things live in a server's data directory (`serve --data-dir`), known in this one place

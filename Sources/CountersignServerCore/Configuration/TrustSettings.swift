@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 
 extension AppConfiguration {

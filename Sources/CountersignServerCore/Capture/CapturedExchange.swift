@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 
 /// A request and its answer captured as raw HTTP, turned into what the verifier needs.

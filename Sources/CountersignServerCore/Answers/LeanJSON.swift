@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 
 /// A JSON writer for the answers on the hot path, held byte for byte equal to `WireJSON.encode`

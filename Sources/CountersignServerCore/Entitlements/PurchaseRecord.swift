@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 
 /// One verified store transaction as the entitlement rules see it.

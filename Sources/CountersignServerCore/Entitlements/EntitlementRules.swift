@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 
 /// Turns a customer's verified purchases, subscription statuses and promotional grants into

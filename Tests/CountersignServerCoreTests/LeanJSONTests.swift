@@ -1,3 +1,4 @@
+import CountersignServerCore
 import CountersignTesting
 import Foundation
 import Testing
