@@ -68,6 +68,9 @@ let package = Package(
             name: "CountersignLedger",
             dependencies: ["CountersignCore", "CountersignServerCore", "CountersignAppStore", .product(name: "Crypto", package: "swift-crypto")]
         ),
+        // Revenue charts: stored records in, RevenueCat's chart definitions out. No SQL, no I/O,
+        // no clock (the caller passes now), so every definition is tested from records alone.
+        .target(name: "CountersignCharts"),
         // Storage: the operations the server's routes and services call, on SQLite or PostgreSQL.
         .target(
             name: "CountersignStorage",
@@ -75,6 +78,7 @@ let package = Package(
                 "CountersignCore",
                 "CountersignServerCore",
                 "CountersignLedger",
+                "CountersignCharts",
                 "CountersignAppStore",
                 "CSQLite",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -173,6 +177,7 @@ let package = Package(
             name: "CountersignLedgerTests",
             dependencies: ["CountersignLedger", "CountersignCore", "CountersignServerCore", "CountersignAppStore"]
         ),
+        .testTarget(name: "CountersignChartsTests", dependencies: ["CountersignCharts"]),
         .testTarget(
             name: "CountersignServerCoreTests",
             dependencies: ["CountersignCore", "CountersignServerCore", "CountersignTesting", .product(name: "Crypto", package: "swift-crypto")]

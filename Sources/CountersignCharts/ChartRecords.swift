@@ -1,0 +1,131 @@
+import Foundation
+
+/// One stored transaction as the charts read it: what storage holds for it, its chain's renewal
+/// state, and when its owner was first seen. Charts are functions of these records, recomputed on
+/// every request, so a notification that arrives late or out of order changes the answer exactly
+/// as the records change.
+public struct ChartTransaction: Sendable, Hashable {
+    /// The product kinds as the configuration names them (`autoRenewable`, `nonRenewing`,
+    /// `nonConsumable`, `consumable`).
+    public enum Kind: String, Sendable, Hashable {
+        case autoRenewable, nonRenewing, nonConsumable, consumable
+    }
+
+    public var transactionId: String
+    /// The subscription (or purchase) this transaction belongs to: one subscription however often
+    /// it renews.
+    public var originalTransactionId: String
+    public var productId: String
+    public var kind: Kind
+    /// `Production`, `Sandbox`, `Xcode` or `TestStore`.
+    public var environment: String
+    public var purchaseMs: Int64
+    public var expiresMs: Int64?
+    /// A refund (or Apple's revocation of an upgraded transaction): the access ends then.
+    public var revokedMs: Int64?
+    /// Whether Apple upgraded it away (its revocation is not a refund).
+    public var isUpgraded: Bool
+    /// `normal`, `trial` or `intro`, as CustomerInfo spells them.
+    public var periodType: String
+    /// Access shared by a family member: not a paid subscription.
+    public var isFamilyShared: Bool
+    /// The price paid in thousandths of `currency`; nil when unknown.
+    public var priceMilliunits: Int64?
+    public var currency: String?
+    /// The chain's grace period end, when the store reported one.
+    public var gracePeriodEndMs: Int64?
+    /// The chain's auto-renew status; nil when the store never said (Apple's default is on).
+    public var willRenew: Bool?
+    /// When the purchase chain's owner was first seen; nil when no customer owns it.
+    public var ownerFirstSeenMs: Int64?
+    /// The owner's app user id (the trial conversion chart counts customers, not chains).
+    public var owner: String?
+
+    public init(
+        transactionId: String, originalTransactionId: String, productId: String, kind: Kind, environment: String, purchaseMs: Int64,
+        expiresMs: Int64? = nil, revokedMs: Int64? = nil, isUpgraded: Bool = false, periodType: String = "normal",
+        isFamilyShared: Bool = false, priceMilliunits: Int64? = nil, currency: String? = nil, gracePeriodEndMs: Int64? = nil,
+        willRenew: Bool? = nil, ownerFirstSeenMs: Int64? = nil, owner: String? = nil
+    ) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.kind = kind
+        self.environment = environment
+        self.purchaseMs = purchaseMs
+        self.expiresMs = expiresMs
+        self.revokedMs = revokedMs
+        self.isUpgraded = isUpgraded
+        self.periodType = periodType
+        self.isFamilyShared = isFamilyShared
+        self.priceMilliunits = priceMilliunits
+        self.currency = currency
+        self.gracePeriodEndMs = gracePeriodEndMs
+        self.willRenew = willRenew
+        self.ownerFirstSeenMs = ownerFirstSeenMs
+        self.owner = owner
+    }
+
+    /// The store, as CustomerInfo names it: the test store's environment is its own store.
+    public var store: String { environment == "TestStore" ? "test_store" : "app_store" }
+    public var isTrial: Bool { periodType == "trial" }
+    /// Refunded: revoked and not upgraded away.
+    public var isRefunded: Bool { revokedMs != nil && !isUpgraded }
+    /// A paid transaction: not a free trial, not family shared (RevenueCat counts neither).
+    public var isPaid: Bool { !isTrial && !isFamilyShared }
+}
+
+/// What a chart needs besides the records: money settings and product periods from the app's
+/// configuration, and the time of the request.
+public struct ChartSettings: Sendable, Hashable {
+    /// US dollars per unit of each currency (the configuration's dated table); a currency not in
+    /// it is reported as missing, never guessed. US dollars need no entry.
+    public var usdPerUnit: [String: Double]
+    /// The store's commission as a fraction of the price (0.3 when unset).
+    public var commission: Double
+    /// Each configured product's subscription period (ISO 8601, `P1M`); a product not listed is
+    /// measured from its transaction's purchase and expiry dates.
+    public var productPeriods: [String: String]
+    public var nowMs: Int64
+
+    public init(usdPerUnit: [String: Double], commission: Double, productPeriods: [String: String], nowMs: Int64) {
+        self.usdPerUnit = usdPerUnit
+        self.commission = commission
+        self.productPeriods = productPeriods
+        self.nowMs = nowMs
+    }
+
+    /// The price of `transaction` times `factor` in millionths of a US dollar, rounded to the
+    /// nearest; nil when its price or its currency's rate is unknown, or the amount is past a
+    /// billion dollars (no store sells that: a record that says so is not counted as money).
+    func usdMicros(_ transaction: ChartTransaction, times factor: Double = 1) -> Int64? {
+        guard let milliunits = transaction.priceMilliunits, let currency = transaction.currency,
+            let rate = currency == "USD" ? 1 : usdPerUnit[currency]
+        else { return nil }
+        let micros = (Double(milliunits) * 1000 * rate * factor).rounded()
+        guard micros.isFinite, micros.magnitude <= 1e15 else { return nil }
+        return Int64(micros)
+    }
+
+    /// What is left of `micros` after the store's commission, rounded to the nearest micro-dollar.
+    func proceeds(_ micros: Int64) -> Int64 { Int64((Double(micros) * (1 - commission)).rounded()) }
+}
+
+/// Which records a chart reads: each filter left nil takes every value.
+public struct ChartFilter: Sendable, Hashable {
+    public var product: String?
+    public var environment: String?
+    /// `app_store` or `test_store`.
+    public var store: String?
+
+    public init(product: String? = nil, environment: String? = nil, store: String? = nil) {
+        self.product = product
+        self.environment = environment
+        self.store = store
+    }
+
+    public func admits(_ transaction: ChartTransaction) -> Bool {
+        (product.map { $0 == transaction.productId } ?? true) && (environment.map { $0 == transaction.environment } ?? true)
+            && (store.map { $0 == transaction.store } ?? true)
+    }
+}
