@@ -100,6 +100,7 @@ let package = Package(
             dependencies: [
                 "CountersignImportFormats",
                 "CountersignLedger",
+                "CountersignCharts",
                 "CountersignCore",
                 "CountersignServerCore",
                 "CountersignAppStore",

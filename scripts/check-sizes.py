@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-MODULES = ["Sources/CountersignServer", "Sources/CountersignStorage", "Sources/CountersignLedger"]
+MODULES = ["Sources/CountersignServer", "Sources/CountersignStorage", "Sources/CountersignLedger", "Sources/CountersignCharts"]
 DECLARATION = re.compile(r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|private|fileprivate|internal|package|static|class|final|"
                          r"override|mutating|nonisolated|convenience|required|@\w+)\s+)*(func\s+[^\s(<]+|init[?!]?|deinit|subscript|var\s+\w+(?=\s*:[^=]*\{\s*$))")
 

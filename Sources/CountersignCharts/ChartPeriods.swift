@@ -77,7 +77,7 @@ public struct ChartDay: Sendable, Hashable, Comparable, CustomStringConvertible 
     public static func < (a: Self, b: Self) -> Bool { a.daysSince1970 < b.daysSince1970 }
 
     /// The first day of the period of `resolution` this day is in.
-    func start(of resolution: ChartResolution) -> ChartDay {
+    public func start(of resolution: ChartResolution) -> ChartDay {
         switch resolution {
         case .day: return self
         case .week:
@@ -91,7 +91,7 @@ public struct ChartDay: Sendable, Hashable, Comparable, CustomStringConvertible 
     }
 
     /// The first day of the next period of `resolution` (this day must start one).
-    func next(_ resolution: ChartResolution) -> ChartDay {
+    public func next(_ resolution: ChartResolution) -> ChartDay {
         switch resolution {
         case .day: return ChartDay(daysSince1970: daysSince1970 + 1)
         case .week: return ChartDay(daysSince1970: daysSince1970 + 7)

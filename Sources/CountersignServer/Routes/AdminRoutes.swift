@@ -98,6 +98,7 @@ struct AdminRoutes: Sendable {
         route(router, .get, "/v1/admin/diagnostics/verification_failures", verificationFailures)
         addTestStoreRoutes(to: router)
         addWebhookRoutes(to: router)
+        addChartRoutes(to: router)
     }
 
     private func customerRecord(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> Response {
