@@ -92,6 +92,7 @@ struct DashboardRoutes: Sendable {
         page(router, .get, "/dashboard/keys") { signedIn, _, _ in
             try keysPage(signedIn)
         }
+        addChartPages(to: router)
     }
 
     func signOut(_ signedIn: SignedIn, _: FormBody?, _: Request) async throws -> Response {

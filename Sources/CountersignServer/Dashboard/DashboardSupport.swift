@@ -209,30 +209,37 @@ final class OverviewCache: Sendable {
 enum SVGChart {
     /// One bar per day, oldest first; each bar's title tells its day and value.
     static func bars(_ values: [(label: String, value: Int)], title: String, style: String) -> String {
+        bars(values.map { ($0.label, Double($0.value)) }, title: title, style: style) { String(Int($0)) }
+    }
+
+    /// One bar per period, oldest first (none where a value is missing); each bar's title tells
+    /// its period and value written by `text`, and the tallest is marked on the axis.
+    static func bars(_ values: [(label: String, value: Double?)], title: String, style: String, text: (Double) -> String) -> String {
         let width = 300.0
         let height = 100.0
         let top = 14.0
         let legend = 12.0
-        let largest = max(values.map(\.value).max() ?? 0, 1)
+        let largest = values.compactMap(\.value).filter(\.isFinite).max() ?? 0
+        let scale = largest > 0 ? largest : 1
         let slot = width / Double(max(values.count, 1))
         var svg = "<svg class=\"chart\" viewBox=\"0 0 \(Int(width)) \(Int(height + legend))\" role=\"img\" aria-label=\"\(escape(title))\">"
         svg += "<title>\(escape(title))</title>"
         svg += "<line class=\"axis\" x1=\"0\" y1=\"\(height - 0.5)\" x2=\"\(width)\" y2=\"\(height - 0.5)\"/>"
         for (index, entry) in values.enumerated() {
-            let barHeight = (height - top) * Double(entry.value) / Double(largest)
+            guard let value = entry.value, value.isFinite else { continue }
+            let barHeight = (height - top) * max(value, 0) / scale
             let x = Double(index) * slot + slot * 0.15
             svg +=
                 "<rect class=\"bar \(style)\" x=\"\(format(x))\" y=\"\(format(height - barHeight))\" width=\"\(format(slot * 0.7))\" height=\"\(format(barHeight))\">"
-            svg += "<title>\(escape(entry.label)): \(entry.value)</title></rect>"
+            svg += "<title>\(escape(entry.label)): \(escape(text(value)))</title></rect>"
         }
-        svg += "<text class=\"peak\" x=\"2\" y=\"10\">\(values.allSatisfy({ $0.value == 0 }) ? 0 : largest)</text>"
+        svg += "<text class=\"peak\" x=\"2\" y=\"10\">\(escape(text(max(largest, 0))))</text>"
         if let first = values.first, let last = values.last {
             svg += "<text class=\"peak\" x=\"0\" y=\"\(Int(height + legend - 1))\">\(escape(String(first.label.suffix(5))))</text>"
             svg +=
                 "<text class=\"peak\" x=\"\(Int(width))\" y=\"\(Int(height + legend - 1))\" text-anchor=\"end\">\(escape(String(last.label.suffix(5))))</text>"
         }
         return svg + "</svg>"
-        return svg
     }
 
     static func format(_ value: Double) -> String {
