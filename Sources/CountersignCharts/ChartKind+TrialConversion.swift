@@ -17,7 +17,7 @@ extension ChartKind {
         for transaction in transactions where transaction.isPaid && !transaction.isRefunded {
             paidAfter[transaction.originalTransactionId, default: []].append(transaction.purchaseMs)
         }
-        let coverage = Coverage(Array(firstTrial.values))
+        let coverage = Coverage(transactions)
         enum Outcome { case converted, pending, abandoned }
         let trials: [(firstSeenMs: Int64, outcome: Outcome)] = firstTrial.values.map { trial -> (Int64, Outcome) in
             if paidAfter[trial.originalTransactionId]?.contains(where: { $0 >= trial.purchaseMs }) == true {

@@ -109,12 +109,15 @@ extension ChartKind {
             let firstSeen = customersFirstSeenMs.sorted()
             values = periods.map { period in [Double(Self.count(firstSeen, from: period.startMs, to: period.endMs))] }
         case .churn:
-            let paid = transactions.filter(\.isPaid)
-            values = Self.churn(Coverage(paid).merged(paid), periods, nowMs: settings.nowMs)
+            values = Self.churn(Coverage(transactions).merged(transactions.filter(\.isPaid)), periods, nowMs: settings.nowMs)
         case .trialConversion:
             values = Self.trialConversion(transactions, customersFirstSeenMs: customersFirstSeenMs.sorted(), periods, settings)
         }
-        return ChartSeries(kind: self, range: range, rows: zip(periods, values).map { ChartSeries.Row(period: $0.start, values: $1) })
+        // A period not begun has no values.
+        let rows = zip(periods, values).map { period, values in
+            ChartSeries.Row(period: period.start, values: period.startMs > settings.nowMs ? values.map { _ in nil } : values)
+        }
+        return ChartSeries(kind: self, range: range, rows: rows)
     }
 
     /// How many of the sorted `instants` fall in `[from, to)`.
@@ -162,7 +165,7 @@ extension ChartKind {
     /// period under way; nothing for a period not begun).
     static func snapshots(_ kind: ChartKind, _ transactions: [ChartTransaction], _ periods: [ChartPeriod], _ settings: ChartSettings) -> [[Double?]] {
         let counted = transactions.filter { kind == .activeTrials ? $0.isTrial && !$0.isFamilyShared : $0.isPaid }
-        let coverage = Coverage(counted)
+        let coverage = Coverage(transactions)
         var spans: [(span: Coverage.Span, value: Int64)] = []
         var unpriced: [(span: Coverage.Span, value: Int64)] = []
         for transaction in counted {
