@@ -10,12 +10,14 @@ seen on the page and in a signed CustomerInfo that the SDK verifies against the 
 --screenshots at a laptop and a phone width. Exit 0 when every check held, 1 otherwise.
 """
 import argparse
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from countersign_process import app_keys, start_server  # noqa: E402
@@ -36,6 +38,29 @@ def check(condition, what):
     checks.append(what)
     if not condition:
         failures.append(what)
+
+
+CHARTS = ["revenue", "mrr", "active_subscriptions", "active_trials", "new_customers", "churn", "refunds", "trial_conversion"]
+
+
+def chart_history(binary, data, database):
+    """Five months of purchases, imported as RevenueCat's export (scripts/chart-check.py's seeded
+    history), so the chart pages have something to draw; returns the first day of the history."""
+    spec = importlib.util.spec_from_file_location("chart_check", os.path.join(os.path.dirname(os.path.abspath(__file__)), "chart-check.py"))
+    charts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(charts)
+    server, _ = start_server(binary, data, database)
+    server.terminate()
+    server.wait(timeout=30)
+    charts.configure(data)
+    end = charts.day_start(int(time.time() * 1000)) - charts.DAY
+    start = end - 150 * charts.DAY
+    history = charts.generate(51, start, end, 300)
+    path = os.path.join(data, "history.csv")
+    charts.export(history.rows_first + history.rows_late, path)
+    command = [binary, "import", "revenuecat", "--transactions", path, "--data-dir", data] + (["--database", database] if database else [])
+    subprocess.run(command, check=True, capture_output=True, timeout=600)
+    return charts.day_text(start)
 
 
 def customer_info(binary, port, public_key, root_key):
@@ -97,6 +122,7 @@ def main():
     args = parser.parse_args()
     os.makedirs(args.screenshots, exist_ok=True)
     data = tempfile.mkdtemp(prefix="countersign-dashboard-")
+    history_start = chart_history(args.binary, data, args.database)
     server, port = start_server(args.binary, data, args.database)
     driver = None
     try:
@@ -172,6 +198,16 @@ def main():
             click(driver, By.LINK_TEXT, "Keys")
             check(root_key in driver.page_source and "signing now" in driver.page_source, f"{label}: the keys page shows the root to pin")
             screenshot(driver, shots, "10-keys")
+            click(driver, By.LINK_TEXT, "Charts")
+            check(len(driver.find_elements(By.CSS_SELECTOR, "svg.chart")) == len(CHARTS), f"{label}: the charts page draws every revenue chart")
+            driver.get(base + f"/dashboard/charts?resolution=week&from={history_start}")
+            check("$" in driver.find_element(By.TAG_NAME, "main").text, f"{label}: the charts show money from the imported history")
+            screenshot(driver, shots, "11-charts")
+            for index, chart in enumerate(CHARTS):
+                driver.get(base + f"/dashboard/charts/{chart}?resolution=week&from={history_start}")
+                rows = driver.find_elements(By.CSS_SELECTOR, "table tbody tr")
+                check(len(rows) >= 20 and driver.find_elements(By.ID, "csv") != [], f"{label}: the {chart} page lists its weeks and offers the CSV")
+                screenshot(driver, shots, "%02d-chart-%s" % (12 + index, chart))
             click(driver, By.ID, "sign-out")
             check(driver.current_url.endswith("/dashboard/login"), f"{label}: signed out")
             driver.get(base + "/dashboard/keys")
