@@ -151,6 +151,7 @@ def generate(seed, window_start, window_end, customers):
         # store's only on the sandbox side: the history is the sandbox's, the test store sells today.
         environment = "Sandbox"
         currency = rng.choice(["USD", "USD", "USD", "EUR", "GBP", "JPY"])
+        country = {"USD": "US", "EUR": rng.choice(["DE", "FR"]), "GBP": "GB", "JPY": "JP"}[currency]
         family = rng.random() < 0.04
         roll = rng.random()
 
@@ -161,6 +162,7 @@ def generate(seed, window_start, window_end, customers):
                 "id": ident, "chain": chain or ident, "product": product, "kind": PRODUCTS[product][0], "environment": environment,
                 "purchase": start, "expires": max(end, grace) if grace else end, "end_time": end, "grace": grace, "refunded": refunded,
                 "trial": trial, "family": family, "price": price, "currency": currency, "owner": user, "first_seen": seen,
+                "country": country,
             }
 
         if roll < 0.30:
@@ -218,7 +220,7 @@ def export(rows, path):
             "rc_original_app_user_id", "rc_last_seen_app_user_id_alias", "first_seen_time", "product_identifier", "start_time",
             "end_time", "grace_period_end_time", "store", "is_auto_renewable", "is_trial_period", "is_in_intro_offer_period",
             "is_sandbox", "store_transaction_id", "original_store_transaction_id", "refunded_at", "purchased_currency",
-            "purchase_price_in_purchased_currency", "ownership_type", "updated_at",
+            "purchase_price_in_purchased_currency", "ownership_type", "updated_at", "country",
         ])
         for row in rows:
             writer.writerow([
@@ -227,7 +229,7 @@ def export(rows, path):
                 "true" if row["kind"] == "autoRenewable" else "false", "true" if row["trial"] else "false", "false",
                 "true" if row["environment"] == "Sandbox" else "false", row["id"], row["chain"],
                 stamp(row["refunded"]) if row["refunded"] else "", row["currency"], row["price"],
-                "FAMILY_SHARED" if row["family"] else "PURCHASED", stamp(row.get("updated") or row["purchase"]),
+                "FAMILY_SHARED" if row["family"] else "PURCHASED", stamp(row.get("updated") or row["purchase"]), row["country"],
             ])
 
 
@@ -429,6 +431,7 @@ def sell_today(port, public, history, count):
             "expires": payload.get("expiresDate"), "refunded": None, "trial": trial, "family": False,
             "price": None if payload.get("price") is None else "%d.%03d" % divmod(payload["price"], 1000),
             "currency": payload.get("currency"), "owner": user, "first_seen": before,
+            "country": {"USA": "US"}.get(payload.get("storefront")),
         }
     for index in range(count):
         user = "$RCAnonymousID:%032x" % (index + 1)
@@ -505,7 +508,7 @@ def main():
             query = {"resolution": resolution, "from": day_text(from_ms), "to": day_text(to_ms)}
             query.update(filters)
             chosen = [t for t in transactions
-                      if all(t[{"product": "product", "environment": "environment"}[k]] == v for k, v in filters.items() if k != "store")
+                      if all(t[k] == v for k, v in filters.items() if k != "store")
                       and ("store" not in filters or ("test_store" if t["environment"] == "TestStore" else "app_store") == filters["store"])]
             now = int(time.time() * 1000)
             want = expected(chart, chosen, history.customers, resolution, from_ms, to_ms, now)
@@ -533,7 +536,7 @@ def main():
                 if len(got) != len(want):
                     failures.append("%s: %d points, expected %d" % (where, len(got), len(want)))
 
-        variants = [{}, {"product": "pro_monthly"}, {"environment": "Sandbox"}, {"store": "app_store"}]
+        variants = [{}, {"product": "pro_monthly"}, {"environment": "Sandbox"}, {"store": "app_store"}, {"country": "DE"}]
         for chart in CHARTS:
             for resolution in ("day", "week", "month"):
                 for filters in variants:

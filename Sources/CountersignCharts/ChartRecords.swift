@@ -23,6 +23,9 @@ public struct ChartTransaction: Sendable, Hashable {
     public var expiresMs: Int64?
     /// A refund (or Apple's revocation of an upgraded transaction): the access ends then.
     public var revokedMs: Int64?
+    /// How much of the price a refund gave back, in thousandths of a percent (Apple's
+    /// `revocationPercentage`: 100000 is all of it); nil with a refund: all of it.
+    public var revocationPercentage: Int64?
     /// Whether Apple upgraded it away (its revocation is not a refund).
     public var isUpgraded: Bool
     /// `normal`, `trial` or `intro`, as CustomerInfo spells them.
@@ -40,12 +43,14 @@ public struct ChartTransaction: Sendable, Hashable {
     public var ownerFirstSeenMs: Int64?
     /// The owner's app user id (the trial conversion chart counts customers, not chains).
     public var owner: String?
+    /// Where it was bought: ISO 3166-1 alpha-2 (`US`); nil when unknown.
+    public var country: String?
 
     public init(
         transactionId: String, originalTransactionId: String, productId: String, kind: Kind, environment: String, purchaseMs: Int64,
         expiresMs: Int64? = nil, revokedMs: Int64? = nil, isUpgraded: Bool = false, periodType: String = "normal",
         isFamilyShared: Bool = false, priceMilliunits: Int64? = nil, currency: String? = nil, gracePeriodEndMs: Int64? = nil,
-        willRenew: Bool? = nil, ownerFirstSeenMs: Int64? = nil, owner: String? = nil
+        willRenew: Bool? = nil, ownerFirstSeenMs: Int64? = nil, owner: String? = nil, revocationPercentage: Int64? = nil, country: String? = nil
     ) {
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
@@ -64,6 +69,8 @@ public struct ChartTransaction: Sendable, Hashable {
         self.willRenew = willRenew
         self.ownerFirstSeenMs = ownerFirstSeenMs
         self.owner = owner
+        self.revocationPercentage = revocationPercentage
+        self.country = country
     }
 
     /// The store, as CustomerInfo names it: the test store's environment is its own store.
@@ -71,6 +78,12 @@ public struct ChartTransaction: Sendable, Hashable {
     public var isTrial: Bool { periodType == "trial" }
     /// Refunded: revoked and not upgraded away.
     public var isRefunded: Bool { revokedMs != nil && !isUpgraded }
+    /// The share of the price it kept, from 0 (refunded in full) to 1 (not refunded).
+    public var keptShare: Double {
+        guard isRefunded else { return 1 }
+        guard let percentage = revocationPercentage, (0..<100_000).contains(percentage) else { return 0 }
+        return Double(100_000 - percentage) / 100_000
+    }
     /// A paid transaction: not a free trial, not family shared (RevenueCat counts neither).
     public var isPaid: Bool { !isTrial && !isFamilyShared }
 }
@@ -117,15 +130,18 @@ public struct ChartFilter: Sendable, Hashable {
     public var environment: String?
     /// `app_store` or `test_store`.
     public var store: String?
+    /// ISO 3166-1 alpha-2 (`US`).
+    public var country: String?
 
-    public init(product: String? = nil, environment: String? = nil, store: String? = nil) {
+    public init(product: String? = nil, environment: String? = nil, store: String? = nil, country: String? = nil) {
         self.product = product
         self.environment = environment
         self.store = store
+        self.country = country
     }
 
     public func admits(_ transaction: ChartTransaction) -> Bool {
         (product.map { $0 == transaction.productId } ?? true) && (environment.map { $0 == transaction.environment } ?? true)
-            && (store.map { $0 == transaction.store } ?? true)
+            && (store.map { $0 == transaction.store } ?? true) && (country.map { $0 == transaction.country } ?? true)
     }
 }

@@ -136,16 +136,17 @@ extension ChartKind {
     /// Dollars of micro-dollars, rounded to the cent (half away from zero).
     static func dollars(_ micros: Int64) -> Double { (Double(micros) / 10_000).rounded() / 100 }
 
-    /// The paid transactions bought in a period, less those refunded since: their revenue, its
-    /// proceeds, how many, and how many of them have no known price in dollars.
+    /// The paid transactions bought in a period, less those refunded in full since (one refunded
+    /// in part keeps the part it kept): their revenue, its proceeds, how many, and how many of
+    /// them have no known price in dollars.
     static func revenue(_ bought: ArraySlice<ChartTransaction>, _ settings: ChartSettings) -> [Double?] {
         var revenue: Int64 = 0
         var proceeds: Int64 = 0
         var kept = 0
         var unpriced = 0
-        for transaction in bought where !transaction.isRefunded {
+        for transaction in bought where transaction.keptShare > 0 {
             kept += 1
-            guard let micros = settings.usdMicros(transaction) else {
+            guard let micros = settings.usdMicros(transaction, times: transaction.keptShare) else {
                 unpriced += 1
                 continue
             }

@@ -32,6 +32,8 @@ public struct RevenueCatExportRow: Sendable {
     /// `updated_at`, else the latest date the row holds: a later copy of the row replaces this one.
     public var updated: Date
     public var firstSeen: Date?
+    /// `country`: where it was bought (ISO 3166-1 alpha-2, as RevenueCat writes it); nil when absent.
+    public var country: String?
 
     public struct Refusal: Error, CustomStringConvertible {
         public var description: String
@@ -95,6 +97,7 @@ public struct RevenueCatExportRow: Sendable {
         }
         entitlements = field.value("entitlement_identifiers").map(Self.identifiers)
         firstSeen = try field.date("first_seen_time")
+        country = field.value("country")?.uppercased()
         updated = try field.date("updated_at") ?? [purchased, expires, refunded].compactMap { $0 }.max() ?? purchased
     }
 
@@ -213,6 +216,9 @@ public struct RevenueCatExportRow: Sendable {
         payload.revocationDate = refunded
         if refunded != nil { payload.revocationReason = 0 }
         payload.inAppOwnershipType = familyShared ? .familyShared : .purchased
+        // RevenueCat's alpha-2 country where Apple's copy has its alpha-3 storefront: both read
+        // as the country (`Storefront.countryCode`).
+        payload.storefront = country
         if isTrial || isIntroOffer {
             payload.offerType = 1
             payload.offerDiscountType = isTrial ? "FREE_TRIAL" : "PAY_AS_YOU_GO"

@@ -25,8 +25,12 @@ public enum Storefront {
         return codes
     }()
 
-    /// The alpha-2 country code of a storefront; nil for one the table does not know.
+    static let alpha2Codes = Set(alpha2ByAlpha3.values)
+
+    /// The alpha-2 country code of a storefront (an alpha-3 code as Apple writes it, or an alpha-2
+    /// code as RevenueCat's export does); nil for one the table does not know.
     public static func countryCode(_ storefront: String?) -> String? {
-        storefront.flatMap { alpha2ByAlpha3[$0.uppercased()] }
+        guard let code = storefront?.uppercased() else { return nil }
+        return code.utf8.count == 2 ? (alpha2Codes.contains(code) ? code : nil) : alpha2ByAlpha3[code]
     }
 }

@@ -16,7 +16,7 @@ extension CustomerDatabase {
                 SELECT p.transaction_id, p.original_transaction_id, p.product_id, p.product_type, p.environment, \
                 COALESCE(p.purchase_date_ms, p.signed_date_ms) AS purchase_ms, p.expires_date_ms, p.revocation_date_ms, p.is_upgraded, \
                 p.period_type, p.ownership_type, p.price_milliunits, p.currency, s.auto_renew_status, s.grace_period_expires_ms, \
-                o.app_user_id AS owner, c.first_seen_ms \
+                o.app_user_id AS owner, c.first_seen_ms, p.country, p.revocation_percentage \
                 FROM purchases p \
                 LEFT JOIN subscription_states s ON s.app_id = p.app_id AND s.original_transaction_id = p.original_transaction_id \
                 LEFT JOIN purchase_owners o ON o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id \
@@ -35,7 +35,8 @@ extension CustomerDatabase {
                         priceMilliunits: try row.integer("price_milliunits"), currency: try row.text("currency"),
                         gracePeriodEndMs: try row.integer("grace_period_expires_ms"),
                         willRenew: try row.integer("auto_renew_status").map { $0 == 1 }, ownerFirstSeenMs: try row.integer("first_seen_ms"),
-                        owner: try row.text("owner")))
+                        owner: try row.text("owner"), revocationPercentage: try row.integer("revocation_percentage"),
+                        country: try row.text("country")))
             }
             return transactions
         }

@@ -88,6 +88,7 @@ extension CustomerDatabase {
         let replaced = [
             "original_transaction_id", "product_id", "product_type", "purchase_date_ms", "expires_date_ms", "signed_date_ms",
             "app_account_token", "signed_transaction", "is_upgraded", "period_type", "ownership_type", "price_milliunits", "currency",
+            "country", "revocation_percentage",
         ]
         return "UPDATE purchases SET \(assignments(replaced, from: row)), revocation_date_ms = \(keptRevocation(row)), imported = 0 "
             + "WHERE transaction_id = \(bind: row["transaction_id"]) AND app_id = \(bind: row["app_id"]) "
@@ -100,7 +101,7 @@ extension CustomerDatabase {
     /// signed copy itself). The condition keeps an older copy from undoing a newer one.
     static func refreshPurchaseStatement(_ transaction: VerifiedTransaction, app: String, now: Date) -> SQLStatement {
         let row = PurchaseRow(transaction, app: app, now: now)
-        let changed = ["is_upgraded", "signed_date_ms", "expires_date_ms", "signed_transaction", "period_type"]
+        let changed = ["is_upgraded", "signed_date_ms", "expires_date_ms", "signed_transaction", "period_type", "revocation_percentage"]
         return "UPDATE purchases SET \(assignments(changed, from: row)), revocation_date_ms = \(keptRevocation(row)) "
             + "WHERE app_id = \(bind: row["app_id"]) AND environment = \(bind: row["environment"]) "
             + "AND transaction_id = \(bind: row["transaction_id"]) AND signed_date_ms < \(bind: row["signed_date_ms"])"
@@ -130,7 +131,8 @@ struct PurchaseRow {
     static let columns = [
         "transaction_id", "app_id", "original_transaction_id", "product_id", "product_type", "environment", "purchase_date_ms",
         "expires_date_ms", "revocation_date_ms", "signed_date_ms", "app_account_token", "signed_transaction", "recorded_at_ms",
-        "is_upgraded", "period_type", "ownership_type", "presented_offering_id", "price_milliunits", "currency", "imported",
+        "is_upgraded", "period_type", "ownership_type", "presented_offering_id", "price_milliunits", "currency", "imported", "country",
+        "revocation_percentage",
     ]
 
     private let values: [String: SQLValue]
@@ -153,6 +155,10 @@ struct PurchaseRow {
             "price_milliunits": .integer(payload.currency == nil ? nil : payload.price),
             "currency": .text(payload.price == nil ? nil : payload.currency),
             "imported": .integer(transaction.isImported ? 1 : 0),
+            "country": .text(Storefront.countryCode(payload.storefront)),
+            // Only beside a revocation, and only a share (0 to 100 %): anything else is no share.
+            "revocation_percentage": .integer(
+                payload.revocationDate == nil ? nil : payload.revocationPercentage.flatMap { (0...100_000).contains($0) ? $0 : nil }),
         ]
     }
 

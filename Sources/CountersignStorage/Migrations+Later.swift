@@ -189,5 +189,14 @@ extension Migrations {
                 "DROP TABLE verification_failures",
                 "ALTER TABLE verification_failures_by_version RENAME TO verification_failures",
             ]),
+        // The revenue charts' facts: the country a purchase was made in (ISO 3166-1 alpha-2, from
+        // Apple's storefront or RevenueCat's export) and how much of a refunded one was refunded
+        // (Apple's revocationPercentage, thousandths of a percent). Rows before it have neither.
+        Migration(
+            version: 23, name: "purchase country and refunded share",
+            statements: [
+                "ALTER TABLE purchases ADD COLUMN country TEXT",
+                "ALTER TABLE purchases ADD COLUMN revocation_percentage BIGINT",
+            ]),
     ]
 }

@@ -123,6 +123,38 @@ struct ChartsTests {
         #expect(rows == [[10.98, 7.69, 2, 0], [0, 0, 0, 0]])
     }
 
+    @Test("Revenue: a prorated refund (Apple's revocationPercentage) takes only its share, and still counts as refunded")
+    func proratedRefund() {
+        var prorated = Self.subscription("p", start: Self.march + 3 * Self.day, price: 10_000, revoked: Self.march + 10 * Self.day)
+        prorated.revocationPercentage = 40_000  // 40 %
+        var full = Self.subscription("f", start: Self.march + 4 * Self.day, price: 10_000, revoked: Self.march + 10 * Self.day)
+        full.revocationPercentage = 100_000
+        var hostile = Self.subscription("h", start: Self.march + 5 * Self.day, price: 10_000, revoked: Self.march + 10 * Self.day)
+        hostile.revocationPercentage = -5  // no share: refunded in full
+        #expect(Self.chart(.revenue, [prorated, full, hostile]) == [[6, 4.2, 1, 0]])
+        #expect(Self.chart(.refunds, [prorated, full, hostile]) == [[3, 3, 1]])
+    }
+
+    @Test("Filters: product, environment, store and country each keep only their transactions")
+    func filters() {
+        var french = Self.subscription("fr", start: Self.march + Self.day)
+        french.country = "FR"
+        var american = Self.subscription("us", start: Self.march + Self.day, price: 2_000)
+        american.country = "US"
+        american.environment = "TestStore"
+        let range = ChartRange(from: ChartDay("2026-03-01")!, to: ChartDay("2026-03-31")!, resolution: .month)
+        func revenue(_ filter: ChartFilter) -> Double? {
+            ChartKind.revenue.series(
+                transactions: [french, american], customersFirstSeenMs: [], range: range, filter: filter,
+                settings: Self.settings(now: Self.march + 40 * Self.day)
+            ).rows[0].values[0]
+        }
+        #expect(revenue(ChartFilter()) == 10)
+        #expect(revenue(ChartFilter(country: "FR")) == 8 && revenue(ChartFilter(country: "US")) == 2 && revenue(ChartFilter(country: "DE")) == 0)
+        #expect(revenue(ChartFilter(store: "test_store")) == 2 && revenue(ChartFilter(environment: "Production")) == 8)
+        #expect(revenue(ChartFilter(product: "yearly")) == 0)
+    }
+
     @Test("Refund rate: trials are not transactions; the refunded count where the transaction was")
     func refunds() {
         let refunded = Self.subscription("r", start: Self.march + 3 * Self.day, revoked: Self.march + 45 * Self.day)

@@ -16,14 +16,18 @@ struct ChartRouteTests {
 
     static func post(
         _ harness: ReceiptTests.Harness, user: String, product: String, type: ProductType = .autoRenewable, on start: Date, days: Double = 31,
-        price: Int64, currency: String = "USD", trial: Bool = false
+        price: Int64, currency: String = "USD", trial: Bool = false, storefront: String = "USA", refund: (Date, Int64)? = nil
     ) async throws {
         var purchase = TestStoreCA.Purchase(productId: product, type: type, bundleId: harness.app.bundleId, purchaseDate: start)
         if type == .autoRenewable { purchase.expiresDate = start.addingTimeInterval(days * day) }
         purchase.price = price
         purchase.currency = currency
         if trial { purchase.introductoryOffer = "FREE_TRIAL" }
-        let (jws, _) = try harness.ca.mintTransaction(purchase)
+        purchase.storefront = storefront
+        purchase.revocationDate = refund?.0
+        purchase.revocationPercentage = refund?.1
+        // Signed now, as Apple signs the copy it sends after a refund.
+        let (jws, _) = try harness.ca.mintTransaction(purchase, signedDate: Date())
         let posted = try await harness.post(user: user, jws: jws)
         #expect(posted.status == 200, "\(posted.json)")
     }
@@ -63,15 +67,19 @@ struct ChartRouteTests {
             try await Self.post(harness, user: "u5", product: "lifetime", type: .nonConsumable, on: start + 4 * hour, price: 49_990)
             // A yen purchase, with no rate configured: counted apart, never guessed.
             try await Self.post(harness, user: "u6", product: "coins_100", type: .consumable, on: start + 5 * hour, price: 160_000, currency: "JPY")
+            // Bought in France, 40 % of it refunded (Apple's revocationPercentage 40000): it keeps $6.
+            try await Self.post(
+                harness, user: "u7", product: "pro_monthly", on: start + 6 * hour, price: 10_000, storefront: "FRA",
+                refund: (start + 7 * hour, 40_000))
 
             // One point, or two when the 20 hours straddle a month's end; snapshots are now's.
             let query =
                 "?resolution=month&from=\(ChartDay(milliseconds: start.epochMilliseconds))&to=\(ChartDay(milliseconds: Date().epochMilliseconds))"
             let revenue = try await Self.chart(harness, "/v1/admin/charts/revenue" + query)
-            // 8 + 120 + 9.99 × 1.1 + 49.99; proceeds 85 % of each; the yen purchase has no rate.
-            #expect(abs(Self.total(revenue, "revenue_usd") - 188.98) < 0.015)
-            #expect(abs(Self.total(revenue, "proceeds_usd") - 160.63) < 0.015)
-            #expect(Self.total(revenue, "transactions") == 5)
+            // 8 + 120 + 9.99 × 1.1 + 49.99 + 60 % of 10; proceeds 85 % of each; the yen purchase has no rate.
+            #expect(abs(Self.total(revenue, "revenue_usd") - 194.98) < 0.015)
+            #expect(abs(Self.total(revenue, "proceeds_usd") - 165.73) < 0.015)
+            #expect(Self.total(revenue, "transactions") == 6)
             #expect(Self.total(revenue, "unpriced_transactions") == 1)
 
             let mrr = try await Self.chart(harness, "/v1/admin/charts/mrr" + query)
@@ -80,6 +88,11 @@ struct ChartRouteTests {
             #expect(mrr.last?["active_subscriptions"] as? Int == 3)
             let yearlyOnly = try await Self.chart(harness, "/v1/admin/charts/mrr" + query + "&product=pro_yearly")
             #expect(yearlyOnly.last?["mrr_usd"] as? Double == 10)
+            // The storefront is the country: the French purchase is the only one of France.
+            #expect(try await Self.chart(harness, "/v1/admin/charts/mrr" + query + "&country=US").last?["mrr_usd"] as? Double == 28.99)
+            #expect(Self.total(try await Self.chart(harness, "/v1/admin/charts/revenue" + query + "&country=FR"), "revenue_usd") == 6)
+            let refunds = try await Self.chart(harness, "/v1/admin/charts/refunds" + query)
+            #expect(Self.total(refunds, "transactions") == 6 && Self.total(refunds, "refunded") == 1)
 
             #expect(try await Self.chart(harness, "/v1/admin/charts/active_trials" + query).last?["active_trials"] as? Int == 1)
             #expect(try await Self.chart(harness, "/v1/admin/charts/active_subscriptions" + query).last?["active_subscriptions"] as? Int == 3)
@@ -87,7 +100,7 @@ struct ChartRouteTests {
             // The customers were first seen today: this month's cohort, whose one trial is under way.
             let today = ChartDay(milliseconds: Date().epochMilliseconds)
             let cohort = try await Self.chart(harness, "/v1/admin/charts/trial_conversion?resolution=month&from=\(today)&to=\(today)")
-            #expect(cohort.first?["new_customers"] as? Int == 6)
+            #expect(cohort.first?["new_customers"] as? Int == 7)
             #expect(cohort.first?["trials"] as? Int == 1)
             #expect(cohort.first?["pending"] as? Int == 1)
 
@@ -118,6 +131,7 @@ struct ChartRouteTests {
                 ("/v1/admin/charts/mrr?resolution=hour", 400, APIErrorCode.invalidField.rawValue),
                 ("/v1/admin/charts/mrr?store=play_store", 400, APIErrorCode.invalidField.rawValue),
                 ("/v1/admin/charts/mrr?format=xml", 400, APIErrorCode.invalidField.rawValue),
+                ("/v1/admin/charts/mrr?country=usa", 400, APIErrorCode.invalidField.rawValue),
             ]
             for (path, status, code) in cases {
                 let reply = try await harness.send(.get, path, key: harness.secretKey)

@@ -40,6 +40,8 @@ extension TransactionPayload {
             case "signedDate": payload.signedDate = try value.date(key)
             case "revocationReason": payload.revocationReason = try value.integer(key)
             case "revocationDate": payload.revocationDate = try value.date(key)
+            case "revocationType": payload.revocationType = try value.string(key)
+            case "revocationPercentage": payload.revocationPercentage = try value.integer(key)
             case "isUpgraded": payload.isUpgraded = try value.bool(key)
             case "offerType": payload.offerType = try value.integer(key)
             case "offerIdentifier": payload.offerIdentifier = try value.string(key)

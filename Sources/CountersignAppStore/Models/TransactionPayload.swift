@@ -22,6 +22,11 @@ public struct TransactionPayload: AppStoreSignedPayload, Hashable {
     public var signedDate: Date?
     public var revocationReason: Int?
     public var revocationDate: Date?
+    /// `REFUND_FULL`, `REFUND_PRORATED` or `FAMILY_REVOKE` (Apple's `revocationType`).
+    public var revocationType: String?
+    /// How much of the price was refunded, in thousandths of a percent: 100000 is all of it
+    /// (Apple's `revocationPercentage`).
+    public var revocationPercentage: Int64?
     public var isUpgraded: Bool?
     public var offerType: Int?
     public var offerIdentifier: String?

@@ -27,6 +27,12 @@ extension TestStoreCA {
         /// The price in milliunits of `currency` (Apple's `price`); nil leaves it out.
         public var price: Int64?
         public var currency = "USD"
+        /// The storefront (ISO 3166-1 alpha-3, as Apple writes it).
+        public var storefront = "USA"
+        /// A refund: when, and how much of the price it gave back (thousandths of a percent;
+        /// nil or 100000 is a full refund, anything less a prorated one).
+        public var revocationDate: Date?
+        public var revocationPercentage: Int64?
 
         public init(productId: String, type: ProductType, bundleId: String, appAccountToken: UUID? = nil, purchaseDate: Date = Date()) {
             self.productId = productId
@@ -59,7 +65,14 @@ extension TestStoreCA {
             payload.offerType = 2
             payload.offerIdentifier = offer
         }
-        payload.storefront = "USA"
+        payload.storefront = purchase.storefront
+        if let revoked = purchase.revocationDate {
+            payload.revocationDate = revoked
+            payload.revocationReason = 0
+            let share = purchase.revocationPercentage ?? 100_000
+            payload.revocationType = share >= 100_000 ? "REFUND_FULL" : "REFUND_PRORATED"
+            payload.revocationPercentage = share
+        }
         payload.currency = purchase.currency
         payload.price = purchase.price
         if purchase.type == .autoRenewable || purchase.type == .nonRenewing {

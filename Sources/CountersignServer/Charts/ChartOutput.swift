@@ -53,6 +53,8 @@ enum ChartOutput {
         member("environment", filter.environment)
         json.raw(",")
         member("store", filter.store)
+        json.raw(",")
+        member("country", filter.country)
         json.raw(#"},"currency":"USD","#)
         member("rates_as_of", app.usdExchangeRates?.asOf)
         json.raw(#","commission":"#)

@@ -45,11 +45,14 @@ struct ChartRequest: Sendable, Hashable {
         if let product = query["product"], product.isEmpty || product.unicodeScalars.count > 256 {
             throw APIError(.invalidField, "product must be a product id of 1 to 256 characters")
         }
+        if let country = query["country"], country.utf8.count != 2 || !country.utf8.allSatisfy({ (65...90).contains($0) }) {
+            throw APIError(.invalidField, "country must be an ISO 3166-1 alpha-2 code like US")
+        }
         self.kind = kind
         self.range = range
         filter = ChartFilter(
             product: query["product"], environment: try Self.pick(query["environment"], "environment", from: Self.environments),
-            store: try Self.pick(query["store"], "store", from: Self.stores))
+            store: try Self.pick(query["store"], "store", from: Self.stores), country: query["country"])
     }
 
     private static func day(_ text: String?, _ name: String) throws(APIError) -> ChartDay? {

@@ -122,14 +122,14 @@ extension DashboardRoutes {
             "resolutions": ChartResolution.allCases.map { ["value": $0.rawValue, "selected": $0 == request.range.resolution] },
             "products": options(signedIn.app.products.map(\.id), request.filter.product),
             "environments": options(ChartRequest.environments, request.filter.environment),
-            "stores": options(ChartRequest.stores, request.filter.store),
+            "stores": options(ChartRequest.stores, request.filter.store), "country": request.filter.country ?? "",
             "ratesAsOf": signedIn.app.usdExchangeRates?.asOf ?? "",
         ]
     }
 
     /// `?name=value&…` of the query's chart parameters, sorted, percent-encoded; empty for none.
     static func queryString(_ query: [String: String]) -> String {
-        let names = ["resolution", "from", "to", "product", "environment", "store", "format"]
+        let names = ["resolution", "from", "to", "product", "environment", "store", "country", "format"]
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         let pairs = names.compactMap { name -> String? in
