@@ -60,6 +60,9 @@ LOCAL_PRICES = {
 }
 RATES = {"EUR": 1.08, "GBP": 1.27}
 COMMISSION = 0.15
+# The app leaves the Small Business Program on this day of the history (`commissionChanges`).
+COMMISSION_CHANGE_DAY = 75
+COMMISSION_AFTER = 0.3
 CHARTS = ["revenue", "mrr", "active_subscriptions", "active_trials", "new_customers", "churn", "refunds", "trial_conversion"]
 COLUMNS = {
     "revenue": [("revenue_usd", "usd"), ("proceeds_usd", "usd"), ("transactions", "count"), ("unpriced_transactions", "count")],
@@ -264,6 +267,14 @@ def rate(part, whole):
     return "" if whole == 0 else "%.4f" % (part / whole)
 
 
+CHANGE_MS = [None]
+
+
+def commission(purchase_ms):
+    """The commission of a purchase's day: COMMISSION before the change, COMMISSION_AFTER from it."""
+    return COMMISSION_AFTER if purchase_ms >= CHANGE_MS[0] else COMMISSION
+
+
 def paid(t):
     return not t["trial"] and not t["family"]
 
@@ -316,7 +327,7 @@ def expected(chart, transactions, customers, resolution, from_ms, to_ms, now):
                 continue
             kept = [t for t in bought if not refunded(t)]
             priced = [usd_micros(t) for t in kept if usd_micros(t) is not None]
-            proceeds = sum(round_away(float(m) * (1 - COMMISSION)) for m in priced)
+            proceeds = sum(round_away(float(usd_micros(t)) * (1 - commission(t["purchase"]))) for t in kept if usd_micros(t) is not None)
             points.append((label, [dollars(sum(priced)), dollars(proceeds), str(len(kept)), str(len(kept) - len(priced))]))
         elif chart in ("mrr", "active_subscriptions", "active_trials"):
             wanted = (lambda t: t["trial"] and not t["family"]) if chart == "active_trials" else paid
@@ -386,12 +397,14 @@ def server_points(answer, chart):
 
 # --- The run -----------------------------------------------------------------------------------
 
-def configure(data_dir):
+def configure(data_dir, change_ms=None):
     path = os.path.join(data_dir, "countersign.json")
     configuration = json.load(open(path))
     app = configuration["apps"][0]
     app["environments"] = ["Sandbox", "TestStore"]
     app["commissionPercentage"] = COMMISSION
+    if change_ms is not None:
+        app["commissionChanges"] = [{"from": day_text(change_ms), "percentage": COMMISSION_AFTER}]
     app["usdExchangeRates"] = {"asOf": "2026-11-01", "usdPerUnit": RATES}
     known = {product["id"]: product for product in app["products"]}
     for ident, (kind, _, period, price) in PRODUCTS.items():
@@ -483,7 +496,8 @@ def main():
         server, _ = start_server(arguments.binary, data, arguments.database)
         server.terminate()
         server.wait(timeout=30)
-        configure(data)
+        CHANGE_MS[0] = window_start + COMMISSION_CHANGE_DAY * DAY
+        configure(data, CHANGE_MS[0])
         for name, rows in (("first", history.rows_first), ("late", list(reversed(history.rows_late)))):
             path = os.path.join(data, "%s.csv" % name)
             export(rows, path)

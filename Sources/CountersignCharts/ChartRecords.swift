@@ -90,12 +90,16 @@ public struct ChartTransaction: Sendable, Hashable {
 
 /// What a chart needs besides the records: money settings and product periods from the app's
 /// configuration, and the time of the request.
-public struct ChartSettings: Sendable, Hashable {
+public struct ChartSettings: Sendable {
     /// US dollars per unit of each currency (the configuration's dated table); a currency not in
     /// it is reported as missing, never guessed. US dollars need no entry.
     public var usdPerUnit: [String: Double]
-    /// The store's commission as a fraction of the price (0.3 when unset).
+    /// The store's commission as a fraction of the price (0.3 when unset), before the first of
+    /// ``commissionChanges``.
     public var commission: Double
+    /// The commission from an instant on (milliseconds since 1970), in order: the Small Business
+    /// Program joined or left.
+    public var commissionChanges: [(fromMs: Int64, commission: Double)] = []
     /// Each configured product's subscription period (ISO 8601, `P1M`); a product not listed is
     /// measured from its transaction's purchase and expiry dates.
     public var productPeriods: [String: String]
@@ -120,8 +124,12 @@ public struct ChartSettings: Sendable, Hashable {
         return Int64(micros)
     }
 
-    /// What is left of `micros` after the store's commission, rounded to the nearest micro-dollar.
-    func proceeds(_ micros: Int64) -> Int64 { Int64((Double(micros) * (1 - commission)).rounded()) }
+    /// What is left of `micros` of a purchase made at `purchaseMs` after the store's commission
+    /// then, rounded to the nearest micro-dollar.
+    func proceeds(_ micros: Int64, at purchaseMs: Int64) -> Int64 {
+        let rate = commissionChanges.last(where: { $0.fromMs <= purchaseMs })?.commission ?? commission
+        return Int64((Double(micros) * (1 - rate)).rounded())
+    }
 }
 
 /// Which records a chart reads: each filter left nil takes every value.

@@ -151,7 +151,7 @@ extension ChartKind {
                 continue
             }
             revenue = revenue.saturatingPlus(micros)
-            proceeds = proceeds.saturatingPlus(settings.proceeds(micros))
+            proceeds = proceeds.saturatingPlus(settings.proceeds(micros, at: transaction.purchaseMs))
         }
         return [dollars(revenue), dollars(proceeds), Double(kept), Double(unpriced)]
     }

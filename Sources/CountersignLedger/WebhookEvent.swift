@@ -150,7 +150,8 @@ public struct WebhookEvent: Sendable, Hashable {
                 priceUSDMilli = Int64(clamping: (Double(signed) * rate).rounded())
             }
         }
-        commissionPermille = Int64(clamping: ((app.commissionPercentage ?? AppConfiguration.standardCommission) * 1000).rounded())
+        let bought = transaction.purchasedAtMs ?? now.epochMilliseconds
+        commissionPermille = Int64(clamping: (app.commission(atMilliseconds: bought) * 1000).rounded())
         offerCode = transaction.offerCode
         presentedOfferingId = transaction.presentedOfferingId
         renewalNumber = transaction.renewalNumber

@@ -155,6 +155,21 @@ struct ChartsTests {
         #expect(revenue(ChartFilter(product: "yearly")) == 0)
     }
 
+    @Test("Proceeds: the commission of the purchase's day, as the Small Business Program is joined and left")
+    func commissionByDate() {
+        let before = Self.subscription("a", start: Self.march + 2 * Self.day, price: 10_000)
+        let during = Self.subscription("b", start: Self.march + 12 * Self.day, price: 10_000)
+        let after = Self.subscription("c", start: Self.march + 22 * Self.day, price: 10_000)
+        var settings = Self.settings(now: Self.march + 40 * Self.day)
+        settings.commissionChanges = [(Self.march + 10 * Self.day, 0.15), (Self.march + 20 * Self.day, 0.3)]
+        let range = ChartRange(from: ChartDay("2026-03-01")!, to: ChartDay("2026-03-31")!, resolution: .month)
+        let rows = ChartKind.revenue.series(
+            transactions: [before, during, after], customersFirstSeenMs: [], range: range, filter: ChartFilter(), settings: settings
+        ).rows
+        // 7 + 8.50 + 7.
+        #expect(rows[0].values == [30, 22.5, 3, 0])
+    }
+
     @Test("Refund rate: trials are not transactions; the refunded count where the transaction was")
     func refunds() {
         let refunded = Self.subscription("r", start: Self.march + 3 * Self.day, revoked: Self.march + 45 * Self.day)

@@ -46,4 +46,36 @@ struct ConfigurationFileTests {
             "\(error)".contains("countersign.json is not a valid configuration")
         }
     }
+
+    static func withCommission(_ changes: String) -> Data {
+        Data(
+            #"{"apps":[\#(app.replacingOccurrences(of: #""transferBehavior""#, with: #""commissionChanges":\#(changes),"transferBehavior""#))]}"#.utf8
+        )
+    }
+
+    @Test("commission changes by day: the rate of a purchase's day applies; a bad day, rate or order is refused")
+    func commissionChanges() throws {
+        let app = try DeploymentConfiguration.decode(
+            Self.withCommission(#"[{"from":"2026-01-01","percentage":0.15},{"from":"2026-07-01","percentage":0.3}]"#), source: "test"
+        ).apps[0]
+        let day: Int64 = 86_400_000
+        let january = Int64(1_767_225_600_000)  // 2026-01-01T00:00:00Z
+        #expect(app.commission(atMilliseconds: january - 1) == 0.3)
+        #expect(app.commission(atMilliseconds: january) == 0.15)
+        #expect(app.commission(atMilliseconds: january + 181 * day - 1) == 0.15)
+        #expect(app.commission(atMilliseconds: january + 181 * day) == 0.3)
+        for (changes, message) in [
+            (#"[{"from":"2026-02-30","percentage":0.15}]"#, "must be a day"),
+            (#"[{"from":"2026-1-01","percentage":0.15}]"#, "must be a day"),
+            (#"[{"from":"2026-01-01","percentage":1.5}]"#, "fraction from 0 to 1"),
+            (#"[{"from":"2026-07-01","percentage":0.15},{"from":"2026-01-01","percentage":0.3}]"#, "in order"),
+            (#"[{"from":"2026-07-01","percentage":0.15},{"from":"2026-07-01","percentage":0.3}]"#, "in order"),
+        ] {
+            #expect {
+                _ = try DeploymentConfiguration.decode(Self.withCommission(changes), source: "test")
+            } throws: { error in
+                "\(error)".contains(message)
+            }
+        }
+    }
 }

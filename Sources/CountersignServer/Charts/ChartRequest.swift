@@ -99,8 +99,12 @@ struct ChartRequest: Sendable, Hashable {
     static func settings(_ app: AppConfiguration, now: Date) -> ChartSettings {
         var periods: [String: String] = [:]
         for product in app.products { periods[product.id] = product.subscriptionPeriod }
-        return ChartSettings(
+        var settings = ChartSettings(
             usdPerUnit: app.usdExchangeRates?.usdPerUnit ?? [:], commission: app.commissionPercentage ?? AppConfiguration.standardCommission,
             productPeriods: periods, nowMs: now.epochMilliseconds)
+        settings.commissionChanges = (app.commissionChanges ?? []).compactMap { change in
+            change.fromMilliseconds.map { ($0, change.percentage) }
+        }
+        return settings
     }
 }

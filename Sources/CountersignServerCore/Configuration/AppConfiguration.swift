@@ -36,6 +36,9 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
     /// unset; 0.15 for the Small Business Program): webhook events' `commission_percentage`,
     /// and `takehome_percentage` is what is left.
     public var commissionPercentage: Double?
+    /// The commission from a day on (UTC), in order: joining Apple's Small Business Program
+    /// (0.15) or leaving it. Before the first, ``commissionPercentage`` applies.
+    public var commissionChanges: [CommissionChange]?
     /// US dollars per unit of each currency, as of a date the operator chose: webhook events'
     /// `price` (in USD). Never fetched at run time; a currency missing here gives a null `price`.
     public var usdExchangeRates: ExchangeRates?
@@ -85,6 +88,39 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
 
     /// Apple's standard commission.
     public static let standardCommission = 0.3
+
+    /// A commission that applies from a day on.
+    public struct CommissionChange: Codable, Sendable, Hashable {
+        /// `YYYY-MM-DD`, UTC: the first day it applies to (by the purchase's date).
+        public var from: String
+        /// A fraction from 0 to 1.
+        public var percentage: Double
+
+        public init(from: String, percentage: Double) {
+            self.from = from
+            self.percentage = percentage
+        }
+
+        /// The first instant it applies to, in milliseconds since 1970; nil for a `from` that is
+        /// not a day.
+        public var fromMilliseconds: Int64? {
+            guard from.wholeMatch(of: /[0-9]{4}-[0-9]{2}-[0-9]{2}/) != nil,
+                let date = ISO8601DateFormatter().date(from: from + "T00:00:00Z")
+            else { return nil }
+            return Int64(date.timeIntervalSince1970) * 1000
+        }
+    }
+
+    /// The commission on a purchase made `milliseconds` after 1970: the last change from on or
+    /// before its day, else ``commissionPercentage``, else Apple's standard rate.
+    public func commission(atMilliseconds milliseconds: Int64) -> Double {
+        var rate = commissionPercentage ?? Self.standardCommission
+        for change in commissionChanges ?? [] {
+            guard let from = change.fromMilliseconds, from <= milliseconds else { break }
+            rate = change.percentage
+        }
+        return rate
+    }
 
     /// One endpoint events are posted to.
     public struct Webhook: Codable, Sendable, Hashable {
@@ -378,6 +414,21 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
             for app in configuration.apps {
                 if let commission = app.commissionPercentage, !(0...1).contains(commission) {
                     throw ConfigurationError("app '\(app.id)': commissionPercentage must be a fraction from 0 to 1 (0.3 is 30 %)")
+                }
+                var previous: Int64?
+                for change in app.commissionChanges ?? [] {
+                    guard let from = change.fromMilliseconds,
+                        ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(from) / 1000)).hasPrefix(change.from)
+                    else {
+                        throw ConfigurationError("app '\(app.id)': commissionChanges from '\(change.from)' must be a day like 2026-01-01")
+                    }
+                    guard (0...1).contains(change.percentage) else {
+                        throw ConfigurationError("app '\(app.id)': commissionChanges percentage must be a fraction from 0 to 1 (0.15 is 15 %)")
+                    }
+                    guard previous.map({ $0 < from }) ?? true else {
+                        throw ConfigurationError("app '\(app.id)': commissionChanges must be in order of their days, each day once")
+                    }
+                    previous = from
                 }
                 if let rates = app.usdExchangeRates {
                     guard rates.asOf.wholeMatch(of: /[0-9]{4}-[0-9]{2}-[0-9]{2}/) != nil else {
