@@ -1,6 +1,9 @@
 import CountersignCharts
 import CountersignServerCore
 import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
 
 /// A chart written out: as JSON for the admin API and as CSV for the download, with the same
 /// numbers (counts whole, dollars to the cent, rates to four decimals, nothing where there is no
@@ -14,6 +17,22 @@ enum ChartOutput {
         case .usd: return String(format: "%.2f", value)
         case .rate: return String(format: "%.4f", value)
         }
+    }
+
+    /// The CSV as a download named after the app, the chart and its range.
+    static func csvResponse(_ series: ChartSeries, app: String, headers extra: HTTPFields = [:]) -> Response {
+        let name = "\(app)-\(series.kind.rawValue)-\(series.range.resolution.rawValue)-\(series.range.from)-\(series.range.to).csv"
+        var headers: HTTPFields = [.contentType: "text/csv; charset=utf-8", .contentDisposition: "attachment; filename=\"\(name)\""]
+        headers.append(contentsOf: extra)
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: csv(series))))
+    }
+
+    /// A request's query as the chart routes read it: each name once (the first), a field left
+    /// empty dropped when `droppingEmpty` (the dashboard form's "all").
+    static func query(_ request: Request, droppingEmpty: Bool = false) -> [String: String] {
+        Dictionary(
+            request.uri.queryParameters.filter { !droppingEmpty || !$0.value.isEmpty }.map { (String($0.key), String($0.value)) },
+            uniquingKeysWith: { first, _ in first })
     }
 
     /// `period,<columns…>` and a line a period.

@@ -12,18 +12,13 @@ import NIOCore
 extension DashboardRoutes {
     func addChartPages(to router: ServerRouter) {
         page(router, .get, "/dashboard/charts") { signedIn, _, request in
-            try await chartsPage(signedIn, query: Self.query(request))
+            try await chartsPage(signedIn, query: ChartOutput.query(request, droppingEmpty: true))
         }
         page(router, .get, "/dashboard/charts/:chart") { signedIn, _, request in
-            try await chartPage(signedIn, chart: request.uri.path.split(separator: "/").last.map(String.init) ?? "", query: Self.query(request))
+            try await chartPage(
+                signedIn, chart: request.uri.path.split(separator: "/").last.map(String.init) ?? "",
+                query: ChartOutput.query(request, droppingEmpty: true))
         }
-    }
-
-    /// The page's query; a field the form left empty ("all") is no filter.
-    static func query(_ request: Request) -> [String: String] {
-        Dictionary(
-            request.uri.queryParameters.filter { !$0.value.isEmpty }.map { (String($0.key), String($0.value)) },
-            uniquingKeysWith: { first, _ in first })
     }
 
     /// The column a chart's bars draw and its card shows.
@@ -80,11 +75,9 @@ extension DashboardRoutes {
         let request = try ChartRequest(chart: chart, query: query, today: today())
         let series = try await request.series(app: signedIn.app, store: store, now: now())
         if query["format"] == "csv" {
-            var headers: HTTPFields = [.contentType: "text/csv; charset=utf-8"]
-            headers[.contentDisposition] =
-                "attachment; filename=\"\(signedIn.app.id)-\(chart)-\(request.range.resolution.rawValue)-\(request.range.from)-\(request.range.to).csv\""
+            var headers: HTTPFields = [:]
             DashboardHeaders.apply(to: &headers)
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: ChartOutput.csv(series))))
+            return ChartOutput.csvResponse(series, app: signedIn.app.id, headers: headers)
         }
         let columns = series.kind.columns
         let rows: [[String: Any]] = series.rows.reversed().map { row in

@@ -12,7 +12,7 @@ import NIOCore
 extension AdminRoutes {
     func addChartRoutes(to router: RouterGroup<ServerRequestContext>) {
         route(router, .get, "/v1/admin/charts/:chart") { app, request, context in
-            let query = Dictionary(request.uri.queryParameters.map { (String($0.key), String($0.value)) }, uniquingKeysWith: { first, _ in first })
+            let query = ChartOutput.query(request)
             let time = now()
             let chart = try ChartRequest(
                 chart: context.parameters.get("chart") ?? "", query: query, today: ChartDay(milliseconds: time.epochMilliseconds))
@@ -23,11 +23,7 @@ extension AdminRoutes {
                     status: .ok, headers: [.contentType: "application/json"],
                     body: .init(byteBuffer: ByteBuffer(bytes: ChartOutput.json(series, app: app, filter: chart.filter))))
             case "csv":
-                let name = "\(app.id)-\(series.kind.rawValue)-\(series.range.resolution.rawValue)-\(series.range.from)-\(series.range.to).csv"
-                return Response(
-                    status: .ok,
-                    headers: [.contentType: "text/csv; charset=utf-8", .contentDisposition: "attachment; filename=\"\(name)\""],
-                    body: .init(byteBuffer: ByteBuffer(string: ChartOutput.csv(series))))
+                return ChartOutput.csvResponse(series, app: app.id)
             default:
                 throw APIError(.invalidField, "format must be json or csv")
             }
