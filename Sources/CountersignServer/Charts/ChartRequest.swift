@@ -17,7 +17,7 @@ struct ChartRequest: Sendable, Hashable {
 
     /// Reads `chart` (a ``ChartKind`` name) and the query: `resolution` (`day`, the default;
     /// `week`, `month`), `from` and `to` (`YYYY-MM-DD`, UTC; by default the 30 days, 12 weeks or
-    /// 12 months up to today), `product`, `environment` and `store`.
+    /// 12 months up to today), `product`, `environment`, `store` and `country`.
     init(chart: String, query: [String: String], today: ChartDay) throws(APIError) {
         guard let kind = ChartKind(rawValue: chart) else {
             throw APIError(.notFound, "no chart '\(chart)'; the charts are \(ChartKind.allCases.map(\.rawValue).joined(separator: ", "))")
