@@ -29,7 +29,6 @@ extension ChartKind {
         .sorted { $0.0 < $1.0 }
         let firstSeen = trials.map(\.firstSeenMs)
         return periods.map { period in
-            guard period.startMs <= settings.nowMs else { return Array(repeating: nil, count: 7) }
             let customers = count(customersFirstSeenMs, from: period.startMs, to: period.endMs)
             let cohort = trials[SpanIndex.count(firstSeen, below: period.startMs)..<SpanIndex.count(firstSeen, below: period.endMs)]
             let converted = cohort.count { $0.outcome == .converted }

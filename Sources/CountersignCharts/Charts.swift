@@ -183,7 +183,6 @@ extension ChartKind {
         let index = SpanIndex(spans)
         let unpricedIndex = SpanIndex(unpriced)
         return periods.map { period in
-            guard period.startMs <= settings.nowMs else { return kind.columns.map { _ in nil } }
             let instant = min(period.endMs - 1, settings.nowMs)
             let (count, total) = index.at(instant)
             guard kind == .mrr else { return [Double(count)] }
@@ -202,7 +201,6 @@ extension ChartKind {
         let ends = spans.map(\.end).sorted()
         let comebacks = merged.values.flatMap { $0.dropFirst().map(\.start) }.sorted()
         return periods.map { period in
-            guard period.startMs <= nowMs else { return [nil, nil, nil, nil] }
             let active = actives.at(period.startMs).count
             // An expiry at the period's first instant was the period before's: the span held its last.
             let churned = SpanIndex.count(ends, atMost: min(period.endMs, nowMs)) - SpanIndex.count(ends, atMost: period.startMs)
