@@ -125,6 +125,9 @@ public struct ChartRange: Sendable, Hashable {
         self.resolution = resolution
     }
 
+    /// The last day of the last period.
+    public var lastDay: Int64 { periods.last.map { ChartDay(milliseconds: $0.endMs).daysSince1970 - 1 } ?? from.daysSince1970 }
+
     public var periods: [ChartPeriod] {
         var periods: [ChartPeriod] = []
         var day = from.start(of: resolution)

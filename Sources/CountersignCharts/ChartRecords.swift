@@ -112,23 +112,24 @@ public struct ChartSettings: Sendable {
         self.nowMs = nowMs
     }
 
-    /// The price of `transaction` times `factor` in millionths of a US dollar, rounded to the
-    /// nearest; nil when its price or its currency's rate is unknown, or the amount is past a
-    /// billion dollars (no store sells that: a record that says so is not counted as money).
-    func usdMicros(_ transaction: ChartTransaction, times factor: Double = 1) -> Int64? {
-        guard let milliunits = transaction.priceMilliunits, let currency = transaction.currency,
-            let rate = currency == "USD" ? 1 : usdPerUnit[currency]
-        else { return nil }
+    /// Whether `currency` has a rate in dollars (US dollars need none).
+    func hasRate(_ currency: String) -> Bool { currency == "USD" || usdPerUnit[currency] != nil }
+
+    /// `milliunits` of `currency` times `factor` in millionths of a US dollar, rounded to the
+    /// nearest (held at Int64's limits); nil when the currency has no rate.
+    func usdMicros(_ milliunits: Int64, _ currency: String, times factor: Double = 1) -> Int64? {
+        guard let rate = currency == "USD" ? 1 : usdPerUnit[currency] else { return nil }
         let micros = (Double(milliunits) * 1000 * rate * factor).rounded()
-        guard micros.isFinite, micros.magnitude <= 1e15 else { return nil }
-        return Int64(micros)
+        guard micros.isFinite else { return nil }
+        return micros >= 9.2e18 ? .max : micros <= -9.2e18 ? .min : Int64(micros)
     }
 
     /// What is left of `micros` of a purchase made at `purchaseMs` after the store's commission
     /// then, rounded to the nearest micro-dollar.
     func proceeds(_ micros: Int64, at purchaseMs: Int64) -> Int64 {
         let rate = commissionChanges.last(where: { $0.fromMs <= purchaseMs })?.commission ?? commission
-        return Int64((Double(micros) * (1 - rate)).rounded())
+        let proceeds = (Double(micros) * (1 - rate)).rounded()
+        return proceeds >= 9.2e18 ? .max : proceeds <= -9.2e18 ? .min : Int64(proceeds)
     }
 }
 
@@ -148,8 +149,8 @@ public struct ChartFilter: Sendable, Hashable {
         self.country = country
     }
 
-    public func admits(_ transaction: ChartTransaction) -> Bool {
-        (product.map { $0 == transaction.productId } ?? true) && (environment.map { $0 == transaction.environment } ?? true)
-            && (store.map { $0 == transaction.store } ?? true) && (country.map { $0 == transaction.country } ?? true)
+    public func admits(_ key: ChartKey) -> Bool {
+        (product.map { $0 == key.product } ?? true) && (environment.map { $0 == key.environment } ?? true)
+            && (store.map { $0 == key.store } ?? true) && (country.map { $0 == key.country } ?? true)
     }
 }

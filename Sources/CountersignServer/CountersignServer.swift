@@ -42,6 +42,8 @@ public struct ServerConfiguration: Sendable {
     /// How often Apple's consumption requests waiting for an answer are sent (apps with
     /// `refundRequests` only).
     public var consumptionAnswerInterval: Duration = .seconds(30)
+    /// How often the revenue charts' sums catch up with what was written.
+    public var chartRefreshInterval: Duration = .seconds(1)
     /// Dashboard sessions and figures.
     public var dashboard = DashboardSettings()
     /// How webhook deliveries are sent (tests poll often and hold leases briefly).
@@ -261,6 +263,7 @@ public struct CountersignServer: Sendable {
                 ConsumptionAnswerService(
                     store: store, storeAPI: storeAPI, deployment: deployment, interval: configuration.consumptionAnswerInterval,
                     now: configuration.now, logger: logger),
+                ChartTotalsService(store: store, interval: configuration.chartRefreshInterval, logger: logger),
             ],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger

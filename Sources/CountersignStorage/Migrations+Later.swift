@@ -1,7 +1,8 @@
+import CountersignCharts
 import Foundation
 
 extension Migrations {
-    /// Versions 10 on: transfers, aliases, offerings, prices, consumption requests, imports, identity, telemetry.
+    /// Versions 10 on: transfers, aliases, offerings, prices, consumption requests, imports, identity, telemetry, charts.
     static let later: [Migration] = [
         // When a chain's transfer window opened: moves within it make no further TRANSFER event
         // (one per window, however often the purchase is posted back and forth).
@@ -198,5 +199,97 @@ extension Migrations {
                 "ALTER TABLE purchases ADD COLUMN country TEXT",
                 "ALTER TABLE purchases ADD COLUMN revocation_percentage BIGINT",
             ]),
+        // The revenue charts' kept sums (docs/architecture.md, "Revenue charts"): every write to
+        // the records a chart reads marks its subscription or customer (triggers, so no write
+        // path can forget); the server takes the marks, recomputes those customers' events and
+        // moves the daily sums by the difference. Everything recorded before is marked once.
+        Migration(
+            version: 24, name: "revenue chart sums",
+            statements: chartTables + ChartTriggers.sqlite + chartMarks(conflict: "INSERT OR IGNORE INTO"),
+            postgresStatements: chartTables + ChartTriggers.postgres + chartMarks(conflict: "INSERT INTO")),
     ]
+}
+
+extension Migrations {
+    /// The columns of a chart sum, in ``ChartMetrics/Field`` order.
+    static let chartMetricColumns = ChartMetrics.Field.allCases.map(\.column)
+
+    static let chartTables: [String] = [
+        "CREATE TABLE chart_marks (app_id TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (app_id, kind, id))",
+        """
+        CREATE TABLE chart_events (
+            app_id TEXT NOT NULL, unit TEXT NOT NULL, chain TEXT NOT NULL, at_ms BIGINT NOT NULL, day BIGINT NOT NULL,
+            product_id TEXT NOT NULL, environment TEXT NOT NULL, country TEXT NOT NULL, currency TEXT NOT NULL, bucket INTEGER NOT NULL,
+            \(chartMetricColumns.map { "\($0) BIGINT NOT NULL" }.joined(separator: ", ")),
+            pending_from_ms BIGINT, pending_until_ms BIGINT
+        )
+        """,
+        "CREATE INDEX chart_events_by_unit ON chart_events (app_id, unit)",
+        "CREATE INDEX chart_events_by_chain ON chart_events (app_id, chain)",
+        "CREATE INDEX chart_events_by_time ON chart_events (app_id, at_ms)",
+        "CREATE INDEX chart_events_pending ON chart_events (app_id, pending_until_ms)",
+        """
+        CREATE TABLE chart_totals (
+            app_id TEXT NOT NULL, day BIGINT NOT NULL, product_id TEXT NOT NULL, environment TEXT NOT NULL, country TEXT NOT NULL,
+            currency TEXT NOT NULL, bucket INTEGER NOT NULL,
+            \(chartMetricColumns.map { "\($0) BIGINT NOT NULL" }.joined(separator: ", ")),
+            PRIMARY KEY (app_id, day, product_id, environment, country, currency, bucket)
+        )
+        """,
+        // One row whose update makes two servers take turns moving the sums.
+        "CREATE TABLE chart_refresh (id INTEGER PRIMARY KEY, passes BIGINT NOT NULL)",
+        "INSERT INTO chart_refresh (id, passes) VALUES (1, 0)",
+    ]
+
+    /// Marks every subscription and customer already recorded.
+    static func chartMarks(conflict insert: String) -> [String] {
+        [
+            "\(insert) chart_marks (app_id, kind, id) SELECT DISTINCT app_id, 'chain', original_transaction_id FROM purchases",
+            "\(insert) chart_marks (app_id, kind, id) SELECT app_id, 'customer', app_user_id FROM customers",
+        ]
+    }
+
+    /// The triggers that mark what a write touched: a subscription (its transactions, renewal
+    /// state or owner) or a customer (created, renamed, first sight changed, deleted).
+    enum ChartTriggers {
+        static let tables: [(table: String, kind: String, column: String, updateOf: String)] = [
+            ("purchases", "chain", "original_transaction_id", ""),
+            ("subscription_states", "chain", "original_transaction_id", ""),
+            ("purchase_owners", "chain", "original_transaction_id", " OF app_user_id, original_transaction_id"),
+            ("customers", "customer", "app_user_id", " OF app_user_id, first_seen_ms"),
+        ]
+
+        static var sqlite: [String] {
+            tables.flatMap { table, kind, column, updateOf in
+                func mark(_ row: String) -> String {
+                    "INSERT OR IGNORE INTO chart_marks (app_id, kind, id) VALUES (\(row).app_id, '\(kind)', \(row).\(column));"
+                }
+                return [
+                    "CREATE TRIGGER chart_mark_\(table)_insert AFTER INSERT ON \(table) BEGIN \(mark("NEW")) END",
+                    "CREATE TRIGGER chart_mark_\(table)_update AFTER UPDATE\(updateOf) ON \(table) BEGIN \(mark("OLD")) \(mark("NEW")) END",
+                    "CREATE TRIGGER chart_mark_\(table)_delete AFTER DELETE ON \(table) BEGIN \(mark("OLD")) END",
+                ]
+            }
+        }
+
+        static var postgres: [String] {
+            tables.flatMap { table, kind, column, updateOf in
+                func mark(_ row: String) -> String {
+                    "INSERT INTO chart_marks (app_id, kind, id) VALUES (\(row).app_id, '\(kind)', \(row).\(column)) ON CONFLICT DO NOTHING;"
+                }
+                return [
+                    """
+                    CREATE FUNCTION chart_mark_\(table)() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                    IF TG_OP <> 'INSERT' THEN \(mark("OLD")) END IF; \
+                    IF TG_OP <> 'DELETE' THEN \(mark("NEW")) END IF; \
+                    RETURN NULL; END $$
+                    """,
+                    """
+                    CREATE TRIGGER chart_mark_\(table) AFTER INSERT OR UPDATE\(updateOf) OR DELETE ON \(table) \
+                    FOR EACH ROW EXECUTE FUNCTION chart_mark_\(table)()
+                    """,
+                ]
+            }
+        }
+    }
 }

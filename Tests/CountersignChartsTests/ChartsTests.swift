@@ -60,8 +60,9 @@ struct ChartsTests {
         ]
         for (period, factor) in table { #expect(MonthlyFactor.of(iso8601: period) == factor, "\(period)") }
         // A product without a configured period is measured from its transaction's length.
-        #expect(MonthlyFactor.of(lengthMs: 7 * Self.day) == 4)
-        #expect(MonthlyFactor.of(lengthMs: 366 * Self.day) == 1.0 / 12)
+        #expect(MonthlyFactor.of(product: "p", bucket: MonthlyFactor.bucket(lengthMs: 7 * Self.day), periods: [:]) == 4)
+        #expect(MonthlyFactor.of(product: "p", bucket: MonthlyFactor.bucket(lengthMs: 366 * Self.day), periods: [:]) == 1.0 / 12)
+        #expect(MonthlyFactor.of(product: "p", bucket: MonthlyFactor.bucket(lengthMs: 366 * Self.day), periods: ["p": "P1W"]) == 4)
         #expect(MonthlyFactor.of(iso8601: "P0M") == nil && MonthlyFactor.of(iso8601: "1M") == nil && MonthlyFactor.of(iso8601: "P1H") == nil)
     }
 

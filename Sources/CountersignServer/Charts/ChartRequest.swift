@@ -69,31 +69,20 @@ struct ChartRequest: Sendable, Hashable {
 
     /// The chart's points over what `store` holds for `app` at `now`.
     func series(app: AppConfiguration, store: CustomerDatabase, now: Date) async throws -> ChartSeries {
-        series(try await Self.records(app: app, store: store, range: range, customers: kind.readsCustomers), app: app, now: now)
+        series(try await Self.totals(app: app, store: store, range: range, filter: filter, now: now), app: app, now: now)
     }
 
-    /// The chart's points over `records`.
-    func series(_ records: Records, app: AppConfiguration, now: Date) -> ChartSeries {
-        kind.series(
-            transactions: records.transactions, customersFirstSeenMs: records.customersFirstSeenMs, range: range, filter: filter,
-            settings: Self.settings(app, now: now))
+    /// The chart's points over `totals`.
+    func series(_ totals: ChartTotals, app: AppConfiguration, now: Date) -> ChartSeries {
+        kind.series(totals, range: range, settings: Self.settings(app, now: now))
     }
 
-    /// What the charts of a range read, read once for as many charts as need it.
-    struct Records: Sendable {
-        var transactions: [ChartTransaction]
-        var customersFirstSeenMs: [Int64]
-    }
-
-    /// The app's transactions and, when `customers`, the first sight of the customers first seen
-    /// in `range`'s periods.
-    static func records(app: AppConfiguration, store: CustomerDatabase, range: ChartRange, customers: Bool) async throws -> Records {
-        var records = Records(transactions: try await store.chartTransactions(app: app.id), customersFirstSeenMs: [])
-        let periods = range.periods
-        if customers, let first = periods.first, let last = periods.last {
-            records.customersFirstSeenMs = try await store.customersFirstSeen(app: app.id, fromMs: first.startMs, toMs: last.endMs)
-        }
-        return records
+    /// What every chart of `range` and `filter` reads, read once for as many charts as need it:
+    /// the kept sums, first brought up to date with every write made so far.
+    static func totals(app: AppConfiguration, store: CustomerDatabase, range: ChartRange, filter: ChartFilter, now: Date) async throws -> ChartTotals
+    {
+        try await store.refreshChartTotalsFully()
+        return try await store.chartTotals(app: app.id, filter: filter, throughDay: range.lastDay, nowMs: now.epochMilliseconds)
     }
 
     static func settings(_ app: AppConfiguration, now: Date) -> ChartSettings {

@@ -55,12 +55,12 @@ extension DashboardRoutes {
 
     func chartsPage(_ signedIn: SignedIn, query: [String: String]) async throws -> Response {
         let request = try ChartRequest(chart: ChartKind.revenue.rawValue, query: query, today: today())
-        let records = try await ChartRequest.records(app: signedIn.app, store: store, range: request.range, customers: true)
         let time = now()
+        let totals = try await ChartRequest.totals(app: signedIn.app, store: store, range: request.range, filter: request.filter, now: time)
         let cards: [[String: Any]] = ChartKind.allCases.map { kind in
             var one = request
             one.kind = kind
-            let series = one.series(records, app: signedIn.app, now: time)
+            let series = one.series(totals, app: signedIn.app, now: time)
             let column = kind.columns[Self.headline(kind)]
             return [
                 "title": kind.title, "link": "/dashboard/charts/\(kind.rawValue)" + Self.queryString(query),

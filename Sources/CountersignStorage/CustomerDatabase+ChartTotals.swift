@@ -1,0 +1,267 @@
+import CountersignCharts
+import Foundation
+
+/// The revenue charts' kept sums. Each write to what a chart reads (a transaction, a renewal
+/// state, an owner, a customer) marks its subscription or customer, by trigger (migration 24).
+/// ``refreshChartTotals(limit:)`` takes marks and, for each customer they touch (and each
+/// subscription no customer owns), recomputes its events from its records, takes its old events
+/// out of the daily sums and puts the new ones in. A chart then reads a few rows a day
+/// (``chartTotals(app:filter:throughDay:nowMs:)``) instead of every transaction, and is still
+/// a function of the records: the same numbers as ``ChartTotals/init(events:filter:throughDay:nowMs:)``
+/// over every event, which the tests and `scripts/chart-check.py` hold it to.
+extension CustomerDatabase {
+    /// What one refresh takes at most: the writer is held this long, a few milliseconds.
+    public static let chartMarksPerRefresh = 256
+
+    /// Moves the sums for up to `limit` marks, in one transaction (two servers take turns);
+    /// returns how many marks it took: 0 when the sums are up to date.
+    @discardableResult
+    public func refreshChartTotals(limit: Int = chartMarksPerRefresh) async throws -> Int {
+        try await database.transaction { sql in
+            try await sql.run("UPDATE chart_refresh SET passes = passes + 1 WHERE id = 1")
+            let marks = try await sql.all(
+                """
+                DELETE FROM chart_marks WHERE (app_id, kind, id) IN (SELECT app_id, kind, id FROM chart_marks LIMIT \(bind: limit)) \
+                RETURNING app_id, kind, id
+                """
+            ) { row in (app: try row.string("app_id"), kind: try row.string("kind"), id: try row.string("id")) }
+            for (app, marked) in Dictionary(grouping: marks, by: \.app) {
+                let chains = marked.filter { $0.kind == "chain" }.map(\.id)
+                var units = Set(marked.filter { $0.kind == "customer" }.map { Unit.customer($0.id) })
+                try await units.formUnion(Self.chartUnits(ofChains: chains, app: app, sql))
+                try await Self.recomputeChartUnits(Array(units), app: app, sql)
+            }
+            return marks.count
+        }
+    }
+
+    /// Brings the sums up to date with every mark made so far.
+    public func refreshChartTotalsFully() async throws {
+        while try await refreshChartTotals() > 0 {}
+    }
+
+    /// Whose events a subscription's are: its owner's, or its own when no customer owns it.
+    enum Unit: Hashable {
+        case customer(String)
+        case chain(String)
+
+        var text: String {
+            switch self {
+            case .customer(let id): "customer:" + id
+            case .chain(let id): "chain:" + id
+            }
+        }
+
+        init?(text: String) {
+            if text.hasPrefix("customer:") {
+                self = .customer(String(text.dropFirst(9)))
+            } else if text.hasPrefix("chain:") {
+                self = .chain(String(text.dropFirst(6)))
+            } else {
+                return nil
+            }
+        }
+    }
+
+    /// The units `chains` belong to now, and those whose events held them before (a transfer
+    /// moves a subscription's events from one customer to another).
+    private static func chartUnits(ofChains chains: [String], app: String, _ sql: any SQLExecutor) async throws -> Set<Unit> {
+        guard !chains.isEmpty else { return [] }
+        var owners: [String: String] = [:]
+        try await sql.query(
+            """
+            SELECT original_transaction_id, app_user_id FROM purchase_owners \
+            WHERE app_id = \(bind: app) AND original_transaction_id IN (\(binds: chains)) AND app_user_id IS NOT NULL
+            """
+        ) { row in owners[try row.string("original_transaction_id")] = try row.string("app_user_id") }
+        var units = Set(chains.map { chain in owners[chain].map(Unit.customer) ?? .chain(chain) })
+        try await sql.query("SELECT DISTINCT unit FROM chart_events WHERE app_id = \(bind: app) AND chain IN (\(binds: chains))") { row in
+            if let unit = Unit(text: try row.string("unit")) { units.insert(unit) }
+        }
+        return units
+    }
+
+    /// Recomputes the events of `units` and moves the sums by what changed.
+    private static func recomputeChartUnits(_ units: [Unit], app: String, _ sql: any SQLExecutor) async throws {
+        guard !units.isEmpty else { return }
+        var customers: [String] = []
+        var chains: [String] = []
+        for unit in units {
+            switch unit {
+            case .customer(let id): customers.append(id)
+            case .chain(let id): chains.append(id)
+            }
+        }
+        var transactions: [Unit: [ChartTransaction]] = [:]
+        if !customers.isEmpty {
+            let owned: SQLStatement = """
+                p.original_transaction_id IN (SELECT original_transaction_id FROM purchase_owners \
+                WHERE app_id = \(bind: app) AND app_user_id IN (\(binds: customers)))
+                """
+            for transaction in try await readChartTransactions(app: app, owned, sql) {
+                if let owner = transaction.owner { transactions[.customer(owner), default: []].append(transaction) }
+            }
+        }
+        if !chains.isEmpty {
+            for transaction in try await readChartTransactions(
+                app: app, "p.original_transaction_id IN (\(binds: chains)) AND o.app_user_id IS NULL", sql)
+            {
+                transactions[.chain(transaction.originalTransactionId), default: []].append(transaction)
+            }
+        }
+        var firstSeen: [String: Int64] = [:]
+        if !customers.isEmpty {
+            try await sql.query(
+                "SELECT app_user_id, first_seen_ms FROM customers WHERE app_id = \(bind: app) AND app_user_id IN (\(binds: customers))"
+            ) {
+                row in firstSeen[try row.string("app_user_id")] = try row.int64("first_seen_ms")
+            }
+        }
+        var fresh: [(unit: String, event: ChartEvent)] = []
+        for unit in units {
+            var events: [ChartEvent]
+            switch unit {
+            case .customer(let id):
+                events = ChartEvent.of(transactions[unit] ?? [], firstSeenMs: firstSeen[id])
+                if let seen = firstSeen[id] { events.append(.customer(firstSeenMs: seen)) }
+            case .chain:
+                events = ChartEvent.of(transactions[unit] ?? [], firstSeenMs: nil)
+            }
+            fresh += events.map { (unit.text, $0) }
+        }
+        let texts = units.map(\.text)
+        var change: [ChartKey: ChartMetrics] = [:]
+        try await sql.query("SELECT * FROM chart_events WHERE app_id = \(bind: app) AND unit IN (\(binds: texts))") { row in
+            let event = try chartEvent(row)
+            change[event.key, default: ChartMetrics()] -= event.metrics
+        }
+        for (_, event) in fresh { change[event.key, default: ChartMetrics()] += event.metrics }
+        try await sql.run("DELETE FROM chart_events WHERE app_id = \(bind: app) AND unit IN (\(binds: texts))")
+        try await insertChartEvents(fresh, app: app, sql)
+        try await addToChartTotals(change.filter { !$0.value.isZero }, app: app, sql)
+    }
+
+    private static let keyColumns = "day, product_id, environment, country, currency, bucket"
+    private static let metricColumns = ChartMetrics.Field.allCases.map(\.column)
+
+    private static func keyValues(_ key: ChartKey) -> [SQLValue] {
+        [.integer(key.day), .text(key.product), .text(key.environment), .text(key.country), .text(key.currency), .integer(Int64(key.bucket))]
+    }
+
+    private static func insertChartEvents(_ events: [(unit: String, event: ChartEvent)], app: String, _ sql: any SQLExecutor) async throws {
+        for chunk in stride(from: 0, to: events.count, by: 64).map({ events[$0..<min($0 + 64, events.count)] }) {
+            let rows: [[SQLValue]] = chunk.map { unit, event in
+                [.text(app), .text(unit), .text(event.chain), .integer(event.atMs)] + keyValues(event.key) + event.metrics.values.map { .integer($0) }
+                    + [.integer(event.pendingFromMs), .integer(event.pendingUntilMs)]
+            }
+            try await sql.run(
+                """
+                INSERT INTO chart_events (app_id, unit, chain, at_ms, \(raw: keyColumns), \(raw: metricColumns.joined(separator: ", ")), \
+                pending_from_ms, pending_until_ms) VALUES \(SQLStatement.rows(rows))
+                """)
+        }
+    }
+
+    /// Adds `change` to the daily sums. A sum is a 64-bit integer on both databases: a price
+    /// counts as money only up to a billion units (``ChartEvent``), so a day's sum passes
+    /// Int64's limit only after nine million such purchases in one day, product and country.
+    private static func addToChartTotals(_ change: [ChartKey: ChartMetrics], app: String, _ sql: any SQLExecutor) async throws {
+        let changes = Array(change)
+        let sums = metricColumns.map { "\($0) = chart_totals.\($0) + excluded.\($0)" }.joined(separator: ", ")
+        for chunk in stride(from: 0, to: changes.count, by: 64).map({ changes[$0..<min($0 + 64, changes.count)] }) {
+            let rows: [[SQLValue]] = chunk.map { key, metrics in [.text(app)] + keyValues(key) + metrics.values.map { .integer($0) } }
+            try await sql.run(
+                """
+                INSERT INTO chart_totals (app_id, \(raw: keyColumns), \(raw: metricColumns.joined(separator: ", "))) VALUES \(SQLStatement.rows(rows)) \
+                ON CONFLICT (app_id, \(raw: keyColumns)) DO UPDATE SET \(raw: sums)
+                """)
+        }
+    }
+
+    private static func chartKey(_ row: any StoredRow) throws -> ChartKey {
+        ChartKey(
+            day: try row.int64("day"), product: try row.string("product_id"), environment: try row.string("environment"),
+            country: try row.string("country"), currency: try row.string("currency"), bucket: try row.int("bucket"))
+    }
+
+    private static func chartMetrics(_ row: any StoredRow) throws -> ChartMetrics {
+        ChartMetrics(values: try metricColumns.map { try row.int64($0) })
+    }
+
+    private static func chartEvent(_ row: any StoredRow) throws -> ChartEvent {
+        ChartEvent(
+            atMs: try row.int64("at_ms"), chain: try row.string("chain"), key: try chartKey(row), metrics: try chartMetrics(row),
+            pendingFromMs: try row.integer("pending_from_ms"), pendingUntilMs: try row.integer("pending_until_ms"))
+    }
+
+    /// What a chart of `app` reads for days up to `throughDay`, at `nowMs`, from the kept sums
+    /// (bring them up to date first: ``refreshChartTotalsFully()``). Events after now (today's,
+    /// later in the day) are taken back out; later days are never read.
+    public func chartTotals(app: String, filter: ChartFilter, throughDay: Int64, nowMs: Int64) async throws -> ChartTotals {
+        let today = ChartDay(milliseconds: nowMs).daysSince1970
+        let lastDay = min(throughDay, today)
+        var conditions: SQLStatement = ""
+        if let product = filter.product { conditions = conditions + " AND product_id = \(bind: product)" }
+        if let environment = filter.environment { conditions = conditions + " AND environment = \(bind: environment)" }
+        if let store = filter.store {
+            conditions = conditions + (store == "test_store" ? " AND environment = 'TestStore'" : " AND environment <> 'TestStore'")
+        }
+        if let country = filter.country { conditions = conditions + " AND country = \(bind: country)" }
+        // PostgreSQL sums BIGINTs as NUMERIC: back to BIGINT, which every sum fits.
+        let sums = Self.metricColumns.map { "CAST(SUM(\($0)) AS BIGINT) AS \($0)" }.joined(separator: ", ")
+        var rows = try await database.report(
+            """
+            SELECT day, product_id, currency, bucket, \(raw: sums) FROM chart_totals \
+            WHERE app_id = \(bind: app) AND day <= \(bind: lastDay) AND product_id <> ''\(conditions) GROUP BY day, product_id, currency, bucket
+            """, into: [ChartTotals.Row]()
+        ) { rows, row in
+            rows.append(
+                ChartTotals.Row(
+                    day: try row.int64("day"), product: try row.string("product_id"), currency: try row.string("currency"),
+                    bucket: try row.int("bucket"), metrics: try Self.chartMetrics(row)))
+        }
+        var customers = try await database.report(
+            "SELECT day, CAST(SUM(new_customers) AS BIGINT) AS customers FROM chart_totals WHERE app_id = \(bind: app) AND day <= \(bind: lastDay) AND product_id = '' GROUP BY day",
+            into: [Int64: Int64]()
+        ) { days, row in days[try row.int64("day")] = try row.int64("customers") }
+        // Today's events after now, taken back out.
+        let later = try await database.report(
+            """
+            SELECT * FROM chart_events WHERE app_id = \(bind: app) AND at_ms > \(bind: nowMs) \
+            AND at_ms < \(bind: ChartDay(daysSince1970: lastDay + 1).startMs) AND day <= \(bind: lastDay)
+            """, into: [ChartEvent]()
+        ) { events, row in events.append(try Self.chartEvent(row)) }
+        for event in later {
+            if event.chain.isEmpty {
+                customers[event.key.day, default: 0] &-= event.metrics[.newCustomers]
+            } else if filter.admits(event.key) {
+                let key = event.key
+                rows.append(ChartTotals.Row(day: key.day, product: key.product, currency: key.currency, bucket: key.bucket, metrics: -event.metrics))
+            }
+        }
+        let pending = try await database.report(
+            """
+            SELECT day, COUNT(*) AS pending FROM chart_events WHERE app_id = \(bind: app) AND pending_until_ms > \(bind: nowMs) \
+            AND pending_from_ms <= \(bind: nowMs) AND at_ms <= \(bind: nowMs) AND day <= \(bind: lastDay)\(conditions) GROUP BY day
+            """, into: [Int64: Int64]()
+        ) { days, row in days[try row.int64("day")] = try row.int64("pending") }
+        return ChartTotals(rows: rows, pendingByDay: pending, newCustomersByDay: customers)
+    }
+}
+
+extension SQLStatement {
+    /// `($1, $2), ($3, $4)`: rows of values for `INSERT … VALUES`.
+    static func rows(_ rows: [[SQLValue]]) -> SQLStatement {
+        var text = ""
+        var values: [SQLValue] = []
+        for (index, row) in rows.enumerated() {
+            text += index == 0 ? "(" : ", ("
+            for (position, value) in row.enumerated() {
+                values.append(value)
+                text += position == 0 ? "$\(values.count)" : ", $\(values.count)"
+            }
+            text += ")"
+        }
+        return SQLStatement(text, values)
+    }
+}
