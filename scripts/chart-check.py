@@ -4,20 +4,24 @@
 A seeded generator writes five months of history as RevenueCat's transactions export: customers
 first seen over the months, prices in several currencies (one with no configured rate), free
 trials that convert and that lapse, monthly, weekly and yearly subscriptions that renew, lapse
-into a grace period, expire and come back, refunds, family sharing, one-time purchases (all on
-the App Store's sandbox side, the one an app may take beside the test store). It is imported with `countersign import revenuecat`; then a second file arrives late
-and out of order (renewals held back, later copies of rows now refunded), as notifications do;
-then the test store sells a few purchases today and a few apps launch for the first time.
+into a grace period, expire and come back, monthly ones upgraded to yearly partway through a
+month, refunds, family sharing, one-time purchases (all on the App Store's sandbox side, the one
+an app may take beside the test store). It is imported with `countersign import revenuecat`;
+then a second file arrives late and out of order (renewals held back, later copies of rows now
+refunded), as notifications do; then the test store sells a few purchases today, refunds 40 % of
+one (Apple's prorated refund), and a few apps launch for the first time.
 
 From the same generated records this script computes every point of every chart itself, from
 RevenueCat's definitions as docs/dashboard.md states them, by brute force (each period, each
 subscription, each transaction: none of the server's sweeps or indexes), and compares:
 
 - the admin API's JSON (`GET /v1/admin/charts/{chart}`) for every chart by day, week and month,
-  unfiltered and filtered by product, environment and store;
+  unfiltered and filtered by product, environment, store and country;
 - the dashboard's CSV download (`/dashboard/charts/{chart}?format=csv`, signed in with the secret
   key) for every chart by week.
 
+The server answers from the daily sums it keeps as records change (docs/architecture.md,
+"Revenue charts"); this is the check that they equal the definitions over the records.
 Numbers are compared as the server writes them (dollars to the cent, rates to four decimals).
 Exit 0 when every point agrees, 1 otherwise (each disagreement printed).
 
@@ -207,6 +211,9 @@ def generate(seed, window_start, window_end, customers):
             start = end
             if rng.random() < 0.12:  # expires, comes back after a gap
                 start = end + rng.randrange(3, 25) * DAY
+            if product == "pro_monthly" and rng.random() < 0.1:  # upgraded to yearly partway through the month
+                start = one["purchase"] + rng.randrange(1, length // 60_000) * 60_000
+                product, length = "pro_yearly", PRODUCTS["pro_yearly"][1] * DAY
     # Refunds learnt late: later copies of rows, now refunded.
     paid = [t for t in history.transactions.values() if not t["trial"] and t["refunded"] is None and t["purchase"] + 2 * DAY < window_end]
     for one in rng.sample(paid, min(len(paid), max(3, len(paid) // 25))):
@@ -249,14 +256,20 @@ def round_away(value):
     return int(floor + 1 if value - floor >= 0.5 else floor) if value >= 0 else -round_away(-value)
 
 
-def usd_micros(t, factor=1.0):
-    if t["price"] is None:
-        return None
-    rate = 1.0 if t["currency"] == "USD" else RATES.get(t["currency"])
+def usd_micros(milli, currency, factor=1.0):
+    """`milli` thousandths of `currency` in micro-dollars, rounded; None without a rate."""
+    rate = 1.0 if currency == "USD" else RATES.get(currency)
     if rate is None:
         return None
-    micros = round_away(float(milliunits(t["price"])) * 1000 * rate * factor)
-    return micros if abs(micros) <= 1e15 else None
+    return round_away(float(milli) * 1000 * rate * factor)
+
+
+def price_milli(t):
+    """The price as money: None without a price or currency (or past a billion units)."""
+    if t["price"] is None or not t["currency"]:
+        return None
+    milli = milliunits(t["price"])
+    return milli if abs(milli) <= 10**12 else None
 
 
 def dollars(micros):
@@ -283,6 +296,22 @@ def refunded(t):
     return t["refunded"] is not None
 
 
+def kept_share(t):
+    """What a refund left: all of it without one, none for a full one, the rest of a prorated one."""
+    if t["refunded"] is None:
+        return 1.0
+    share = t.get("share")
+    return 0.0 if share is None or not 0 <= share < 100_000 else (100_000 - share) / 100_000
+
+
+def store_of(t):
+    return "test_store" if t["environment"] == "TestStore" else "app_store"
+
+
+def admits(t, filters):
+    return all((store_of(t) if k == "store" else t[k]) == v for k, v in filters.items())
+
+
 def spans(transactions):
     """Each auto-renewable transaction's [start, end): to its expiry (grace included), cut by a
     refund, ending where its subscription's next transaction begins."""
@@ -304,57 +333,81 @@ def spans(transactions):
     return out
 
 
-def factor(t):
-    period = PRODUCTS[t["product"]][2]
+def factor(product):
+    period = PRODUCTS[product][2]
     count, unit = int(period[1:-1]), period[-1]
     return {"D": 30 / count, "W": 4 / count, "M": 1 / count, "Y": 1 / (12 * count)}[unit]
 
 
-def expected(chart, transactions, customers, resolution, from_ms, to_ms, now):
-    """The chart's points, as text, by brute force over the records."""
+def runs(transactions, span):
+    """Each subscription's paid access joined where a renewal follows without a gap: [start, end,
+    the transaction that began it, the one that ended it]."""
+    out = {}
+    for t in sorted((t for t in transactions if paid(t) and t["id"] in span), key=lambda t: span[t["id"]]):
+        s, e = span[t["id"]]
+        chain = out.setdefault(t["chain"], [])
+        if chain and s <= chain[-1][1]:
+            if e > chain[-1][1]:
+                chain[-1][1], chain[-1][3] = e, t
+        else:
+            chain.append([s, e, t, t])
+    return [run for chain in out.values() for run in chain], {c: chain for c, chain in out.items()}
+
+
+def expected(chart, transactions, customers, resolution, from_ms, to_ms, now, filters):
+    """The chart's points, as text, by brute force over every record (definitions 2): access is
+    worked out over all of a subscription's transactions, then a filter keeps the transactions (or
+    the expiry's and comeback's transaction, or the customer's first trial) it admits; nothing
+    after now counts."""
     points = []
     span = spans(transactions)
+    chosen = [t for t in transactions if admits(t, filters)]
+    all_runs, by_chain = runs(transactions, span)
     for label, start, end in periods(from_ms, to_ms, resolution):
         if start > now:
             points.append((label, [""] * len(COLUMNS[chart])))
             continue
         instant = min(end - 1, now)
         if chart in ("revenue", "refunds"):
-            bought = [t for t in transactions if paid(t) and start <= t["purchase"] < end]
+            bought = [t for t in chosen if paid(t) and start <= t["purchase"] < end and t["purchase"] <= now]
             if chart == "refunds":
                 gone = sum(1 for t in bought if refunded(t))
                 points.append((label, [str(len(bought)), str(gone), rate(gone, len(bought))]))
                 continue
-            kept = [t for t in bought if not refunded(t)]
-            priced = [usd_micros(t) for t in kept if usd_micros(t) is not None]
-            proceeds = sum(round_away(float(usd_micros(t)) * (1 - commission(t["purchase"]))) for t in kept if usd_micros(t) is not None)
-            points.append((label, [dollars(sum(priced)), dollars(proceeds), str(len(kept)), str(len(kept) - len(priced))]))
+            kept = [t for t in bought if kept_share(t) > 0]
+            sums, priced = {}, 0
+            for t in kept:
+                milli = price_milli(t)
+                if milli is not None and usd_micros(0, t["currency"]) is not None:
+                    key = (day_start(t["purchase"]), t["currency"])
+                    sums[key] = sums.get(key, 0) + round_away(float(milli) * kept_share(t))
+                    priced += 1
+            revenue = proceeds = 0
+            for (day, currency), milli in sums.items():
+                micros = usd_micros(milli, currency)
+                revenue += micros
+                proceeds += round_away(float(micros) * (1 - commission(day)))
+            points.append((label, [dollars(revenue), dollars(proceeds), str(len(kept)), str(len(kept) - priced)]))
         elif chart in ("mrr", "active_subscriptions", "active_trials"):
             wanted = (lambda t: t["trial"] and not t["family"]) if chart == "active_trials" else paid
-            active = {}
-            for t in transactions:
-                if wanted(t) and t["id"] in span and span[t["id"]][0] <= instant < span[t["id"]][1]:
-                    active[t["chain"]] = t
+            active = [t for t in chosen if wanted(t) and t["id"] in span and span[t["id"]][0] <= instant < span[t["id"]][1]]
             if chart != "mrr":
                 points.append((label, [str(len(active))]))
                 continue
-            values = [usd_micros(t, factor(t)) for t in active.values()]
-            missing = sum(1 for v in values if v is None)
-            points.append((label, [dollars(sum(v for v in values if v is not None)), str(len(active)), str(missing)]))
+            sums, priced = {}, 0
+            for t in active:
+                milli = price_milli(t)
+                if milli is not None and usd_micros(0, t["currency"]) is not None:
+                    sums[(t["currency"], t["product"])] = sums.get((t["currency"], t["product"]), 0) + milli
+                    priced += 1
+            total = sum(usd_micros(milli, currency, factor(product)) for (currency, product), milli in sums.items())
+            points.append((label, [dollars(total), str(len(active)), str(len(active) - priced)]))
         elif chart == "new_customers":
-            points.append((label, [str(sum(1 for seen in customers.values() if start <= seen < end))]))
+            points.append((label, [str(sum(1 for seen in customers.values() if start <= seen < end and seen <= now))]))
         elif chart == "churn":
-            merged = {}
-            for t in sorted((t for t in transactions if paid(t) and t["id"] in span), key=lambda t: span[t["id"]]):
-                s, e = span[t["id"]]
-                runs = merged.setdefault(t["chain"], [])
-                if runs and s <= runs[-1][1]:
-                    runs[-1][1] = max(runs[-1][1], e)
-                else:
-                    runs.append([s, e])
-            actives = sum(1 for runs in merged.values() if any(s <= start < e for s, e in runs))
-            churned = sum(1 for runs in merged.values() for s, e in runs if start < e <= min(end, now))
-            back = sum(1 for runs in merged.values() for s, e in runs[1:] if start <= s < end)
+            actives = sum(1 for t in chosen if paid(t) and t["id"] in span and span[t["id"]][0] < start <= span[t["id"]][1])
+            churned = sum(1 for _, e, _, last in all_runs if start <= e < end and e <= now and admits(last, filters))
+            back = sum(1 for chain in by_chain.values() for s, _, first, _ in chain[1:] if start <= s < end and s <= now and admits(first, filters))
             points.append((label, [str(actives), str(churned), str(back), rate(churned - back, actives)]))
         elif chart == "trial_conversion":
             first = {}
@@ -363,8 +416,8 @@ def expected(chart, transactions, customers, resolution, from_ms, to_ms, now):
                     held = first.get(t["owner"])
                     if held is None or (t["purchase"], t["id"]) < (held["purchase"], held["id"]):
                         first[t["owner"]] = t
-            new = sum(1 for seen in customers.values() if start <= seen < end)
-            cohort = [t for t in first.values() if start <= t["first_seen"] < end]
+            new = sum(1 for seen in customers.values() if start <= seen < end and seen <= now)
+            cohort = [t for t in first.values() if start <= t["first_seen"] < end and t["first_seen"] <= now and admits(t, filters)]
             converted = pending = 0
             for trial in cohort:
                 if any(paid(t) and not refunded(t) and t["chain"] == trial["chain"] and t["purchase"] >= trial["purchase"] for t in transactions):
@@ -423,7 +476,7 @@ def jws_payload(jws):
     return json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
 
 
-def sell_today(port, public, history, count):
+def sell_today(port, public, secret, history, count):
     """Test-store purchases posted now, and first launches: recorded as the server records them."""
     connection = connect(port)
     for index in range(count):
@@ -446,6 +499,13 @@ def sell_today(port, public, history, count):
             "currency": payload.get("currency"), "owner": user, "first_seen": before,
             "country": {"USA": "US"}.get(payload.get("storefront")),
         }
+    # Apple refunds 40 % of one (a prorated refund): it keeps 60 % of its price.
+    bought = [t for t in history.transactions.values() if t["environment"] == "TestStore" and t["product"] == "pro_yearly"]
+    status, body = call(connection, "POST", "/v1/admin/test_store/refund", secret,
+                        {"transaction_id": bought[0]["id"], "revocation_percentage": 40_000})
+    assert status == 200, body
+    bought[0]["refunded"] = json.loads(body)["transactions"][0]["revocation_date_ms"]
+    bought[0]["share"] = 40_000
     for index in range(count):
         user = "$RCAnonymousID:%032x" % (index + 1)
         history.customers[user] = int(time.time() * 1000)
@@ -513,7 +573,7 @@ def main():
 
         server, port = start_server(arguments.binary, data, arguments.database)
         public, secret = app_keys(data)
-        sell_today(port, public, history, 6)
+        sell_today(port, public, secret, history, 6)
         cookie = dashboard_session(port, secret)
         connection = connect(port)
         transactions = list(history.transactions.values())
@@ -521,11 +581,8 @@ def main():
         def compare(chart, resolution, from_ms, to_ms, filters, dashboard=False):
             query = {"resolution": resolution, "from": day_text(from_ms), "to": day_text(to_ms)}
             query.update(filters)
-            chosen = [t for t in transactions
-                      if all(t[k] == v for k, v in filters.items() if k != "store")
-                      and ("store" not in filters or ("test_store" if t["environment"] == "TestStore" else "app_store") == filters["store"])]
             now = int(time.time() * 1000)
-            want = expected(chart, chosen, history.customers, resolution, from_ms, to_ms, now)
+            want = expected(chart, transactions, history.customers, resolution, from_ms, to_ms, now, filters)
             path = "/v1/admin/charts/%s?%s" % (chart, urllib.parse.urlencode(query))
             if dashboard:
                 connection.request("GET", "/dashboard/charts/%s?%s" % (chart, urllib.parse.urlencode(dict(query, format="csv"))),

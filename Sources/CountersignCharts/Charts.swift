@@ -14,7 +14,7 @@ public enum ChartKind: String, Sendable, Hashable, CaseIterable {
 
     /// The version of the definitions: it changes whenever a chart would give another number for
     /// the same records, so a saved CSV says which rules made it.
-    public static let definitionsVersion = 1
+    public static let definitionsVersion = 2
 
     public var title: String {
         switch self {

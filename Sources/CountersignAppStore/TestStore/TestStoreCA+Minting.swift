@@ -157,10 +157,13 @@ extension TestStoreCA {
     }
 
     /// The same transaction refunded at `now` (`revocationReason` 0: refunded for another reason).
-    public func mintRefund(of transaction: TransactionPayload, now: Date) throws -> (jws: String, payload: TransactionPayload) {
+    public func mintRefund(of transaction: TransactionPayload, percentage: Int64? = nil, now: Date) throws -> (jws: String, payload: TransactionPayload) {
         var payload = transaction
         payload.revocationDate = now
         payload.revocationReason = 0
+        // Apple's prorated refund names the share it gave back, in thousandths of a percent.
+        payload.revocationType = percentage == nil ? "REFUND_FULL" : "REFUND_PRORATED"
+        payload.revocationPercentage = percentage
         payload.signedDate = Self.signedAfter(transaction, now: now)
         return (try sign(payload), payload)
     }

@@ -13,8 +13,9 @@ import Hummingbird
 ///
 /// - `POST /v1/admin/test_store/renew` `{"original_transaction_id"}`: the subscription renews
 ///   (recorded at once for its owner, as a `DID_RENEW` notification would be).
-/// - `POST /v1/admin/test_store/refund` `{"transaction_id"}`: App Store refunds it (recorded at
-///   once, as a `REFUND` notification).
+/// - `POST /v1/admin/test_store/refund` `{"transaction_id", "revocation_percentage"?}`: App Store
+///   refunds it, all of it or the share given in thousandths of a percent (Apple's prorated
+///   refund: 40000 gives back 40 %), recorded at once as a `REFUND` notification.
 /// - `POST /v1/admin/test_store/approve` `{"store_account", "pending_id"?}`: Ask to Buy approved;
 ///   the purchase reaches the account (the app records it when it hears it).
 /// - `POST /v1/admin/test_store/share` `{"transaction_id", "store_account"}`: Family Sharing
@@ -29,10 +30,12 @@ extension AdminRoutes {
         var pendingId: String?
         var productId: String?
         var appUserId: String?
+        var revocationPercentage: Int64?
 
         enum CodingKeys: String, CodingKey {
             case originalTransactionId = "original_transaction_id", transactionId = "transaction_id", storeAccount = "store_account"
             case pendingId = "pending_id", productId = "product_id", appUserId = "app_user_id"
+            case revocationPercentage = "revocation_percentage"
         }
 
         func required(_ value: String?, _ name: String) throws(APIError) -> String {
@@ -87,8 +90,11 @@ extension AdminRoutes {
     private func refund(_ app: AppConfiguration, _ ca: TestStoreCA, _ request: TestStoreRequest) async throws -> [TestStoreChange.Transaction] {
         let id = try request.required(request.transactionId, "transaction_id")
         let stored = try await storedTransaction(app: app) { try await store.signedTransaction(app: app.id, transactionId: id) }
+        if let share = request.revocationPercentage, !(1...100_000).contains(share) {
+            throw APIError(.invalidField, "revocation_percentage must be 1 to 100000 (thousandths of a percent)")
+        }
         let time = now()
-        let refund = try ca.mintRefund(of: stored.payload, now: time)
+        let refund = try ca.mintRefund(of: stored.payload, percentage: request.revocationPercentage, now: time)
         try await store.applyStoreTransaction(try VerifiedTransaction(jws: refund.jws, payload: refund.payload, app: app), app: app, now: time)
         let account = try await store.feedAccount(app: app.id, originalTransactionId: refund.payload.originalTransactionId ?? id)
         return [try await deliver(refund, to: account, app: app, now: time)]
