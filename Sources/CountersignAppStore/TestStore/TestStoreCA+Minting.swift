@@ -157,7 +157,9 @@ extension TestStoreCA {
     }
 
     /// The same transaction refunded at `now` (`revocationReason` 0: refunded for another reason).
-    public func mintRefund(of transaction: TransactionPayload, percentage: Int64? = nil, now: Date) throws -> (jws: String, payload: TransactionPayload) {
+    public func mintRefund(of transaction: TransactionPayload, percentage: Int64? = nil, now: Date) throws -> (
+        jws: String, payload: TransactionPayload
+    ) {
         var payload = transaction
         payload.revocationDate = now
         payload.revocationReason = 0
