@@ -149,15 +149,20 @@ extension CustomerDatabase {
     }
 
     private static func insertChartEvents(_ events: [(unit: String, event: ChartEvent)], app: String, _ sql: any SQLExecutor) async throws {
-        for chunk in stride(from: 0, to: events.count, by: 64).map({ events[$0..<min($0 + 64, events.count)] }) {
-            let rows: [[SQLValue]] = chunk.map { unit, event in
+        var ordinals: [String: Int64] = [:]
+        let numbered = events.map { unit, event in
+            defer { ordinals[unit, default: 0] += 1 }
+            return (unit, event, ordinals[unit, default: 0])
+        }
+        for chunk in stride(from: 0, to: numbered.count, by: 64).map({ numbered[$0..<min($0 + 64, numbered.count)] }) {
+            let rows: [[SQLValue]] = chunk.map { unit, event, ordinal in
                 [.text(app), .text(unit), .text(event.chain), .integer(event.atMs)] + keyValues(event.key) + event.metrics.values.map { .integer($0) }
-                    + [.integer(event.pendingFromMs), .integer(event.pendingUntilMs)]
+                    + [.integer(event.pendingFromMs), .integer(event.pendingUntilMs), .integer(ordinal)]
             }
             try await sql.run(
                 """
                 INSERT INTO chart_events (app_id, unit, chain, at_ms, \(raw: keyColumns), \(raw: metricColumns.joined(separator: ", ")), \
-                pending_from_ms, pending_until_ms) VALUES \(SQLStatement.rows(rows))
+                pending_from_ms, pending_until_ms, ordinal) VALUES \(SQLStatement.rows(rows))
                 """)
         }
     }

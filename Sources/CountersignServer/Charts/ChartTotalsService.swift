@@ -13,6 +13,8 @@ public struct ChartTotalsService: Service {
     let logger: Logger
 
     public func run() async throws {
+        // Not at once: the first pass waits an interval, as every later one does.
+        guard (try? await cancelWhenGracefulShutdown({ try await Task.sleep(for: interval) })) != nil else { return }
         await repeatUntilShutdown(every: interval, "chart sums", logger: logger) {
             while try await store.refreshChartTotals() > 0 { try Task.checkCancellation() }
         }
