@@ -76,78 +76,85 @@ extension ChartEvent {
     }
 }
 
+/// A period's sums: those of its days, before it (the running sums at its start, by product,
+/// currency and length) and at its end.
+struct PeriodSums {
+    struct Line: Hashable {
+        var product: String
+        var currency: String
+        var bucket: Int
+    }
+
+    var days: Range<Int64>
+    var during: [ChartTotals.Row] = []
+    var before: [Line: ChartMetrics]
+    var after: [Line: ChartMetrics] = [:]
+
+    var start: ChartMetrics { before.values.reduce(into: ChartMetrics()) { $0 += $1 } }
+    var sum: ChartMetrics { during.reduce(into: ChartMetrics()) { $0 += $1.metrics } }
+    var end: ChartMetrics { after.values.reduce(into: ChartMetrics()) { $0 += $1 } }
+
+    /// The sum of `byDay` over the period's days.
+    func sum(_ byDay: [Int64: Int64]) -> Int64 { byDay.reduce(0) { days.contains($1.key) ? $0 &+ $1.value : $0 } }
+}
+
 extension ChartKind {
     /// The chart for the periods of `range` from `totals`.
     public func series(_ totals: ChartTotals, range: ChartRange, settings: ChartSettings) -> ChartSeries {
-        struct Line: Hashable {
-            var product: String
-            var currency: String
-            var bucket: Int
-        }
         let rows = totals.rows.sorted { $0.day < $1.day }
         var next = 0
-        var before: [Line: ChartMetrics] = [:]
-        var values: [[Double?]] = []
+        var before: [PeriodSums.Line: ChartMetrics] = [:]
+        var points: [ChartSeries.Row] = []
         for period in range.periods {
-            let startDay = period.start.daysSince1970
-            let endDay = ChartDay(milliseconds: period.endMs).daysSince1970
-            var during: [ChartTotals.Row] = []
-            while next < rows.count && rows[next].day < endDay {
-                if rows[next].day < startDay {
-                    let row = rows[next]
-                    before[Line(product: row.product, currency: row.currency, bucket: row.bucket), default: ChartMetrics()] += row.metrics
-                } else {
-                    during.append(rows[next])
-                }
+            var sums = PeriodSums(days: period.start.daysSince1970..<ChartDay(milliseconds: period.endMs).daysSince1970, before: before)
+            while next < rows.count && rows[next].day < sums.days.upperBound {
+                let row = rows[next]
+                let line = PeriodSums.Line(product: row.product, currency: row.currency, bucket: row.bucket)
+                if row.day < sums.days.lowerBound { sums.before[line, default: ChartMetrics()] += row.metrics } else { sums.during.append(row) }
                 next += 1
             }
-            let start = before.values.reduce(into: ChartMetrics()) { $0 += $1 }
-            var periodSum = ChartMetrics()
-            for row in during { periodSum += row.metrics }
-            var after = before
-            for row in during {
-                after[Line(product: row.product, currency: row.currency, bucket: row.bucket), default: ChartMetrics()] += row.metrics
+            sums.after = sums.before
+            for row in sums.during {
+                sums.after[PeriodSums.Line(product: row.product, currency: row.currency, bucket: row.bucket), default: ChartMetrics()] += row.metrics
             }
-            let end = start.adding(periodSum)
-            func sum(_ byDay: [Int64: Int64]) -> Int64 {
-                byDay.reduce(0) { (startDay..<endDay).contains($1.key) ? $0 &+ $1.value : $0 }
-            }
-            switch self {
-            case .revenue: values.append(Self.revenue(during, periodSum, settings))
-            case .refunds:
-                values.append([Double(periodSum[.bought]), Double(periodSum[.refunded]), Self.rate(periodSum[.refunded], periodSum[.bought])])
-            case .mrr:
-                var micros: Int64 = 0
-                var priced: Int64 = 0
-                for (line, metrics) in after {
-                    let factor = MonthlyFactor.of(product: line.product, bucket: line.bucket, periods: settings.productPeriods)
-                    guard let amount = settings.usdMicros(metrics[.paidMilliDelta], line.currency, times: factor) else { continue }
-                    micros &+= amount
-                    priced &+= metrics[.paidPricedDelta]
-                }
-                values.append([Self.dollars(micros), Double(end[.paidDelta]), Double(end[.paidDelta] &- priced)])
-            case .activeSubscriptions: values.append([Double(end[.paidDelta])])
-            case .activeTrials: values.append([Double(end[.trialDelta])])
-            case .newCustomers: values.append([Double(sum(totals.newCustomersByDay))])
-            case .churn:
-                let (active, churned, back) = (start[.paidDelta], periodSum[.churned], periodSum[.resubscribed])
-                values.append([Double(active), Double(churned), Double(back), Self.rate(churned &- back, active)])
-            case .trialConversion:
-                let (customers, trials, converted, pending) = (
-                    sum(totals.newCustomersByDay), periodSum[.trials], periodSum[.converted], sum(totals.pendingByDay)
-                )
-                values.append([
-                    Double(customers), Double(trials), Double(converted), Double(pending), Double(trials &- converted &- pending),
-                    Self.rate(trials, customers), Self.rate(converted, trials),
-                ])
-            }
-            before = after
+            before = sums.after
+            // A period not begun has no values.
+            let values = period.startMs > settings.nowMs ? columns.map { _ in nil } : point(sums, totals, settings)
+            points.append(ChartSeries.Row(period: period.start, values: values))
         }
-        // A period not begun has no values.
-        let rowsOut = zip(range.periods, values).map { period, values in
-            ChartSeries.Row(period: period.start, values: period.startMs > settings.nowMs ? values.map { _ in nil } : values)
+        return ChartSeries(kind: self, range: range, rows: points)
+    }
+
+    /// One period's values, in the order of ``columns``.
+    func point(_ sums: PeriodSums, _ totals: ChartTotals, _ settings: ChartSettings) -> [Double?] {
+        let (start, sum, end) = (sums.start, sums.sum, sums.end)
+        switch self {
+        case .revenue: return Self.revenue(sums.during, sum, settings)
+        case .refunds: return [Double(sum[.bought]), Double(sum[.refunded]), Self.rate(sum[.refunded], sum[.bought])]
+        case .mrr:
+            var micros: Int64 = 0
+            var priced: Int64 = 0
+            for (line, metrics) in sums.after {
+                let factor = MonthlyFactor.of(product: line.product, bucket: line.bucket, periods: settings.productPeriods)
+                guard let amount = settings.usdMicros(metrics[.paidMilliDelta], line.currency, times: factor) else { continue }
+                micros &+= amount
+                priced &+= metrics[.paidPricedDelta]
+            }
+            return [Self.dollars(micros), Double(end[.paidDelta]), Double(end[.paidDelta] &- priced)]
+        case .activeSubscriptions: return [Double(end[.paidDelta])]
+        case .activeTrials: return [Double(end[.trialDelta])]
+        case .newCustomers: return [Double(sums.sum(totals.newCustomersByDay))]
+        case .churn:
+            let (active, churned, back) = (start[.paidDelta], sum[.churned], sum[.resubscribed])
+            return [Double(active), Double(churned), Double(back), Self.rate(churned &- back, active)]
+        case .trialConversion:
+            let (customers, trials, converted) = (sums.sum(totals.newCustomersByDay), sum[.trials], sum[.converted])
+            let pending = sums.sum(totals.pendingByDay)
+            return [
+                Double(customers), Double(trials), Double(converted), Double(pending), Double(trials &- converted &- pending),
+                Self.rate(trials, customers), Self.rate(converted, trials),
+            ]
         }
-        return ChartSeries(kind: self, range: range, rows: rowsOut)
     }
 
     /// Revenue and proceeds of a period's days: each day's kept prices in each currency
@@ -172,13 +179,5 @@ extension ChartKind {
             proceeds &+= settings.proceeds(micros, at: ChartDay(daysSince1970: group.day).startMs)
         }
         return [dollars(revenue), dollars(proceeds), Double(sum[.kept]), Double(sum[.kept] &- priced)]
-    }
-}
-
-extension ChartMetrics {
-    func adding(_ other: Self) -> Self {
-        var sum = self
-        sum += other
-        return sum
     }
 }
