@@ -2,7 +2,8 @@
 """The revenue charts against an independent computation (issue 51, acceptance 1).
 
 A seeded generator writes five months of history as RevenueCat's transactions export: customers
-first seen over the months, prices in several currencies (one with no configured rate), free
+first seen over the months, prices in several currencies converted by dated rate tables (the
+yen in neither, the pound only in the older: missing from then on), free
 trials that convert and that lapse, monthly, weekly and yearly subscriptions that renew, lapse
 into a grace period, expire and come back, monthly ones upgraded to yearly partway through a
 month, refunds, family sharing, one-time purchases (all on the App Store's sandbox side, the one
@@ -62,7 +63,11 @@ LOCAL_PRICES = {
     "GBP": {"pro_weekly": "2.49", "pro_monthly": "7.99", "pro_yearly": "49.99", "lifetime": "39.99", "coins_100": "0.89"},
     "JPY": {"pro_weekly": "400", "pro_monthly": "1500", "pro_yearly": "9800", "lifetime": "7000", "coins_100": "160"},
 }
-RATES = {"EUR": 1.08, "GBP": 1.27}
+# The dated rate tables: RATES_BEFORE until this day of the history, then RATES (no yen in either;
+# no pound in the later one: a pound price from that day on is missing, not converted at the old rate).
+RATES_BEFORE = {"EUR": 1.05, "GBP": 1.25}
+RATE_CHANGE_DAY = 45
+RATES = {"EUR": 1.08}
 COMMISSION = 0.15
 # The app leaves the Small Business Program on this day of the history (`commissionChanges`).
 COMMISSION_CHANGE_DAY = 75
@@ -256,9 +261,20 @@ def round_away(value):
     return int(floor + 1 if value - floor >= 0.5 else floor) if value >= 0 else -round_away(-value)
 
 
-def usd_micros(milli, currency, factor=1.0):
-    """`milli` thousandths of `currency` in micro-dollars, rounded; None without a rate."""
-    rate = 1.0 if currency == "USD" else RATES.get(currency)
+RATE_CHANGE_MS = [None]
+
+
+def usd_rate(currency, day_ms):
+    """US dollars per unit on the day starting at `day_ms`: the table of that day (the older one
+    before the change, which is also the oldest); None when that table has none."""
+    if currency == "USD":
+        return 1.0
+    return (RATES_BEFORE if day_ms < RATE_CHANGE_MS[0] else RATES).get(currency)
+
+
+def usd_micros(milli, currency, day_ms, factor=1.0):
+    """`milli` thousandths of `currency` in micro-dollars at `day_ms`'s rate, rounded; None without a rate."""
+    rate = usd_rate(currency, day_ms)
     if rate is None:
         return None
     return round_away(float(milli) * 1000 * rate * factor)
@@ -378,13 +394,13 @@ def expected(chart, transactions, customers, resolution, from_ms, to_ms, now, fi
             sums, priced = {}, 0
             for t in kept:
                 milli = price_milli(t)
-                if milli is not None and usd_micros(0, t["currency"]) is not None:
+                if milli is not None and usd_rate(t["currency"], day_start(t["purchase"])) is not None:
                     key = (day_start(t["purchase"]), t["currency"])
                     sums[key] = sums.get(key, 0) + round_away(float(milli) * kept_share(t))
                     priced += 1
             revenue = proceeds = 0
             for (day, currency), milli in sums.items():
-                micros = usd_micros(milli, currency)
+                micros = usd_micros(milli, currency, day)
                 revenue += micros
                 proceeds += round_away(float(micros) * (1 - commission(day)))
             points.append((label, [dollars(revenue), dollars(proceeds), str(len(kept)), str(len(kept) - priced)]))
@@ -397,10 +413,10 @@ def expected(chart, transactions, customers, resolution, from_ms, to_ms, now, fi
             sums, priced = {}, 0
             for t in active:
                 milli = price_milli(t)
-                if milli is not None and usd_micros(0, t["currency"]) is not None:
+                if milli is not None and usd_rate(t["currency"], day_start(instant)) is not None:
                     sums[(t["currency"], t["product"])] = sums.get((t["currency"], t["product"]), 0) + milli
                     priced += 1
-            total = sum(usd_micros(milli, currency, factor(product)) for (currency, product), milli in sums.items())
+            total = sum(usd_micros(milli, currency, day_start(instant), factor(product)) for (currency, product), milli in sums.items())
             points.append((label, [dollars(total), str(len(active)), str(len(active) - priced)]))
         elif chart == "new_customers":
             points.append((label, [str(sum(1 for seen in customers.values() if start <= seen < end and seen <= now))]))
@@ -458,7 +474,8 @@ def configure(data_dir, change_ms=None):
     app["commissionPercentage"] = COMMISSION
     if change_ms is not None:
         app["commissionChanges"] = [{"from": day_text(change_ms), "percentage": COMMISSION_AFTER}]
-    app["usdExchangeRates"] = {"asOf": "2026-11-01", "usdPerUnit": RATES}
+    app["usdExchangeRateHistory"] = [{"asOf": day_text(RATE_CHANGE_MS[0] - 30 * DAY), "usdPerUnit": RATES_BEFORE}]
+    app["usdExchangeRates"] = {"asOf": day_text(RATE_CHANGE_MS[0]), "usdPerUnit": RATES}
     known = {product["id"]: product for product in app["products"]}
     for ident, (kind, _, period, price) in PRODUCTS.items():
         product = known.get(ident) or {"id": ident, "type": kind, "entitlements": ["pro"] if kind != "consumable" else []}
@@ -557,6 +574,7 @@ def main():
         server.terminate()
         server.wait(timeout=30)
         CHANGE_MS[0] = window_start + COMMISSION_CHANGE_DAY * DAY
+        RATE_CHANGE_MS[0] = window_start + RATE_CHANGE_DAY * DAY
         configure(data, CHANGE_MS[0])
         for name, rows in (("first", history.rows_first), ("late", list(reversed(history.rows_late)))):
             path = os.path.join(data, "%s.csv" % name)

@@ -91,9 +91,11 @@ public struct ChartTransaction: Sendable, Hashable {
 /// What a chart needs besides the records: money settings and product periods from the app's
 /// configuration, and the time of the request.
 public struct ChartSettings: Sendable {
-    /// US dollars per unit of each currency (the configuration's dated table); a currency not in
-    /// it is reported as missing, never guessed. US dollars need no entry.
-    public var usdPerUnit: [String: Double]
+    /// US dollars per unit of each currency, by the instant each table applies from, oldest
+    /// first (the configuration's dated tables): a day takes the last table from on or before it
+    /// (the oldest for days before any). A currency not in a day's table is reported as missing,
+    /// never guessed. US dollars need no entry.
+    public var rateTables: [(fromMs: Int64, usdPerUnit: [String: Double])]
     /// The store's commission as a fraction of the price (0.3 when unset), before the first of
     /// ``commissionChanges``.
     public var commission: Double
@@ -106,19 +108,24 @@ public struct ChartSettings: Sendable {
     public var nowMs: Int64
 
     public init(usdPerUnit: [String: Double], commission: Double, productPeriods: [String: String], nowMs: Int64) {
-        self.usdPerUnit = usdPerUnit
+        rateTables = [(.min, usdPerUnit)]
         self.commission = commission
         self.productPeriods = productPeriods
         self.nowMs = nowMs
     }
 
-    /// Whether `currency` has a rate in dollars (US dollars need none).
-    func hasRate(_ currency: String) -> Bool { currency == "USD" || usdPerUnit[currency] != nil }
+    /// US dollars per unit of `currency` on `day` (days since 1970); nil when that day's table has
+    /// no rate for it.
+    func rate(_ currency: String, onDay day: Int64) -> Double? {
+        guard currency != "USD" else { return 1 }
+        let instant = ChartDay(daysSince1970: day).startMs
+        return (rateTables.last { $0.fromMs <= instant } ?? rateTables.first)?.usdPerUnit[currency]
+    }
 
-    /// `milliunits` of `currency` times `factor` in millionths of a US dollar, rounded to the
-    /// nearest (held at Int64's limits); nil when the currency has no rate.
-    func usdMicros(_ milliunits: Int64, _ currency: String, times factor: Double = 1) -> Int64? {
-        guard let rate = currency == "USD" ? 1 : usdPerUnit[currency] else { return nil }
+    /// `milliunits` of `currency` times `factor` in millionths of a US dollar at `day`'s rate,
+    /// rounded to the nearest (held at Int64's limits); nil when the currency has no rate that day.
+    func usdMicros(_ milliunits: Int64, _ currency: String, onDay day: Int64, times factor: Double = 1) -> Int64? {
+        guard let rate = rate(currency, onDay: day) else { return nil }
         let micros = (Double(milliunits) * 1000 * rate * factor).rounded()
         guard micros.isFinite else { return nil }
         return micros >= 9.2e18 ? .max : micros <= -9.2e18 ? .min : Int64(micros)

@@ -86,6 +86,8 @@ struct PeriodSums {
     }
 
     var days: Range<Int64>
+    /// The day of the instant a snapshot is of: the period's last, or today's while it runs.
+    var snapshotDay: Int64
     var during: [ChartTotals.Row] = []
     var before: [Line: ChartMetrics]
     var after: [Line: ChartMetrics] = [:]
@@ -102,11 +104,13 @@ extension ChartKind {
     /// The chart for the periods of `range` from `totals`.
     public func series(_ totals: ChartTotals, range: ChartRange, settings: ChartSettings) -> ChartSeries {
         let rows = totals.rows.sorted { $0.day < $1.day }
+        let today = ChartDay(milliseconds: settings.nowMs).daysSince1970
         var next = 0
         var before: [PeriodSums.Line: ChartMetrics] = [:]
         var points: [ChartSeries.Row] = []
         for period in range.periods {
-            var sums = PeriodSums(days: period.start.daysSince1970..<ChartDay(milliseconds: period.endMs).daysSince1970, before: before)
+            let days = period.start.daysSince1970..<ChartDay(milliseconds: period.endMs).daysSince1970
+            var sums = PeriodSums(days: days, snapshotDay: min(days.upperBound - 1, today), before: before)
             while next < rows.count && rows[next].day < sums.days.upperBound {
                 let row = rows[next]
                 let line = PeriodSums.Line(product: row.product, currency: row.currency, bucket: row.bucket)
@@ -136,7 +140,9 @@ extension ChartKind {
             var priced: Int64 = 0
             for (line, metrics) in sums.after {
                 let factor = MonthlyFactor.of(product: line.product, bucket: line.bucket, periods: settings.productPeriods)
-                guard let amount = settings.usdMicros(metrics[.paidMilliDelta], line.currency, times: factor) else { continue }
+                guard let amount = settings.usdMicros(metrics[.paidMilliDelta], line.currency, onDay: sums.snapshotDay, times: factor) else {
+                    continue
+                }
                 micros &+= amount
                 priced &+= metrics[.paidPricedDelta]
             }
@@ -167,14 +173,14 @@ extension ChartKind {
         }
         var milliunits: [DayCurrency: Int64] = [:]
         var priced: Int64 = 0
-        for row in during where settings.hasRate(row.currency) {
+        for row in during where settings.rate(row.currency, onDay: row.day) != nil {
             milliunits[DayCurrency(day: row.day, currency: row.currency), default: 0] &+= row.metrics[.keptMilli]
             priced &+= row.metrics[.keptPriced]
         }
         var revenue: Int64 = 0
         var proceeds: Int64 = 0
         for (group, amount) in milliunits {
-            guard let micros = settings.usdMicros(amount, group.currency) else { continue }
+            guard let micros = settings.usdMicros(amount, group.currency, onDay: group.day) else { continue }
             revenue &+= micros
             proceeds &+= settings.proceeds(micros, at: ChartDay(daysSince1970: group.day).startMs)
         }

@@ -146,7 +146,9 @@ public struct WebhookEvent: Sendable, Hashable {
             priceMilli = signed
             if transaction.currency == "USD" {
                 priceUSDMilli = signed
-            } else if let currency = transaction.currency, let rate = app.usdExchangeRates?.usdPerUnit[currency] {
+            } else if let currency = transaction.currency,
+                let rate = app.usdPerUnit(currency, atMilliseconds: transaction.purchasedAtMs ?? now.epochMilliseconds)
+            {
                 priceUSDMilli = Int64(clamping: (Double(signed) * rate).rounded())
             }
         }

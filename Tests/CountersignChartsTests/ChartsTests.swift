@@ -171,6 +171,32 @@ struct ChartsTests {
         #expect(rows[0].values == [30, 22.5, 3, 0])
     }
 
+    @Test("Exchange rates by day: a price takes its day's table, a snapshot its instant's; a currency missing from that day's table is missing")
+    func ratesByDay() {
+        let early = Self.subscription("a", start: Self.march + 2 * Self.day, price: 10_000, currency: "EUR")
+        let late = Self.subscription("b", start: Self.march + 12 * Self.day, price: 10_000, currency: "EUR")
+        let pounds = Self.subscription("c", start: Self.march + 13 * Self.day, price: 10_000, currency: "GBP")
+        var settings = Self.settings(now: Self.march + 40 * Self.day)
+        // EUR at 1.0 (and GBP at 1.25) from March 1st; EUR at 2.0 from March 10th, GBP not in it.
+        settings.rateTables = [(Self.march, ["EUR": 1.0, "GBP": 1.25]), (Self.march + 9 * Self.day, ["EUR": 2.0])]
+        let range = ChartRange(from: ChartDay("2026-03-01")!, to: ChartDay("2026-03-31")!, resolution: .month)
+        let revenue = ChartKind.revenue.series(
+            transactions: [early, late, pounds], customersFirstSeenMs: [], range: range, filter: ChartFilter(), settings: settings
+        ).rows
+        // 10 × 1.0 + 10 × 2.0; the pound purchase is on a day whose table has no pound.
+        #expect(revenue[0].values == [30, 21, 3, 1])
+        // At the month's last instant both euro subscriptions are active, at that day's rate.
+        let mrr = ChartKind.mrr.series(
+            transactions: [early, late, pounds], customersFirstSeenMs: [], range: range, filter: ChartFilter(), settings: settings
+        ).rows
+        #expect(mrr[0].values == [40, 3, 1])
+        // Before the first table, the first applies.
+        settings.rateTables = [(Self.march + 20 * Self.day, ["EUR": 1.5])]
+        let before = ChartKind.revenue.series(
+            transactions: [early], customersFirstSeenMs: [], range: range, filter: ChartFilter(), settings: settings)
+        #expect(before.rows[0].values == [15, 10.5, 1, 0])
+    }
+
     @Test("Refund rate: trials are not transactions; the refunded count where the transaction was")
     func refunds() {
         let refunded = Self.subscription("r", start: Self.march + 3 * Self.day, revoked: Self.march + 45 * Self.day)

@@ -78,4 +78,39 @@ struct ConfigurationFileTests {
             }
         }
     }
+
+    static func withRates(_ fields: String) -> Data {
+        Data(#"{"apps":[\#(app.replacingOccurrences(of: #""transferBehavior""#, with: #"\#(fields),"transferBehavior""#))]}"#.utf8)
+    }
+
+    @Test("exchange rates by day: each table from its day until the next; a bad day, rate or order is refused")
+    func exchangeRateHistory() throws {
+        let app = try DeploymentConfiguration.decode(
+            Self.withRates(
+                #""usdExchangeRateHistory":[{"asOf":"2026-01-01","usdPerUnit":{"EUR":1.1,"GBP":1.3}}],"usdExchangeRates":{"asOf":"2026-07-01","usdPerUnit":{"EUR":1.2}}"#
+            ), source: "test"
+        ).apps[0]
+        let january = Int64(1_767_225_600_000)  // 2026-01-01T00:00:00Z
+        let july = january + 181 * 86_400_000
+        #expect(app.usdPerUnit("EUR", atMilliseconds: january - 1) == 1.1, "before every table, the oldest")
+        #expect(app.usdPerUnit("EUR", atMilliseconds: july - 1) == 1.1 && app.usdPerUnit("GBP", atMilliseconds: july - 1) == 1.3)
+        #expect(app.usdPerUnit("EUR", atMilliseconds: july) == 1.2)
+        #expect(app.usdPerUnit("GBP", atMilliseconds: july) == nil, "missing from the table of its day: missing, not the older rate")
+        for (fields, message) in [
+            (#""usdExchangeRateHistory":[{"asOf":"2026-13-01","usdPerUnit":{"EUR":1.1}}]"#, "must be a day"),
+            (#""usdExchangeRateHistory":[{"asOf":"2026-01-01","usdPerUnit":{"EUR":-1}}]"#, "positive rate"),
+            (#""usdExchangeRateHistory":[{"asOf":"2026-01-01","usdPerUnit":{"euro":1}}]"#, "positive rate"),
+            (
+                #""usdExchangeRateHistory":[{"asOf":"2026-07-01","usdPerUnit":{}}],"usdExchangeRates":{"asOf":"2026-01-01","usdPerUnit":{}}"#,
+                "in order"
+            ),
+            (#""usdExchangeRateHistory":[{"asOf":"2026-07-01","usdPerUnit":{}},{"asOf":"2026-07-01","usdPerUnit":{}}]"#, "in order"),
+        ] {
+            #expect {
+                _ = try DeploymentConfiguration.decode(Self.withRates(fields), source: "test")
+            } throws: { error in
+                "\(error)".contains(message)
+            }
+        }
+    }
 }

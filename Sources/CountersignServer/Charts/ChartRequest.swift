@@ -89,8 +89,9 @@ struct ChartRequest: Sendable, Hashable {
         var periods: [String: String] = [:]
         for product in app.products { periods[product.id] = product.subscriptionPeriod }
         var settings = ChartSettings(
-            usdPerUnit: app.usdExchangeRates?.usdPerUnit ?? [:], commission: app.commissionPercentage ?? AppConfiguration.standardCommission,
+            usdPerUnit: [:], commission: app.commissionPercentage ?? AppConfiguration.standardCommission,
             productPeriods: periods, nowMs: now.epochMilliseconds)
+        settings.rateTables = app.exchangeRateTables.map { ($0.fromMilliseconds, $0.usdPerUnit) }
         settings.commissionChanges = (app.commissionChanges ?? []).compactMap { change in
             change.fromMilliseconds.map { ($0, change.percentage) }
         }

@@ -42,6 +42,10 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
     /// US dollars per unit of each currency, as of a date the operator chose: webhook events'
     /// `price` (in USD). Never fetched at run time; a currency missing here gives a null `price`.
     public var usdExchangeRates: ExchangeRates?
+    /// Earlier tables of rates, oldest first: each applies from its `asOf` day until the next
+    /// one's, and ``usdExchangeRates`` from its own day on. A price is converted at the table of
+    /// its day (the oldest for days before any); a currency missing from that table is missing.
+    public var usdExchangeRateHistory: [ExchangeRates]?
     /// How the server answers Apple's `CONSUMPTION_REQUEST` (a customer asked Apple for a
     /// refund); not answered when unset. Needs ``inAppPurchaseKey`` (docs/webhooks.md, "Refund
     /// requests").
@@ -84,6 +88,33 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
             self.asOf = asOf
             self.usdPerUnit = usdPerUnit
         }
+
+        /// The first instant of its `asOf` day; nil for one that is not a day.
+        public var fromMilliseconds: Int64? { AppConfiguration.dayStart(asOf) }
+    }
+
+    /// Every table of rates, oldest first (``usdExchangeRateHistory``, then ``usdExchangeRates``),
+    /// each with the instant it applies from.
+    public var exchangeRateTables: [(fromMilliseconds: Int64, usdPerUnit: [String: Double])] {
+        ((usdExchangeRateHistory ?? []) + (usdExchangeRates.map { [$0] } ?? [])).compactMap { table in
+            table.fromMilliseconds.map { ($0, table.usdPerUnit) }
+        }
+    }
+
+    /// US dollars per unit of `currency` at `milliseconds`: from the table of its day; nil when
+    /// that table has none.
+    public func usdPerUnit(_ currency: String, atMilliseconds milliseconds: Int64) -> Double? {
+        let tables = exchangeRateTables
+        return (tables.last { $0.fromMilliseconds <= milliseconds } ?? tables.first)?.usdPerUnit[currency]
+    }
+
+    /// The first instant of a `YYYY-MM-DD` day (UTC) in milliseconds since 1970; nil for anything
+    /// else.
+    static func dayStart(_ day: String) -> Int64? {
+        guard day.wholeMatch(of: /[0-9]{4}-[0-9]{2}-[0-9]{2}/) != nil, let date = ISO8601DateFormatter().date(from: day + "T00:00:00Z") else {
+            return nil
+        }
+        return Int64(date.timeIntervalSince1970) * 1000
     }
 
     /// Apple's standard commission.
@@ -103,12 +134,7 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
 
         /// The first instant it applies to, in milliseconds since 1970; nil for a `from` that is
         /// not a day.
-        public var fromMilliseconds: Int64? {
-            guard from.wholeMatch(of: /[0-9]{4}-[0-9]{2}-[0-9]{2}/) != nil,
-                let date = ISO8601DateFormatter().date(from: from + "T00:00:00Z")
-            else { return nil }
-            return Int64(date.timeIntervalSince1970) * 1000
-        }
+        public var fromMilliseconds: Int64? { AppConfiguration.dayStart(from) }
     }
 
     /// The commission on a purchase made `milliseconds` after 1970: the last change from on or
@@ -430,13 +456,21 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
                     }
                     previous = from
                 }
-                if let rates = app.usdExchangeRates {
-                    guard rates.asOf.wholeMatch(of: /[0-9]{4}-[0-9]{2}-[0-9]{2}/) != nil else {
-                        throw ConfigurationError("app '\(app.id)': usdExchangeRates.asOf must be a day like 2026-11-01")
+                var lastRates: Int64?
+                let tables =
+                    (app.usdExchangeRateHistory ?? []).map { ("usdExchangeRateHistory", $0) }
+                    + (app.usdExchangeRates.map { [("usdExchangeRates", $0)] } ?? [])
+                for (name, rates) in tables {
+                    guard let from = rates.fromMilliseconds else {
+                        throw ConfigurationError("app '\(app.id)': \(name) asOf must be a day like 2026-11-01")
                     }
-                    for (currency, rate) in rates.usdPerUnit where currency.wholeMatch(of: /[A-Z]{3}/) == nil || !rate.isFinite || rate <= 0 {
+                    guard lastRates.map({ $0 < from }) ?? true else {
                         throw ConfigurationError(
-                            "app '\(app.id)': usdExchangeRates.usdPerUnit['\(currency)'] must be a positive rate for an ISO 4217 code")
+                            "app '\(app.id)': usdExchangeRateHistory must be in order of their asOf days, each day once and before usdExchangeRates'")
+                    }
+                    lastRates = from
+                    for (currency, rate) in rates.usdPerUnit where currency.wholeMatch(of: /[A-Z]{3}/) == nil || !rate.isFinite || rate <= 0 {
+                        throw ConfigurationError("app '\(app.id)': \(name) usdPerUnit['\(currency)'] must be a positive rate for an ISO 4217 code")
                     }
                 }
                 try app.entitlementTokens?.validate(app: app.id)
