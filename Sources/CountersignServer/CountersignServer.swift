@@ -263,7 +263,7 @@ public struct CountersignServer: Sendable {
                 ConsumptionAnswerService(
                     store: store, storeAPI: storeAPI, deployment: deployment, interval: configuration.consumptionAnswerInterval,
                     now: configuration.now, logger: logger),
-                ChartTotalsService(store: store, interval: configuration.chartRefreshInterval, logger: logger),
+                ChartTotalsService(store: store, interval: configuration.chartRefreshInterval, now: configuration.now, logger: logger),
             ],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger

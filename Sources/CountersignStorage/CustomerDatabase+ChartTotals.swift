@@ -2,21 +2,25 @@ import CountersignCharts
 import Foundation
 
 /// The revenue charts' kept sums. Each write to what a chart reads (a transaction, a renewal
-/// state, an owner, a customer) marks its subscription or customer, by trigger (migration 24).
-/// ``refreshChartTotals(limit:)`` takes marks and, for each customer they touch (and each
-/// subscription no customer owns), recomputes its events from its records, takes its old events
-/// out of the daily sums and puts the new ones in. A chart then reads a few rows a day
-/// (``chartTotals(app:filter:throughDay:nowMs:)``) instead of every transaction, and is still
-/// a function of the records: the same numbers as ``ChartTotals/init(events:filter:throughDay:nowMs:)``
+/// state, an owner, a customer) marks its subscription or customer, by trigger (migration 24;
+/// an owner's change marks the customer it left too). ``refreshChartTotals(limit:now:)`` takes
+/// marks and, for each customer they touch (and each subscription no customer owns), recomputes
+/// its events from its records, and moves the daily sums by the difference from the events kept
+/// for it (`chart_units`, one text value a customer). A chart then reads a few rows a day
+/// (``chartTotals(app:filter:throughDay:nowMs:)``) instead of every transaction, and is still a
+/// function of the records: the same numbers as ``ChartTotals/init(events:filter:throughDay:nowMs:)``
 /// over every event, which the tests and `scripts/chart-check.py` hold it to.
 extension CustomerDatabase {
-    /// What one refresh takes at most: the writer is held this long, a few milliseconds.
+    /// What one refresh takes at most: the writer is held for this many customers' records.
     public static let chartMarksPerRefresh = 256
+    /// How far before the refresh's `now` an event is still kept apart as upcoming: servers'
+    /// clocks may differ by this much.
+    static let upcomingMargin: Int64 = 3_600_000
 
     /// Moves the sums for up to `limit` marks, in one transaction (two servers take turns);
     /// returns how many marks it took: 0 when the sums are up to date.
     @discardableResult
-    public func refreshChartTotals(limit: Int = chartMarksPerRefresh) async throws -> Int {
+    public func refreshChartTotals(limit: Int = chartMarksPerRefresh, now: Date = Date()) async throws -> Int {
         try await database.transaction { sql in
             try await sql.run("UPDATE chart_refresh SET passes = passes + 1 WHERE id = 1")
             let marks = try await sql.all(
@@ -28,16 +32,17 @@ extension CustomerDatabase {
             for (app, marked) in Dictionary(grouping: marks, by: \.app) {
                 let chains = marked.filter { $0.kind == "chain" }.map(\.id)
                 var units = Set(marked.filter { $0.kind == "customer" }.map { Unit.customer($0.id) })
-                try await units.formUnion(Self.chartUnits(ofChains: chains, app: app, sql))
-                try await Self.recomputeChartUnits(Array(units), app: app, sql)
+                units.formUnion(chains.map(Unit.chain))
+                try await units.formUnion(Self.owners(ofChains: chains, app: app, sql).map(Unit.customer))
+                try await Self.recomputeChartUnits(Array(units), app: app, upcomingFromMs: now.epochMilliseconds - Self.upcomingMargin, sql)
             }
             return marks.count
         }
     }
 
     /// Brings the sums up to date with every mark made so far.
-    public func refreshChartTotalsFully() async throws {
-        while try await refreshChartTotals() > 0 {}
+    public func refreshChartTotalsFully(now: Date = Date()) async throws {
+        while try await refreshChartTotals(now: now) > 0 {}
     }
 
     /// Whose events a subscription's are: its owner's, or its own when no customer owns it.
@@ -51,39 +56,70 @@ extension CustomerDatabase {
             case .chain(let id): "chain:" + id
             }
         }
-
-        init?(text: String) {
-            if text.hasPrefix("customer:") {
-                self = .customer(String(text.dropFirst(9)))
-            } else if text.hasPrefix("chain:") {
-                self = .chain(String(text.dropFirst(6)))
-            } else {
-                return nil
-            }
-        }
     }
 
-    /// The units `chains` belong to now, and those whose events held them before (a transfer
-    /// moves a subscription's events from one customer to another).
-    private static func chartUnits(ofChains chains: [String], app: String, _ sql: any SQLExecutor) async throws -> Set<Unit> {
+    /// The customers that own `chains` now.
+    private static func owners(ofChains chains: [String], app: String, _ sql: any SQLExecutor) async throws -> [String] {
         guard !chains.isEmpty else { return [] }
-        var owners: [String: String] = [:]
-        try await sql.query(
+        return try await sql.all(
             """
-            SELECT original_transaction_id, app_user_id FROM purchase_owners \
+            SELECT app_user_id FROM purchase_owners \
             WHERE app_id = \(bind: app) AND original_transaction_id IN (\(binds: chains)) AND app_user_id IS NOT NULL
             """
-        ) { row in owners[try row.string("original_transaction_id")] = try row.string("app_user_id") }
-        var units = Set(chains.map { chain in owners[chain].map(Unit.customer) ?? .chain(chain) })
-        try await sql.query("SELECT DISTINCT unit FROM chart_events WHERE app_id = \(bind: app) AND chain IN (\(binds: chains))") { row in
-            if let unit = Unit(text: try row.string("unit")) { units.insert(unit) }
-        }
-        return units
+        ) { row in try row.string("app_user_id") }
     }
 
-    /// Recomputes the events of `units` and moves the sums by what changed.
-    private static func recomputeChartUnits(_ units: [Unit], app: String, _ sql: any SQLExecutor) async throws {
+    /// Recomputes the events of `units` from their records, keeps them, and moves the sums by
+    /// the difference from those kept before. Events at or after `upcomingFromMs` (and trials
+    /// still pending then) are also kept apart by time, for the reads of today and of pending
+    /// trials.
+    private static func recomputeChartUnits(_ units: [Unit], app: String, upcomingFromMs: Int64, _ sql: any SQLExecutor) async throws {
         guard !units.isEmpty else { return }
+        let fresh = try await chartEvents(of: units, app: app, sql)
+        let texts = units.map(\.text)
+        var kept: [String: String] = [:]
+        try await sql.query("SELECT unit, events FROM chart_units WHERE app_id = \(bind: app) AND unit IN (\(binds: texts))") { row in
+            kept[try row.string("unit")] = try row.string("events")
+        }
+        var change: [ChartKey: ChartMetrics] = [:]
+        var changed: [(unit: String, text: String, events: [ChartEvent])] = []
+        for unit in units {
+            let events = fresh[unit] ?? []
+            let text = ChartEventText.encode(events)
+            guard text != kept[unit.text] ?? "" else { continue }
+            for event in try ChartEventText.decode(kept[unit.text] ?? "") { change[event.key, default: ChartMetrics()] -= event.metrics }
+            for event in events { change[event.key, default: ChartMetrics()] += event.metrics }
+            changed.append((unit.text, text, events))
+        }
+        guard !changed.isEmpty else { return }
+        let names = changed.map(\.unit)
+        try await sql.run("DELETE FROM chart_upcoming WHERE app_id = \(bind: app) AND unit IN (\(binds: names))")
+        try await sql.run("DELETE FROM chart_units WHERE app_id = \(bind: app) AND unit IN (\(binds: names))")
+        let stored = changed.filter { !$0.text.isEmpty }.map { [SQLValue.text(app), .text($0.unit), .text($0.text)] }
+        for chunk in chunks(stored, of: 128) {
+            try await sql.run("INSERT INTO chart_units (app_id, unit, events) VALUES \(SQLStatement.rows(chunk))")
+        }
+        var upcoming: [[SQLValue]] = []
+        for (unit, _, events) in changed {
+            for (ordinal, event) in events.enumerated()
+            where event.atMs >= upcomingFromMs || (event.pendingUntilMs ?? .min) >= upcomingFromMs {
+                upcoming.append(
+                    [.text(app), .text(unit), .integer(Int64(ordinal)), .integer(event.atMs)] + keyValues(event.key)
+                        + event.metrics.values.map { .integer($0) } + [.integer(event.pendingFromMs), .integer(event.pendingUntilMs)])
+            }
+        }
+        for chunk in chunks(upcoming, of: 64) {
+            try await sql.run(
+                """
+                INSERT INTO chart_upcoming (app_id, unit, ordinal, at_ms, \(raw: keyColumns), \(raw: metricColumns.joined(separator: ", ")), \
+                pending_from_ms, pending_until_ms) VALUES \(SQLStatement.rows(chunk))
+                """)
+        }
+        try await addToChartTotals(change.filter { !$0.value.isZero }, app: app, sql)
+    }
+
+    /// The events of each of `units`, from their records now.
+    private static func chartEvents(of units: [Unit], app: String, _ sql: any SQLExecutor) async throws -> [Unit: [ChartEvent]] {
         var customers: [String] = []
         var chains: [String] = []
         for unit in units {
@@ -93,6 +129,7 @@ extension CustomerDatabase {
             }
         }
         var transactions: [Unit: [ChartTransaction]] = [:]
+        var firstSeen: [String: Int64] = [:]
         if !customers.isEmpty {
             let owned: SQLStatement = """
                 p.original_transaction_id IN (SELECT original_transaction_id FROM purchase_owners \
@@ -100,6 +137,11 @@ extension CustomerDatabase {
                 """
             for transaction in try await readChartTransactions(app: app, owned, sql) {
                 if let owner = transaction.owner { transactions[.customer(owner), default: []].append(transaction) }
+            }
+            try await sql.query(
+                "SELECT app_user_id, first_seen_ms FROM customers WHERE app_id = \(bind: app) AND app_user_id IN (\(binds: customers))"
+            ) {
+                row in firstSeen[try row.string("app_user_id")] = try row.int64("first_seen_ms")
             }
         }
         if !chains.isEmpty {
@@ -109,36 +151,21 @@ extension CustomerDatabase {
                 transactions[.chain(transaction.originalTransactionId), default: []].append(transaction)
             }
         }
-        var firstSeen: [String: Int64] = [:]
-        if !customers.isEmpty {
-            try await sql.query(
-                "SELECT app_user_id, first_seen_ms FROM customers WHERE app_id = \(bind: app) AND app_user_id IN (\(binds: customers))"
-            ) {
-                row in firstSeen[try row.string("app_user_id")] = try row.int64("first_seen_ms")
-            }
-        }
-        var fresh: [(unit: String, event: ChartEvent)] = []
+        var events: [Unit: [ChartEvent]] = [:]
         for unit in units {
-            var events: [ChartEvent]
             switch unit {
             case .customer(let id):
-                events = ChartEvent.of(transactions[unit] ?? [], firstSeenMs: firstSeen[id])
-                if let seen = firstSeen[id] { events.append(.customer(firstSeenMs: seen)) }
+                events[unit] =
+                    ChartEvent.of(transactions[unit] ?? [], firstSeenMs: firstSeen[id]) + (firstSeen[id].map { [.customer(firstSeenMs: $0)] } ?? [])
             case .chain:
-                events = ChartEvent.of(transactions[unit] ?? [], firstSeenMs: nil)
+                events[unit] = ChartEvent.of(transactions[unit] ?? [], firstSeenMs: nil)
             }
-            fresh += events.map { (unit.text, $0) }
         }
-        let texts = units.map(\.text)
-        var change: [ChartKey: ChartMetrics] = [:]
-        try await sql.query("SELECT * FROM chart_events WHERE app_id = \(bind: app) AND unit IN (\(binds: texts))") { row in
-            let event = try chartEvent(row)
-            change[event.key, default: ChartMetrics()] -= event.metrics
-        }
-        for (_, event) in fresh { change[event.key, default: ChartMetrics()] += event.metrics }
-        try await sql.run("DELETE FROM chart_events WHERE app_id = \(bind: app) AND unit IN (\(binds: texts))")
-        try await insertChartEvents(fresh, app: app, sql)
-        try await addToChartTotals(change.filter { !$0.value.isZero }, app: app, sql)
+        return events
+    }
+
+    private static func chunks<T>(_ values: [T], of size: Int) -> [ArraySlice<T>] {
+        stride(from: 0, to: values.count, by: size).map { values[$0..<min($0 + size, values.count)] }
     }
 
     private static let keyColumns = "day, product_id, environment, country, currency, bucket"
@@ -148,32 +175,12 @@ extension CustomerDatabase {
         [.integer(key.day), .text(key.product), .text(key.environment), .text(key.country), .text(key.currency), .integer(Int64(key.bucket))]
     }
 
-    private static func insertChartEvents(_ events: [(unit: String, event: ChartEvent)], app: String, _ sql: any SQLExecutor) async throws {
-        var ordinals: [String: Int64] = [:]
-        let numbered = events.map { unit, event in
-            defer { ordinals[unit, default: 0] += 1 }
-            return (unit, event, ordinals[unit, default: 0])
-        }
-        for chunk in stride(from: 0, to: numbered.count, by: 64).map({ numbered[$0..<min($0 + 64, numbered.count)] }) {
-            let rows: [[SQLValue]] = chunk.map { unit, event, ordinal in
-                [.text(app), .text(unit), .text(event.chain), .integer(event.atMs)] + keyValues(event.key) + event.metrics.values.map { .integer($0) }
-                    + [.integer(event.pendingFromMs), .integer(event.pendingUntilMs), .integer(ordinal)]
-            }
-            try await sql.run(
-                """
-                INSERT INTO chart_events (app_id, unit, chain, at_ms, \(raw: keyColumns), \(raw: metricColumns.joined(separator: ", ")), \
-                pending_from_ms, pending_until_ms, ordinal) VALUES \(SQLStatement.rows(rows))
-                """)
-        }
-    }
-
     /// Adds `change` to the daily sums. A sum is a 64-bit integer on both databases: a price
     /// counts as money only up to a billion units (``ChartEvent``), so a day's sum passes
     /// Int64's limit only after nine million such purchases in one day, product and country.
     private static func addToChartTotals(_ change: [ChartKey: ChartMetrics], app: String, _ sql: any SQLExecutor) async throws {
-        let changes = Array(change)
         let sums = metricColumns.map { "\($0) = chart_totals.\($0) + excluded.\($0)" }.joined(separator: ", ")
-        for chunk in stride(from: 0, to: changes.count, by: 64).map({ changes[$0..<min($0 + 64, changes.count)] }) {
+        for chunk in chunks(Array(change), of: 64) {
             let rows: [[SQLValue]] = chunk.map { key, metrics in [.text(app)] + keyValues(key) + metrics.values.map { .integer($0) } }
             try await sql.run(
                 """
@@ -193,10 +200,10 @@ extension CustomerDatabase {
         ChartMetrics(values: try metricColumns.map { try row.int64($0) })
     }
 
-    private static func chartEvent(_ row: any StoredRow) throws -> ChartEvent {
+    private static func upcomingEvent(_ row: any StoredRow) throws -> ChartEvent {
         ChartEvent(
-            atMs: try row.int64("at_ms"), chain: try row.string("chain"), key: try chartKey(row), metrics: try chartMetrics(row),
-            pendingFromMs: try row.integer("pending_from_ms"), pendingUntilMs: try row.integer("pending_until_ms"))
+            atMs: try row.int64("at_ms"), chain: "", key: try chartKey(row),
+            metrics: try chartMetrics(row), pendingFromMs: try row.integer("pending_from_ms"), pendingUntilMs: try row.integer("pending_until_ms"))
     }
 
     /// What a chart of `app` reads for days up to `throughDay`, at `nowMs`, from the kept sums
@@ -232,12 +239,12 @@ extension CustomerDatabase {
         // Today's events after now, taken back out.
         let later = try await database.report(
             """
-            SELECT * FROM chart_events WHERE app_id = \(bind: app) AND at_ms > \(bind: nowMs) \
+            SELECT * FROM chart_upcoming WHERE app_id = \(bind: app) AND at_ms > \(bind: nowMs) \
             AND at_ms < \(bind: ChartDay(daysSince1970: lastDay + 1).startMs) AND day <= \(bind: lastDay)
             """, into: [ChartEvent]()
-        ) { events, row in events.append(try Self.chartEvent(row)) }
+        ) { events, row in events.append(try Self.upcomingEvent(row)) }
         for event in later {
-            if event.chain.isEmpty {
+            if event.key.product.isEmpty {
                 customers[event.key.day, default: 0] &-= event.metrics[.newCustomers]
             } else if filter.admits(event.key) {
                 let key = event.key
@@ -246,7 +253,7 @@ extension CustomerDatabase {
         }
         let pending = try await database.report(
             """
-            SELECT day, COUNT(*) AS pending FROM chart_events WHERE app_id = \(bind: app) AND pending_until_ms > \(bind: nowMs) \
+            SELECT day, COUNT(*) AS pending FROM chart_upcoming WHERE app_id = \(bind: app) AND pending_until_ms > \(bind: nowMs) \
             AND pending_from_ms <= \(bind: nowMs) AND at_ms <= \(bind: nowMs) AND day <= \(bind: lastDay)\(conditions) GROUP BY day
             """, into: [Int64: Int64]()
         ) { days, row in days[try row.int64("day")] = try row.int64("pending") }
@@ -256,7 +263,7 @@ extension CustomerDatabase {
 
 extension SQLStatement {
     /// `($1, $2), ($3, $4)`: rows of values for `INSERT … VALUES`.
-    static func rows(_ rows: [[SQLValue]]) -> SQLStatement {
+    static func rows(_ rows: some Collection<[SQLValue]>) -> SQLStatement {
         var text = ""
         var values: [SQLValue] = []
         for (index, row) in rows.enumerated() {

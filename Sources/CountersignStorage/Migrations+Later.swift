@@ -214,20 +214,21 @@ extension Migrations {
     /// The columns of a chart sum, in ``ChartMetrics/Field`` order.
     static let chartMetricColumns = ChartMetrics.Field.allCases.map(\.column)
 
-    /// The events are found by customer, by subscription, by time and by pending trial: keys
-    /// made with the table (an event's place among its customer's makes each unique), because an
-    /// index created apart left SQLite re-preparing the writer's `BEGIN` on every later purchase
-    /// (PurchaseRecordingTests, "prepared once, never again"; as at versions 11 and 21).
+    /// A customer's events are kept as one text value (`ChartEventText`); those still to come
+    /// when they were computed (and pending trials) also apart, found by time and by a trial's
+    /// end: keys made with the table (an event's place among its customer's makes each unique),
+    /// because an index created apart left SQLite re-preparing the writer's `BEGIN` on every later
+    /// purchase (PurchaseRecordingTests, "prepared once, never again"; as at versions 11 and 21).
     static let chartTables: [String] = [
         "CREATE TABLE chart_marks (app_id TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (app_id, kind, id))",
+        "CREATE TABLE chart_units (app_id TEXT NOT NULL, unit TEXT NOT NULL, events TEXT NOT NULL, PRIMARY KEY (app_id, unit))",
         """
-        CREATE TABLE chart_events (
-            app_id TEXT NOT NULL, unit TEXT NOT NULL, chain TEXT NOT NULL, at_ms BIGINT NOT NULL, day BIGINT NOT NULL,
+        CREATE TABLE chart_upcoming (
+            app_id TEXT NOT NULL, unit TEXT NOT NULL, ordinal INTEGER NOT NULL, at_ms BIGINT NOT NULL, day BIGINT NOT NULL,
             product_id TEXT NOT NULL, environment TEXT NOT NULL, country TEXT NOT NULL, currency TEXT NOT NULL, bucket INTEGER NOT NULL,
             \(chartMetricColumns.map { "\($0) BIGINT NOT NULL" }.joined(separator: ", ")),
-            pending_from_ms BIGINT, pending_until_ms BIGINT, ordinal INTEGER NOT NULL,
+            pending_from_ms BIGINT, pending_until_ms BIGINT,
             PRIMARY KEY (app_id, unit, ordinal),
-            UNIQUE (app_id, chain, unit, ordinal),
             UNIQUE (app_id, at_ms, unit, ordinal),
             UNIQUE (app_id, pending_until_ms, unit, ordinal)
         )
@@ -254,7 +255,8 @@ extension Migrations {
     }
 
     /// The triggers that mark what a write touched: a subscription (its transactions, renewal
-    /// state or owner) or a customer (created, renamed, first sight changed, deleted).
+    /// state or owner; and the customer an owner's change left) or a customer (created, renamed,
+    /// first sight changed, deleted).
     enum ChartTriggers {
         static let tables: [(table: String, kind: String, column: String, updateOf: String)] = [
             ("purchases", "chain", "original_transaction_id", ""),
@@ -273,10 +275,17 @@ extension Migrations {
                     WHERE NOT EXISTS (SELECT 1 FROM chart_marks WHERE app_id = \(row).app_id AND kind = '\(kind)' AND id = \(row).\(column));
                     """
                 }
+                // An owner's change or removal also marks the customer it left.
+                let left =
+                    table == "purchase_owners"
+                    ? """
+                    INSERT INTO chart_marks (app_id, kind, id) SELECT OLD.app_id, 'customer', OLD.app_user_id WHERE OLD.app_user_id IS NOT NULL \
+                    AND NOT EXISTS (SELECT 1 FROM chart_marks WHERE app_id = OLD.app_id AND kind = 'customer' AND id = OLD.app_user_id);
+                    """ : ""
                 return [
                     "CREATE TRIGGER chart_mark_\(table)_insert AFTER INSERT ON \(table) BEGIN \(mark("NEW")) END",
-                    "CREATE TRIGGER chart_mark_\(table)_update AFTER UPDATE\(updateOf) ON \(table) BEGIN \(mark("OLD")) \(mark("NEW")) END",
-                    "CREATE TRIGGER chart_mark_\(table)_delete AFTER DELETE ON \(table) BEGIN \(mark("OLD")) END",
+                    "CREATE TRIGGER chart_mark_\(table)_update AFTER UPDATE\(updateOf) ON \(table) BEGIN \(mark("OLD")) \(mark("NEW")) \(left) END",
+                    "CREATE TRIGGER chart_mark_\(table)_delete AFTER DELETE ON \(table) BEGIN \(mark("OLD")) \(left) END",
                 ]
             }
         }
@@ -286,10 +295,16 @@ extension Migrations {
                 func mark(_ row: String) -> String {
                     "INSERT INTO chart_marks (app_id, kind, id) VALUES (\(row).app_id, '\(kind)', \(row).\(column)) ON CONFLICT DO NOTHING;"
                 }
+                let left =
+                    table == "purchase_owners"
+                    ? """
+                    IF TG_OP <> 'INSERT' AND OLD.app_user_id IS NOT NULL THEN INSERT INTO chart_marks (app_id, kind, id) \
+                    VALUES (OLD.app_id, 'customer', OLD.app_user_id) ON CONFLICT DO NOTHING; END IF;
+                    """ : ""
                 return [
                     """
                     CREATE FUNCTION chart_mark_\(table)() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
-                    IF TG_OP <> 'INSERT' THEN \(mark("OLD")) END IF; \
+                    IF TG_OP <> 'INSERT' THEN \(mark("OLD")) END IF; \(left) \
                     IF TG_OP <> 'DELETE' THEN \(mark("NEW")) END IF; \
                     RETURN NULL; END $$
                     """,

@@ -81,7 +81,7 @@ struct ChartRequest: Sendable, Hashable {
     /// the kept sums, first brought up to date with every write made so far.
     static func totals(app: AppConfiguration, store: CustomerDatabase, range: ChartRange, filter: ChartFilter, now: Date) async throws -> ChartTotals
     {
-        try await store.refreshChartTotalsFully()
+        try await store.refreshChartTotalsFully(now: now)
         return try await store.chartTotals(app: app.id, filter: filter, throughDay: range.lastDay, nowMs: now.epochMilliseconds)
     }
 

@@ -1,4 +1,5 @@
 import CountersignStorage
+import Foundation
 import Logging
 import ServiceLifecycle
 
@@ -10,13 +11,14 @@ import ServiceLifecycle
 public struct ChartTotalsService: Service {
     let store: CustomerDatabase
     let interval: Duration
+    let now: @Sendable () -> Date
     let logger: Logger
 
     public func run() async throws {
         // Not at once: the first pass waits an interval, as every later one does.
         guard (try? await cancelWhenGracefulShutdown({ try await Task.sleep(for: interval) })) != nil else { return }
         await repeatUntilShutdown(every: interval, "chart sums", logger: logger) {
-            while try await store.refreshChartTotals() > 0 { try Task.checkCancellation() }
+            while try await store.refreshChartTotals(now: now()) > 0 { try Task.checkCancellation() }
         }
     }
 }
