@@ -94,8 +94,26 @@ public struct ChartKey: Sendable, Hashable {
         self.bucket = bucket
     }
 
-    /// The store, as CustomerInfo names it: the test store's environment is its own store.
-    public var store: String { environment == "TestStore" ? "test_store" : "app_store" }
+    /// The store, as CustomerInfo names it.
+    public var store: String { ChartKey.store(of: environment) }
+
+    /// The store of `environment`: the test store's and Stripe's are their own stores.
+    public static func store(of environment: String) -> String {
+        switch environment {
+        case "TestStore": "test_store"
+        case "Stripe", "StripeTest": "stripe"
+        default: "app_store"
+        }
+    }
+
+    /// The environments of `store`.
+    public static func environments(of store: String) -> [String] {
+        switch store {
+        case "test_store": ["TestStore"]
+        case "stripe": ["Stripe", "StripeTest"]
+        default: []
+        }
+    }
 }
 
 /// One thing that happened in the records, at an instant: a purchase, access beginning or ending,

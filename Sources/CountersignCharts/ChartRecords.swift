@@ -73,8 +73,8 @@ public struct ChartTransaction: Sendable, Hashable {
         self.country = country
     }
 
-    /// The store, as CustomerInfo names it: the test store's environment is its own store.
-    public var store: String { environment == "TestStore" ? "test_store" : "app_store" }
+    /// The store, as CustomerInfo names it.
+    public var store: String { ChartKey.store(of: environment) }
     public var isTrial: Bool { periodType == "trial" }
     /// Refunded: revoked and not upgraded away.
     public var isRefunded: Bool { revokedMs != nil && !isUpgraded }
@@ -144,7 +144,7 @@ public struct ChartSettings: Sendable {
 public struct ChartFilter: Sendable, Hashable {
     public var product: String?
     public var environment: String?
-    /// `app_store` or `test_store`.
+    /// `app_store`, `test_store` or `stripe`.
     public var store: String?
     /// ISO 3166-1 alpha-2 (`US`).
     public var country: String?

@@ -186,11 +186,14 @@ public struct WebhookEvent: Sendable, Hashable {
     }
 
     /// RevenueCat's `environment` (PRODUCTION or SANDBOX) and `store` (APP_STORE, or TEST_STORE
-    /// for the built-in test store, whose purchases are sandbox purchases).
+    /// for the built-in test store, whose purchases are sandbox purchases; STRIPE for web
+    /// purchases, SANDBOX in Stripe's test mode).
     public static func environmentAndStore(_ environment: String) -> (String, String) {
         switch environment {
         case AppStoreEnvironment.production.rawValue: ("PRODUCTION", "APP_STORE")
         case AppStoreEnvironment.testStore.rawValue: ("SANDBOX", "TEST_STORE")
+        case "Stripe": ("PRODUCTION", "STRIPE")
+        case "StripeTest": ("SANDBOX", "STRIPE")
         default: ("SANDBOX", "APP_STORE")
         }
     }

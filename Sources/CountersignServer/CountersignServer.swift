@@ -73,6 +73,8 @@ public struct CountersignServer: Sendable {
     let offerSigners: [String: PromotionalOfferSigner]
     /// The App Store Server API of the apps with an In-App Purchase key.
     public let storeAPI: StoreServerAPI
+    /// Web purchases of the apps that sell through Stripe.
+    let stripe: StripeWeb
     public let metrics = ServerMetrics()
     public let logger: Logger
     /// The dashboard's templates; nil when they are not installed (its pages then answer 503).
@@ -113,6 +115,7 @@ public struct CountersignServer: Sendable {
         storeAPI = try StoreServerAPI(
             deployment: deployment, dataDirectory: directory, verifiers: verifiers, store: store,
             lookupRate: configuration.rateLimits?.storeLookupsPerApp, now: configuration.now, logger: logger)
+        stripe = StripeWeb(deployment: deployment, store: store)
         do {
             dashboardTemplates = try await DashboardTemplates.load()
         } catch {
@@ -200,9 +203,9 @@ public struct CountersignServer: Sendable {
                 now: now),
             authentication: authentication, store: store, verifiers: verifiers, testStore: testStore,
             offerSigners: offerSigners, storeAPI: storeAPI, metrics: metrics, issuer: deployment.tokenIssuer, rateLimits: configuration.rateLimits,
-            now: now
+            stripe: stripe, now: now
         ).add(to: router)
-        NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, now: now).add(to: router)
+        NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, stripe: stripe, now: now).add(to: router)
         AdminRoutes(
             authentication: authentication, store: store, keys: keys, verifiers: verifiers, testStore: testStore, storeAPI: storeAPI,
             now: now

@@ -216,7 +216,10 @@ extension CustomerDatabase {
         if let product = filter.product { conditions = conditions + " AND product_id = \(bind: product)" }
         if let environment = filter.environment { conditions = conditions + " AND environment = \(bind: environment)" }
         if let store = filter.store {
-            conditions = conditions + (store == "test_store" ? " AND environment = 'TestStore'" : " AND environment <> 'TestStore'")
+            let others = ["TestStore", "Stripe", "StripeTest"]
+            let environments = ChartKey.environments(of: store)
+            conditions =
+                conditions + (environments.isEmpty ? " AND environment NOT IN (\(binds: others))" : " AND environment IN (\(binds: environments))")
         }
         if let country = filter.country { conditions = conditions + " AND country = \(bind: country)" }
         // PostgreSQL sums BIGINTs as NUMERIC: back to BIGINT, which every sum fits.

@@ -130,7 +130,7 @@ extension CustomerDatabase {
             let info = SubscriberResponse(
                 appUserId: customer.original ?? user, firstSeen: Date(epochMilliseconds: customer.first),
                 lastSeen: Date(epochMilliseconds: customer.last),
-                entitlements: entitlements, requestDate: now)
+                entitlements: entitlements, requestDate: now, stripePortalURL: app.stripe?.customerPortalURL)
             let transactions = try await sql.all(
                 """
                 SELECT \(raw: TransactionRecord.columns) FROM \(Self.ownedPurchases(app: app.id, user: user)) ORDER BY p.recorded_at_ms, p.transaction_id

@@ -86,7 +86,7 @@ public struct CustomerDatabase: Sendable {
             let read = try await Self.leanRead(sql, app: app, user: id)
             return SubscriberResponse(
                 appUserId: read.originalId ?? id, firstSeen: seen.first, lastSeen: seen.last, entitlements: read.entitlements(app: app, at: now),
-                requestDate: now)
+                requestDate: now, stripePortalURL: app.stripe?.customerPortalURL)
         }
     }
 
@@ -155,6 +155,6 @@ public struct CustomerDatabase: Sendable {
         guard let seen = read.seen, accepts(seen.last) else { return nil }
         return SubscriberResponse(
             appUserId: read.originalId ?? user, firstSeen: Date(epochMilliseconds: seen.first), lastSeen: Date(epochMilliseconds: seen.last),
-            entitlements: read.entitlements(app: app, at: now), requestDate: now)
+            entitlements: read.entitlements(app: app, at: now), requestDate: now, stripePortalURL: app.stripe?.customerPortalURL)
     }
 }

@@ -107,6 +107,18 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     /// An entitlement token was asked of an app that issues none (`entitlementTokens`), or for
     /// an audience it does not list.
     case entitlementTokensUnavailable = 4215
+    /// A web purchase was posted (`X-Platform: stripe`) or a Stripe event sent for an app that
+    /// does not sell through Stripe (`stripe` in its configuration).
+    case stripeNotConfigured = 4220
+    /// A Stripe event's `Stripe-Signature` is missing, malformed, outside five minutes of the
+    /// server's clock, or made with no secret of the app's.
+    case stripeSignatureInvalid = 4221
+    /// A Stripe event or object of another Stripe account than the app's.
+    case stripeForeignAccount = 4222
+    /// A Stripe subscription of a price or product the app's `stripe.products` does not map.
+    case stripeProductNotMapped = 4223
+    /// Stripe has no such object in the app's account (another account's reads the same way).
+    case stripeObjectNotFound = 4224
     /// Too many requests of one kind from one app (telemetry); try again later.
     case rateLimited = 4290
     // 500
@@ -117,6 +129,8 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     /// The App Store Server API could not be asked or answered with an error (rate limited,
     /// down, the key refused); nothing was changed.
     case storeAPIFailed = 5021
+    /// Stripe's API could not be reached or answered with an error; nothing was changed.
+    case stripeAPIFailed = 5022
     /// The dashboard's templates are not installed beside the server.
     case dashboardUnavailable = 5032
     /// The database is away for now (restarting, failing over, out of connections): ask again
@@ -143,8 +157,10 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
             .duplicateJSONKey, .reservedAppUserId, .invalidSubscriberAttributes:
             400
         case .invalidStoreSignature, .wrongApp, .wrongEnvironment, .unknownProduct, .unknownEntitlement, .promotionalOfferUnavailable,
-            .storeAPINotConfigured, .legacyReceiptsDisabled, .signedDateAhead, .entitlementTokensUnavailable:
+            .storeAPINotConfigured, .legacyReceiptsDisabled, .signedDateAhead, .entitlementTokensUnavailable, .stripeNotConfigured,
+            .stripeForeignAccount, .stripeProductNotMapped, .stripeObjectNotFound:
             422
+        case .stripeSignatureInvalid: 400
         case .purchaseOwnedByAnotherUser, .purchaseBoundToAnotherUser: 409
         case .bodyTooLarge: 413
         case .missingAPIKey, .invalidAPIKey: 401
@@ -154,7 +170,7 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
         case .internalError: 500
         case .rateLimited: 429
         case .signingKeyExpired, .dashboardUnavailable, .databaseUnavailable: 503
-        case .storeAPIFailed: 502
+        case .storeAPIFailed, .stripeAPIFailed: 502
         }
     }
 }

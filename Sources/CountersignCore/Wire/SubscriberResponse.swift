@@ -414,6 +414,16 @@ public enum WireDate {
     public static let appStoreSubscriptionsURL = "https://apps.apple.com/account/subscriptions"
 
     package static func store(of environment: String) -> String {
-        environment == "TestStore" ? "test_store" : "app_store"
+        switch environment {
+        case "TestStore": "test_store"
+        case "Stripe", "StripeTest": "stripe"
+        default: "app_store"
+        }
+    }
+
+    /// Whether a purchase of `environment` is a test one: everything but the App Store's
+    /// production and Stripe's live mode.
+    package static func isSandbox(_ environment: String) -> Bool {
+        environment != "Production" && environment != "Stripe"
     }
 }

@@ -12,8 +12,8 @@ struct ChartRequest: Sendable, Hashable {
     var range: ChartRange
     var filter: ChartFilter
 
-    static let environments = ["Production", "Sandbox", "Xcode", "TestStore"]
-    static let stores = ["app_store", "test_store"]
+    static let environments = ["Production", "Sandbox", "Xcode", "TestStore", "Stripe", "StripeTest"]
+    static let stores = ["app_store", "test_store", "stripe"]
 
     /// Reads `chart` (a ``ChartKind`` name) and the query: `resolution` (`day`, the default;
     /// `week`, `month`), `from` and `to` (`YYYY-MM-DD`, UTC; by default the 30 days, 12 weeks or

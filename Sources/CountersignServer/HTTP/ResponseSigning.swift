@@ -56,7 +56,8 @@ public struct ResponseSigning: RouterMiddleware {
         let exchange = SignedExchange(
             parts: parts, apiKey: apiKey, signer: signer, date: date, metrics: metrics,
             postParamsCheck: parts.postParamsHash == nil ? nil : PostParamsCheck(),
-            policy: parts.acceptsPolicy ? policies.statement(apiKey: apiKey, at: date).headerValue : nil)
+            policy: parts.acceptsPolicy ? policies.statement(apiKey: apiKey, at: date).headerValue : nil,
+            platform: request.headers[SignedExchange.platformHeader])
         context.signedExchange = exchange
         do {
             return try await next(request, context)
@@ -137,6 +138,10 @@ public struct SignedExchange: Sendable {
     let postParamsCheck: PostParamsCheck?
     /// The `X-Verification-Policy` value, when the client asked for it.
     let policy: String?
+    /// `X-Platform` (RevenueCat's: `stripe` for a web purchase posted to `/v1/receipts`).
+    var platform: String? = nil
+
+    static let platformHeader = HTTPField.Name("X-Platform")!
 
     /// Whether every claim of the request has been checked, so an answer may be signed over it.
     var claimsChecked: Bool { postParamsCheck?.passed.load(ordering: .relaxed) ?? true }

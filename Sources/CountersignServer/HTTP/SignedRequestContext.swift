@@ -30,6 +30,9 @@ struct SignedRequestContext: ChildRequestContext, AuthenticatedContext {
     /// The time the answer is signed at, which the route also answers for.
     var now: Date { exchange.date }
 
+    /// The request's `X-Platform`, when it has one.
+    var platform: String? { exchange.platform }
+
     /// The route's answer, signed over what the middleware checked.
     func respond(to request: Request, with answer: SignedAnswer) throws -> Response {
         try exchange.response(to: request, answer: answer)

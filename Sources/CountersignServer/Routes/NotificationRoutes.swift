@@ -14,6 +14,7 @@ struct NotificationRoutes: Sendable {
     let deployment: DeploymentConfiguration
     let store: CustomerDatabase
     let verifiers: [String: SignedDataVerifier]
+    let stripe: StripeWeb
     let now: @Sendable () -> Date
 
     struct Body: Decodable {
@@ -21,6 +22,7 @@ struct NotificationRoutes: Sendable {
     }
 
     func add(to router: ServerRouter) {
+        addStripe(to: router)
         router.post("/v1/notifications/apple") { request, context in
             // Anything but a 200 (a refusal, or an error RequestObservation logs) makes Apple retry.
             var request = request

@@ -47,6 +47,29 @@ extension PublicRoutes {
         return SignedAnswer.customerInfo(info, requestedAs: user, member: "purchase_status", string: status.rawValue)
     }
 
+    /// `POST /v1/receipts` with `X-Platform: stripe`: `fetch_token` a Stripe subscription or
+    /// Checkout Session id, read from Stripe's API and recorded (``StripeWeb/record(token:app:poster:now:)``).
+    func stripeReceipt(_ app: AppConfiguration, _ receipt: ReceiptRequest, _ context: SignedRequestContext) async throws -> SignedAnswer {
+        let user = try AppUserIDRules.validated(receipt.appUserId, percentEncoded: false)
+        try await storeAttributes(receipt.attributes, app: app, user: user, context: context)
+        let status: PurchaseStatus
+        let info: SubscriberResponse?
+        do {
+            (status, info) = try await stripe.record(token: receipt.fetchToken, app: app, poster: user, now: context.now)
+        } catch let refusal as LedgerError {
+            metrics.recordPurchase(app: app.id, outcome: String(APIError(refusal).code))
+            throw APIError(refusal)
+        } catch let error as APIError {
+            metrics.recordPurchase(app: app.id, outcome: String(error.code))
+            throw error
+        }
+        metrics.recordPurchase(app: app.id, outcome: status.rawValue)
+        guard let info else {
+            throw APIError(.purchaseBoundToAnotherUser, "this Stripe subscription's metadata names another app user, and it stays with that user")
+        }
+        return SignedAnswer.customerInfo(info, requestedAs: user, member: "purchase_status", string: status.rawValue)
+    }
+
     /// Stores the attributes a purchase carried, for the poster (whatever becomes of the
     /// purchase); a purchase is never refused for them: the ones the rules refuse are left out
     /// and logged.

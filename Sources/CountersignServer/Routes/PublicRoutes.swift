@@ -39,6 +39,8 @@ struct PublicRoutes: Sendable {
     let issuer: String
     /// Per-address and per-app limits (nil: none).
     let rateLimits: RateLimitSettings?
+    /// Web purchases (`X-Platform: stripe`).
+    let stripe: StripeWeb
     let now: @Sendable () -> Date
 
     /// The body of `POST /v1/receipts`.
@@ -118,7 +120,10 @@ struct PublicRoutes: Sendable {
         get(routes, "/v1/subscribers/:app_user_id", acceptsSecretKey: true, customerInfo)
         get(routes, "/v1/subscribers/:app_user_id/offerings", offerings)
         get(routes, "/v1/product_entitlement_mapping", productEntitlementMapping)
-        post(routes, "/v1/receipts", ReceiptRequest.self, receipts)
+        post(routes, "/v1/receipts", ReceiptRequest.self) { app, receipt, context in
+            // RevenueCat's contract: the platform the purchase was made on, in a header.
+            context.platform?.lowercased() == "stripe" ? try await stripeReceipt(app, receipt, context) : try await receipts(app, receipt, context)
+        }
         post(routes, "/v1/subscribers/identify", IdentifyRequest.self, identify)
         // A backend sets attributes with its secret key, as RevenueCat's REST API takes them
         // (and only it sets `$appleRefundHandlingPreference`).

@@ -10,8 +10,10 @@ extension SubscriberResponse.Price {
 
 extension SubscriberResponse {
     /// The answer for one customer at `requestDate`, from the evaluated entitlements.
+    /// `stripePortalURL` is where a customer manages a Stripe subscription (the app's
+    /// `stripe.customerPortalURL`).
     public init(
-        appUserId: String, firstSeen: Date, lastSeen: Date, entitlements: CustomerEntitlements, requestDate: Date
+        appUserId: String, firstSeen: Date, lastSeen: Date, entitlements: CustomerEntitlements, requestDate: Date, stripePortalURL: String? = nil
     ) {
         let format = WireDate.format
         let subscriber = Subscriber(
@@ -33,7 +35,7 @@ extension SubscriberResponse {
                     originalPurchaseDate: format(state.originalPurchaseDate),
                     periodType: state.periodType,
                     store: state.isPromotional ? "promotional" : WireDate.store(of: state.environment),
-                    isSandbox: state.environment != "Production",
+                    isSandbox: WireDate.isSandbox(state.environment),
                     unsubscribeDetectedAt: state.willRenew || !state.isActive || state.isPromotional ? nil : format(state.purchaseDate),
                     billingIssuesDetectedAt: state.isInBillingRetry ? format(state.expiresDate ?? state.purchaseDate) : nil,
                     gracePeriodExpiresDate: state.gracePeriodExpiresDate.map(format),
@@ -48,7 +50,7 @@ extension SubscriberResponse {
                 purchases.map {
                     NonSubscription(
                         id: $0.transactionId, purchaseDate: format($0.purchaseDate),
-                        store: WireDate.store(of: $0.environment), isSandbox: $0.environment != "Production",
+                        store: WireDate.store(of: $0.environment), isSandbox: WireDate.isSandbox($0.environment),
                         price: $0.price.map(Price.init), originalPurchaseDate: format($0.purchaseDate))
                 }
             },
@@ -56,9 +58,16 @@ extension SubscriberResponse {
             lastSeen: format(lastSeen),
             originalAppUserId: appUserId,
             // RevenueCat's: where the customer manages the active subscription; none without one.
-            managementUrl: entitlements.subscriptions.values.contains { $0.isActive && !$0.isPromotional && $0.environment != "TestStore" }
-                ? WireDate.appStoreSubscriptionsURL : nil
+            managementUrl: Self.managementURL(entitlements, stripePortalURL: stripePortalURL)
         )
         self.init(requestDate: format(requestDate), requestDateMs: requestDate.epochMilliseconds, subscriber: subscriber)
+    }
+
+    /// RevenueCat's `management_url`: where the customer manages the active subscription (the
+    /// App Store's page, or the Stripe customer portal); none without one.
+    static func managementURL(_ entitlements: CustomerEntitlements, stripePortalURL: String?) -> String? {
+        let active = entitlements.subscriptions.values.filter { $0.isActive && !$0.isPromotional }
+        if active.contains(where: { WireDate.store(of: $0.environment) == "app_store" }) { return WireDate.appStoreSubscriptionsURL }
+        return active.contains(where: { WireDate.store(of: $0.environment) == "stripe" }) ? stripePortalURL : nil
     }
 }

@@ -50,6 +50,8 @@ public struct AppConfiguration: Codable, Sendable, Hashable {
     /// refund); not answered when unset. Needs ``inAppPurchaseKey`` (docs/webhooks.md, "Refund
     /// requests").
     public var refundRequests: RefundRequests?
+    /// Web purchases through Stripe (docs/stripe.md); none when unset.
+    public var stripe: StripeSettings?
     /// Entitlement tokens for the app's own backend; none are issued when unset.
     public var entitlementTokens: EntitlementTokenSettings?
     /// The verification policy stated in the app's signed answers; `none` when unset.
@@ -474,6 +476,7 @@ public struct DeploymentConfiguration: Codable, Sendable, Hashable {
                     }
                 }
                 try app.entitlementTokens?.validate(app: app.id)
+                try app.stripe?.validate(app: app)
                 try app.verificationPolicy?.validate(app: app.id)
                 if app.refundRequests != nil && app.inAppPurchaseKey == nil {
                     throw ConfigurationError(

@@ -1,0 +1,146 @@
+import Foundation
+
+/// The parts of Stripe's API objects the server reads (Stripe's API reference: Subscription,
+/// Checkout Session, Invoice, Charge, Event). Stripe adds fields freely, so only these are
+/// decoded; an id Stripe may give as a string or as the expanded object decodes either way.
+enum Stripe {
+    struct Subscription: Decodable, Sendable, Equatable {
+        var id: String
+        var customer: Reference
+        /// `trialing`, `active`, `past_due`, `unpaid`, `canceled`, `incomplete`,
+        /// `incomplete_expired`, `paused`.
+        var status: String
+        var cancelAtPeriodEnd: Bool?
+        var canceledAt: Int64?
+        var endedAt: Int64?
+        var startDate: Int64?
+        var trialStart: Int64?
+        var trialEnd: Int64?
+        /// The period, on the subscription in API versions before 2025-03-31 and on each item
+        /// from then on.
+        var currentPeriodStart: Int64?
+        var currentPeriodEnd: Int64?
+        var items: List<Item>
+        var metadata: [String: String]?
+        var latestInvoice: Reference?
+        var livemode: Bool?
+
+        struct Item: Decodable, Sendable, Equatable {
+            var id: String?
+            var price: Price?
+            var plan: Price?
+            var currentPeriodStart: Int64?
+            var currentPeriodEnd: Int64?
+        }
+
+        /// A price, or the plan older API versions name it by.
+        struct Price: Decodable, Sendable, Equatable {
+            var id: String
+            var product: Reference?
+            var unitAmount: Int64?
+            var amount: Int64?
+            var currency: String?
+            var recurring: Recurring?
+            var interval: String?
+            var intervalCount: Int?
+
+            struct Recurring: Decodable, Sendable, Equatable {
+                var interval: String?
+                var intervalCount: Int?
+            }
+        }
+
+        var item: Item? { items.data.first }
+        var price: Price? { item?.price ?? item?.plan }
+        var periodStart: Int64? { item?.currentPeriodStart ?? currentPeriodStart }
+        var periodEnd: Int64? { item?.currentPeriodEnd ?? currentPeriodEnd }
+    }
+
+    struct CheckoutSession: Decodable, Sendable {
+        var id: String
+        var mode: String?
+        var subscription: Reference?
+        var clientReferenceId: String?
+        var metadata: [String: String]?
+    }
+
+    struct Invoice: Decodable, Sendable {
+        var id: String
+        var subscription: Reference?
+        var parent: Parent?
+
+        /// Where API versions from 2025-03-31 put an invoice's subscription.
+        struct Parent: Decodable, Sendable {
+            var subscriptionDetails: Details?
+            struct Details: Decodable, Sendable { var subscription: Reference? }
+        }
+
+        var subscriptionId: String? { subscription?.id ?? parent?.subscriptionDetails?.subscription?.id }
+    }
+
+    struct Charge: Decodable, Sendable {
+        var id: String
+        var amount: Int64?
+        var amountRefunded: Int64?
+        var refunded: Bool?
+        var invoice: Reference?
+        var created: Int64?
+    }
+
+    struct Dispute: Decodable, Sendable {
+        var id: String
+        var charge: Reference?
+        var status: String?
+    }
+
+    /// A webhook event: its type, the object it is about, and the account it came from.
+    struct Event: Decodable, Sendable {
+        var id: String
+        var type: String
+        var created: Int64?
+        var account: String?
+        var livemode: Bool?
+        var data: DataObject
+
+        struct DataObject: Decodable, Sendable {
+            var object: ObjectHeader
+        }
+
+        /// What every object has: its id and its kind, and the few links the server follows.
+        struct ObjectHeader: Decodable, Sendable {
+            var id: String?
+            var object: String?
+            var subscription: Reference?
+            var invoice: Reference?
+            var charge: Reference?
+            var parent: Invoice.Parent?
+            var status: String?
+        }
+    }
+
+    struct List<Element: Decodable & Sendable & Equatable>: Decodable, Sendable, Equatable {
+        var data: [Element]
+    }
+
+    /// An id, given by Stripe as the id or as the expanded object.
+    struct Reference: Decodable, Sendable, Equatable {
+        var id: String
+
+        init(id: String) { self.id = id }
+
+        init(from decoder: any Decoder) throws {
+            if let id = try? decoder.singleValueContainer().decode(String.self) {
+                self.id = id
+            } else {
+                struct Expanded: Decodable { var id: String }
+                id = try Expanded(from: decoder).id
+            }
+        }
+    }
+
+    static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        return decoder
+    }
+}

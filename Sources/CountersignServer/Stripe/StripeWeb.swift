@@ -1,0 +1,131 @@
+import CountersignAppStore
+import CountersignCore
+import CountersignLedger
+import CountersignServerCore
+import CountersignStorage
+import Foundation
+
+/// Web purchases through Stripe (docs/stripe.md): a subscription posted by the app (`POST
+/// /v1/receipts`, `X-Platform: stripe`) or named by one of Stripe's events is read from Stripe's
+/// API with the app's secret key, turned into the ledger's facts (``StripeFacts``) and recorded
+/// under the same rules as an App Store purchase.
+struct StripeWeb: Sendable {
+    let store: CustomerDatabase
+    /// The API client of each app that sells through Stripe, by app id.
+    let clients: [String: StripeClient]
+
+    init(deployment: DeploymentConfiguration, store: CustomerDatabase) {
+        self.store = store
+        var clients: [String: StripeClient] = [:]
+        for app in deployment.apps {
+            if let settings = app.stripe, let client = StripeClient(settings: settings) { clients[app.id] = client }
+        }
+        self.clients = clients
+    }
+
+    func client(for app: AppConfiguration) throws(APIError) -> (StripeSettings, StripeClient) {
+        guard let settings = app.stripe, let client = clients[app.id] else {
+            throw APIError(.stripeNotConfigured, "app '\(app.id)' does not sell through Stripe (no stripe in its configuration)")
+        }
+        return (settings, client)
+    }
+
+    /// The subscription `token` names: a subscription id, or a Checkout Session that made one.
+    func subscription(forToken token: String, app: AppConfiguration) async throws(APIError) -> Stripe.Subscription {
+        let (_, client) = try client(for: app)
+        if token.hasPrefix("cs_") {
+            let session = try await client.checkoutSession(token)
+            guard let id = session.subscription?.id else {
+                throw APIError(.invalidField, "the Checkout Session \(token.prefix(64)) has made no subscription (yet)")
+            }
+            return try await client.subscription(id)
+        }
+        guard token.hasPrefix("sub_") else {
+            throw APIError(.invalidField, "fetch_token must be a Stripe subscription (sub_…) or Checkout Session (cs_…) id with X-Platform: stripe")
+        }
+        return try await client.subscription(token)
+    }
+
+    /// Records the subscription `token` names for `poster` and answers their CustomerInfo (nil
+    /// when the subscription names another app user). A Stripe subscription another customer
+    /// owns is never moved by a post (409): its id is no proof of having paid, unlike a signed
+    /// transaction; the subscription's metadata, or a redemption, says whose it is.
+    func record(token: String, app: AppConfiguration, poster: String, now: Date) async throws -> (PurchaseStatus, SubscriberResponse?) {
+        let (settings, _) = try client(for: app)
+        let facts = try await subscription(forToken: token, app: app).facts(app: app, settings: settings, now: now)
+        var keeping = app
+        keeping.transferBehavior = .keepWithOriginal
+        let status = try await store.record(facts.transaction, app: keeping, poster: poster, now: now)
+        guard status != .boundToAnotherUser else { return (status, nil) }
+        try await store.applyStoreState(transaction: nil, renewal: facts.renewal, app: app, now: now)
+        return (status, try await store.customerInfo(app: app, user: poster, now: now))
+    }
+
+    /// What an event did.
+    enum EventOutcome: Sendable, Equatable {
+        case applied, duplicate
+        /// Nothing to do (an object the server does not follow, or a price the app does not
+        /// map): the reason, and its code when it is a refusal.
+        case ignored(String, code: APIErrorCode?)
+    }
+
+    /// Applies one verified Stripe event: the subscription it concerns is read again from
+    /// Stripe's API (the event's copy is never trusted), then recorded for the app user its
+    /// metadata names, and its state applied, with the event's id stored so a replay changes
+    /// nothing.
+    func apply(_ event: Stripe.Event, app: AppConfiguration, now: Date) async throws -> EventOutcome {
+        let (settings, client) = try client(for: app)
+        guard event.account == settings.account || (event.account == nil) else {
+            throw APIError(.stripeForeignAccount, "the event is of Stripe account \(event.account ?? "") not the app's")
+        }
+        if try await store.stripeEventSeen(event.id) { return .duplicate }
+        let object = event.data.object
+        var subscriptionId: String?
+        var refund: (date: Date, percentage: Int64?)?
+        switch object.object {
+        case "subscription": subscriptionId = object.id
+        case "invoice": subscriptionId = object.subscription?.id ?? object.parent?.subscriptionDetails?.subscription?.id
+        case "charge", "dispute":
+            let chargeId = object.object == "charge" ? object.id : object.charge?.id
+            guard let chargeId else { return .ignored("the event names no charge", code: nil) }
+            let charge = try await client.charge(chargeId)
+            guard let invoice = charge.invoice?.id else { return .ignored("charge \(chargeId) is not a subscription's", code: nil) }
+            subscriptionId = try await client.invoice(invoice).subscriptionId
+            refund = Self.refund(of: charge, event: event, now: now)
+        default: return .ignored("events about \(object.object ?? "this object") change no subscription", code: nil)
+        }
+        guard let subscriptionId else { return .ignored("the event names no subscription", code: nil) }
+        let subscription = try await client.subscription(subscriptionId)
+        let facts: StripeFacts
+        switch Result(catching: { () throws(APIError) -> StripeFacts in try subscription.facts(app: app, settings: settings, now: now, refund: refund)
+            })
+        {
+        case .success(let made): facts = made
+        case .failure(let refusal):
+            guard refusal.code == APIErrorCode.stripeProductNotMapped.rawValue else { throw refusal }
+            return .ignored(refusal.message, code: .stripeProductNotMapped)
+        }
+        if let owner = facts.appUserId {
+            var keeping = app
+            keeping.transferBehavior = .keepWithOriginal
+            _ = try await store.record(facts.transaction, app: keeping, poster: owner, now: now)
+        }
+        let outcome = try await store.applyStripeEvent(
+            id: event.id, type: event.type, created: event.created.map { Date(timeIntervalSince1970: TimeInterval($0)) },
+            transaction: facts.transaction, renewal: facts.renewal, app: app, now: now)
+        return outcome == .duplicate ? .duplicate : .applied
+    }
+
+    /// The refund a charge event stands for: the share Stripe refunded (all of it, or a part in
+    /// thousandths of a percent), or a dispute lost; nil when none.
+    static func refund(of charge: Stripe.Charge, event: Stripe.Event, now: Date) -> (date: Date, percentage: Int64?)? {
+        let now = event.created.map { Date(timeIntervalSince1970: TimeInterval($0)) } ?? now
+        if event.data.object.object == "dispute" {
+            let lost = event.type == "charge.dispute.funds_withdrawn" || event.type == "charge.dispute.closed" && event.data.object.status == "lost"
+            return lost ? (now, nil) : nil
+        }
+        guard let refunded = charge.amountRefunded, refunded > 0, let amount = charge.amount, amount > 0 else { return nil }
+        guard refunded < amount else { return (now, nil) }
+        return (now, Int64((Double(refunded) / Double(amount) * 100_000).rounded()))
+    }
+}
