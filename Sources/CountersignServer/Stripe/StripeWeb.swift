@@ -97,9 +97,8 @@ struct StripeWeb: Sendable {
         guard let subscriptionId else { return .ignored("the event names no subscription", code: nil) }
         let subscription = try await client.subscription(subscriptionId)
         let facts: StripeFacts
-        switch Result(catching: { () throws(APIError) -> StripeFacts in try subscription.facts(app: app, settings: settings, now: now, refund: refund)
-            })
-        {
+        let made = Result { () throws(APIError) -> StripeFacts in try subscription.facts(app: app, settings: settings, now: now, refund: refund) }
+        switch made {
         case .success(let made): facts = made
         case .failure(let refusal):
             guard refusal.code == APIErrorCode.stripeProductNotMapped.rawValue else { throw refusal }
