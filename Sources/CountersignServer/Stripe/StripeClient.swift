@@ -22,19 +22,19 @@ struct StripeClient: Sendable {
 
     /// A subscription, its price expanded (Stripe's `GET /v1/subscriptions/{id}`).
     func subscription(_ id: String) async throws(APIError) -> Stripe.Subscription {
-        try await get("/v1/subscriptions/\(try Self.checked(id, prefix: "sub_"))", Stripe.Subscription.self)
+        try await get("/v1/subscriptions/\(try Self.checked(id, prefix: "sub_"))", "subscription", Stripe.Subscription.self)
     }
 
     func checkoutSession(_ id: String) async throws(APIError) -> Stripe.CheckoutSession {
-        try await get("/v1/checkout/sessions/\(try Self.checked(id, prefix: "cs_"))", Stripe.CheckoutSession.self)
+        try await get("/v1/checkout/sessions/\(try Self.checked(id, prefix: "cs_"))", "Checkout Session", Stripe.CheckoutSession.self)
     }
 
     func invoice(_ id: String) async throws(APIError) -> Stripe.Invoice {
-        try await get("/v1/invoices/\(try Self.checked(id, prefix: "in_"))", Stripe.Invoice.self)
+        try await get("/v1/invoices/\(try Self.checked(id, prefix: "in_"))", "invoice", Stripe.Invoice.self)
     }
 
     func charge(_ id: String) async throws(APIError) -> Stripe.Charge {
-        try await get("/v1/charges/\(try Self.checked(id, prefix: "ch_"))", Stripe.Charge.self)
+        try await get("/v1/charges/\(try Self.checked(id, prefix: "ch_"))", "charge", Stripe.Charge.self)
     }
 
     /// `id` when it is a Stripe id of the kind `prefix` names (so it is safe in a path).
@@ -45,7 +45,7 @@ struct StripeClient: Sendable {
         return id
     }
 
-    private func get<T: Decodable>(_ path: String, _ type: T.Type) async throws(APIError) -> T {
+    private func get<T: Decodable>(_ path: String, _ kind: String, _ type: T.Type) async throws(APIError) -> T {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = .GET
         request.headers.add(name: "Authorization", value: "Bearer \(secretKey)")
@@ -68,10 +68,7 @@ struct StripeClient: Sendable {
             }
         case 404:
             // Another account's object reads as missing with this account's key.
-            throw APIError(
-                .stripeObjectNotFound,
-                "Stripe has no \(path.split(separator: "/").dropLast().last ?? "object") \(path.split(separator: "/").last ?? "") in this app's account"
-            )
+            throw APIError(.stripeObjectNotFound, "Stripe has no \(kind) \(path.split(separator: "/").last ?? "") in this app's account")
         default:
             throw APIError(.stripeAPIFailed, "Stripe answered GET \(path) with HTTP \(status.code)")
         }
