@@ -125,6 +125,9 @@ public struct ChartRange: Sendable, Hashable {
         self.resolution = resolution
     }
 
+    /// The first day of the first period.
+    public var firstDay: Int64 { from.start(of: resolution).daysSince1970 }
+
     /// The last day of the last period.
     public var lastDay: Int64 { periods.last.map { ChartDay(milliseconds: $0.endMs).daysSince1970 - 1 } ?? from.daysSince1970 }
 

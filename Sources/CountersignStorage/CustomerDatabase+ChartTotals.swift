@@ -21,7 +21,10 @@ extension CustomerDatabase {
     /// returns how many marks it took: 0 when the sums are up to date.
     @discardableResult
     public func refreshChartTotals(limit: Int = chartMarksPerRefresh, now: Date = Date()) async throws -> Int {
-        try await database.transaction { sql in
+        // Most calls find nothing to do: a read, not a write transaction, says so.
+        let none = try await database.report("SELECT 1 FROM chart_marks LIMIT 1", into: true) { none, _ in none = false }
+        guard !none else { return 0 }
+        return try await database.transaction { sql in
             try await sql.run("UPDATE chart_refresh SET passes = passes + 1 WHERE id = 1")
             let marks = try await sql.all(
                 """
@@ -190,77 +193,72 @@ extension CustomerDatabase {
         }
     }
 
-    private static func chartKey(_ row: any StoredRow) throws -> ChartKey {
-        ChartKey(
-            day: try row.int64("day"), product: try row.string("product_id"), environment: try row.string("environment"),
-            country: try row.string("country"), currency: try row.string("currency"), bucket: try row.int("bucket"))
-    }
-
-    private static func chartMetrics(_ row: any StoredRow) throws -> ChartMetrics {
-        ChartMetrics(values: try metricColumns.map { try row.int64($0) })
-    }
-
-    private static func upcomingEvent(_ row: any StoredRow) throws -> ChartEvent {
-        ChartEvent(
-            atMs: try row.int64("at_ms"), chain: "", key: try chartKey(row),
-            metrics: try chartMetrics(row), pendingFromMs: try row.integer("pending_from_ms"), pendingUntilMs: try row.integer("pending_until_ms"))
-    }
-
-    /// What a chart of `app` reads for days up to `throughDay`, at `nowMs`, from the kept sums
-    /// (bring them up to date first: ``refreshChartTotalsFully()``). Events after now (today's,
-    /// later in the day) are taken back out; later days are never read.
-    public func chartTotals(app: String, filter: ChartFilter, throughDay: Int64, nowMs: Int64) async throws -> ChartTotals {
-        let today = ChartDay(milliseconds: nowMs).daysSince1970
-        let lastDay = min(throughDay, today)
+    /// What a chart of `app` reads for the days `fromDay...throughDay`, at `nowMs`, from the kept
+    /// sums (bring them up to date first: ``refreshChartTotalsFully(now:)``): the days before
+    /// `fromDay` summed into one row per product, currency and length (a snapshot's starting
+    /// point), each day of the range, and today's events after now taken back out; later days
+    /// are never read. Every sum is made by the database, and a row read by position.
+    public func chartTotals(app: String, filter: ChartFilter, fromDay: Int64, throughDay: Int64, nowMs: Int64) async throws -> ChartTotals {
+        let lastDay = min(throughDay, ChartDay(milliseconds: nowMs).daysSince1970)
         var conditions: SQLStatement = ""
         if let product = filter.product { conditions = conditions + " AND product_id = \(bind: product)" }
         if let environment = filter.environment { conditions = conditions + " AND environment = \(bind: environment)" }
         if let store = filter.store {
-            let others = ["TestStore", "Stripe", "StripeTest"]
             let environments = ChartKey.environments(of: store)
             conditions =
-                conditions + (environments.isEmpty ? " AND environment NOT IN (\(binds: others))" : " AND environment IN (\(binds: environments))")
+                conditions
+                + (environments.isEmpty
+                    ? " AND environment NOT IN (\(binds: ["TestStore", "Stripe", "StripeTest"]))" : " AND environment IN (\(binds: environments))")
         }
         if let country = filter.country { conditions = conditions + " AND country = \(bind: country)" }
         // PostgreSQL sums BIGINTs as NUMERIC: back to BIGINT, which every sum fits.
-        let sums = Self.metricColumns.map { "CAST(SUM(\($0)) AS BIGINT) AS \($0)" }.joined(separator: ", ")
-        var rows = try await database.report(
-            """
-            SELECT day, product_id, currency, bucket, \(raw: sums) FROM chart_totals \
-            WHERE app_id = \(bind: app) AND day <= \(bind: lastDay) AND product_id <> ''\(conditions) GROUP BY day, product_id, currency, bucket
-            """, into: [ChartTotals.Row]()
-        ) { rows, row in
-            rows.append(
-                ChartTotals.Row(
-                    day: try row.int64("day"), product: try row.string("product_id"), currency: try row.string("currency"),
-                    bucket: try row.int("bucket"), metrics: try Self.chartMetrics(row)))
-        }
-        var customers = try await database.report(
-            "SELECT day, CAST(SUM(new_customers) AS BIGINT) AS customers FROM chart_totals WHERE app_id = \(bind: app) AND day <= \(bind: lastDay) AND product_id = '' GROUP BY day",
-            into: [Int64: Int64]()
-        ) { days, row in days[try row.int64("day")] = try row.int64("customers") }
-        // Today's events after now, taken back out.
-        let later = try await database.report(
-            """
-            SELECT * FROM chart_upcoming WHERE app_id = \(bind: app) AND at_ms > \(bind: nowMs) \
-            AND at_ms < \(bind: ChartDay(daysSince1970: lastDay + 1).startMs) AND day <= \(bind: lastDay)
-            """, into: [ChartEvent]()
-        ) { events, row in events.append(try Self.upcomingEvent(row)) }
-        for event in later {
-            if event.key.product.isEmpty {
-                customers[event.key.day, default: 0] &-= event.metrics[.newCustomers]
-            } else if filter.admits(event.key) {
-                let key = event.key
-                rows.append(ChartTotals.Row(day: key.day, product: key.product, currency: key.currency, bucket: key.bucket, metrics: -event.metrics))
+        let sums: SQLStatement = "\(raw: Self.metricColumns.map { "CAST(SUM(\($0)) AS BIGINT)" }.joined(separator: ", "))"
+        func read(_ statement: SQLStatement, sign: Int64 = 1, day fixed: Int64? = nil) async throws -> [ChartTotals.Row] {
+            try await database.report(statement, into: [ChartTotals.Row]()) { rows, row in
+                let offset: Int32 = fixed == nil ? 1 : 0
+                var metrics = ChartMetrics()
+                for field in ChartMetrics.Field.allCases {
+                    metrics[field] = sign &* (try row.integer(offset + 3 + Int32(field.rawValue), field.column) ?? 0)
+                }
+                rows.append(
+                    ChartTotals.Row(
+                        day: try fixed ?? row.integer(0, "day") ?? 0, product: try row.text(offset, "product_id") ?? "",
+                        currency: try row.text(offset + 1, "currency") ?? "", bucket: Int(clamping: try row.integer(offset + 2, "bucket") ?? -1),
+                        metrics: metrics))
             }
         }
+        let before = try await read(
+            """
+            SELECT product_id, currency, bucket, \(sums) FROM chart_totals WHERE app_id = \(bind: app) AND day < \(bind: fromDay) \
+            AND product_id <> ''\(conditions) GROUP BY product_id, currency, bucket
+            """, day: fromDay - 1)
+        let during = try await read(
+            """
+            SELECT day, product_id, currency, bucket, \(sums) FROM chart_totals WHERE app_id = \(bind: app) AND day >= \(bind: fromDay) \
+            AND day <= \(bind: lastDay) AND product_id <> ''\(conditions) GROUP BY day, product_id, currency, bucket
+            """)
+        // Today's events after now, taken back out (a customer's first sight has no product).
+        let later = try await read(
+            """
+            SELECT day, product_id, currency, bucket, \(sums) FROM chart_upcoming WHERE app_id = \(bind: app) AND at_ms > \(bind: nowMs) \
+            AND at_ms < \(bind: ChartDay(daysSince1970: lastDay + 1).startMs) AND day >= \(bind: fromDay) AND day <= \(bind: lastDay) \
+            AND (product_id = '' OR (1 = 1\(conditions))) GROUP BY day, product_id, currency, bucket
+            """, sign: -1)
+        var customers = try await database.report(
+            """
+            SELECT day, CAST(SUM(new_customers) AS BIGINT) FROM chart_totals WHERE app_id = \(bind: app) AND day >= \(bind: fromDay) \
+            AND day <= \(bind: lastDay) AND product_id = '' GROUP BY day
+            """, into: [Int64: Int64]()
+        ) { days, row in days[try row.integer(0, "day") ?? 0] = try row.integer(1, "customers") ?? 0 }
+        for row in later where row.product.isEmpty { customers[row.day, default: 0] &+= row.metrics[.newCustomers] }
         let pending = try await database.report(
             """
-            SELECT day, COUNT(*) AS pending FROM chart_upcoming WHERE app_id = \(bind: app) AND pending_until_ms > \(bind: nowMs) \
-            AND pending_from_ms <= \(bind: nowMs) AND at_ms <= \(bind: nowMs) AND day <= \(bind: lastDay)\(conditions) GROUP BY day
+            SELECT day, COUNT(*) FROM chart_upcoming WHERE app_id = \(bind: app) AND pending_until_ms > \(bind: nowMs) \
+            AND pending_from_ms <= \(bind: nowMs) AND at_ms <= \(bind: nowMs) AND day >= \(bind: fromDay) AND day <= \(bind: lastDay)\(conditions) \
+            GROUP BY day
             """, into: [Int64: Int64]()
-        ) { days, row in days[try row.int64("day")] = try row.int64("pending") }
-        return ChartTotals(rows: rows, pendingByDay: pending, newCustomersByDay: customers)
+        ) { days, row in days[try row.integer(0, "day") ?? 0] = try row.integer(1, "pending") ?? 0 }
+        return ChartTotals(rows: before + during + later.filter { !$0.product.isEmpty }, pendingByDay: pending, newCustomersByDay: customers)
     }
 }
 

@@ -82,7 +82,8 @@ struct ChartRequest: Sendable, Hashable {
     static func totals(app: AppConfiguration, store: CustomerDatabase, range: ChartRange, filter: ChartFilter, now: Date) async throws -> ChartTotals
     {
         try await store.refreshChartTotalsFully(now: now)
-        return try await store.chartTotals(app: app.id, filter: filter, throughDay: range.lastDay, nowMs: now.epochMilliseconds)
+        return try await store.chartTotals(
+            app: app.id, filter: filter, fromDay: range.firstDay, throughDay: range.lastDay, nowMs: now.epochMilliseconds)
     }
 
     static func settings(_ app: AppConfiguration, now: Date) -> ChartSettings {
