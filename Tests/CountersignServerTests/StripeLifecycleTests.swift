@@ -1,0 +1,171 @@
+import CountersignCharts
+import CountersignCore
+import CountersignServerCore
+import CountersignStorage
+import CountersignTesting
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@testable import CountersignServer
+
+/// The lifecycle cases localstripe does not produce (a renewal, a failed payment in grace, a
+/// refund in full and in part, a dispute lost), each told by Stripe's documented event payload
+/// signed with the endpoint's secret, as Stripe signs it. The server reads the objects back from
+/// Stripe's API, served here as Stripe's API reference shows them (what localstripe cannot put a
+/// subscription into). Both databases.
+@Suite("Stripe: renewals, failed payments, refunds and disputes through signed events")
+struct StripeLifecycleTests {
+    static let secret = "whsec_lifecycle"
+    static let day: TimeInterval = 86_400
+
+    /// Stripe's API as far as the server reads it: objects by path, as the test sets them.
+    actor StripeAPI {
+        var objects: [String: String] = [:]
+
+        func set(_ path: String, _ json: String) { objects[path] = json }
+        func object(_ path: String) -> String? { objects[path] }
+
+        nonisolated func makeApplication() -> some ApplicationProtocol {
+            let router = Router()
+            router.get("/v1/**") { request, _ -> Response in
+                guard let json = await self.object(request.uri.path) else {
+                    let missing = #"{"error":{"type":"invalid_request_error","message":"No such object"}}"#
+                    return Response(
+                        status: .notFound, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: missing)))
+                }
+                return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: json)))
+            }
+            return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        }
+    }
+
+    static func subscription(_ id: String, user: String, status: String = "active", start: Date, end: Date, cancelAtPeriodEnd: Bool = false)
+        -> String
+    {
+        """
+        {"id":"\(id)","object":"subscription","customer":"cus_\(user)","status":"\(status)","cancel_at_period_end":\(cancelAtPeriodEnd),
+         "current_period_start":\(Int(start.timeIntervalSince1970)),"current_period_end":\(Int(end.timeIntervalSince1970)),
+         "start_date":\(Int(start.timeIntervalSince1970)),"livemode":false,"metadata":{"app_user_id":"\(user)"},
+         "items":{"object":"list","data":[{"id":"si_\(id)","price":{"id":"price_monthly","product":"prod_pro","unit_amount":999,"currency":"usd"}}]}}
+        """
+    }
+
+    /// Sends `object` as the data of a `type` event, signed now with the endpoint's secret.
+    static func send(_ harness: ReceiptTests.Harness, _ type: String, _ object: String, id: String = "evt_\(UUID().uuidString.prefix(8))")
+        async throws -> [String: Any]
+    {
+        let body = Array(
+            #"{"id":"\#(id)","object":"event","type":"\#(type)","created":\#(Int(Date().timeIntervalSince1970)),"livemode":false,"data":{"object":\#(object)}}"#
+                .utf8)
+        let signature = StripeSignature.header(payload: body, secret: secret, timestamp: Int64(Date().timeIntervalSince1970))
+        let reply = try await harness.send(
+            .post, "/v1/notifications/stripe/\(harness.app.id)", key: nil, body: Data(body), headers: [StripeSignatureField.name: signature])
+        #expect(reply.status == 200, "\(type): \(String(decoding: reply.body, as: UTF8.self))")
+        return reply.json
+    }
+
+    static func subscriptionInfo(_ harness: ReceiptTests.Harness, _ user: String) async throws -> [String: Any] {
+        let reply = try await harness.send(.get, "/v1/subscribers/\(user)", key: harness.key)
+        let subscriber = reply.json["subscriber"] as? [String: Any]
+        return (subscriber?["subscriptions"] as? [String: Any])?["pro_monthly"] as? [String: Any] ?? [:]
+    }
+
+    static func isActive(_ harness: ReceiptTests.Harness, _ user: String) async throws -> Bool {
+        let reply = try await harness.send(.get, "/v1/subscribers/\(user)", key: harness.key)
+        let entitlements = (reply.json["subscriber"] as? [String: Any])?["entitlements"] as? [String: Any]
+        guard let pro = entitlements?["pro"] as? [String: Any] else { return false }
+        let expires = (pro["expires_date"] as? String).flatMap(WireDate.parse)
+        let grace = (pro["grace_period_expires_date"] as? String).flatMap(WireDate.parse)
+        return max(expires ?? .distantFuture, grace ?? .distantPast) > Date()
+    }
+
+    @Test(
+        "a renewal, a failed payment in grace, a refund in full and in part, a dispute lost, each as Stripe's signed event",
+        arguments: TestDatabaseKind.available)
+    func lifecycle(_ kind: TestDatabaseKind) async throws {
+        let api = StripeAPI()
+        try await api.makeApplication().test(.live) { stand in
+            let port = try #require(stand.port)
+            try await ReceiptTests.withHarness(
+                kind,
+                configure: { app, _ in
+                    app.stripe = StripeSettings(
+                        secretKey: "sk_test_lifecycle", webhookSecrets: [Self.secret], apiBaseURL: "http://127.0.0.1:\(port)",
+                        products: ["price_monthly": "pro_monthly"])
+                }
+            ) { harness in
+                let now = Date()
+                // Created for a period already past, then renewed: the entitlement comes back.
+                await api.set(
+                    "/v1/subscriptions/sub_life", Self.subscription("sub_life", user: "ann", start: now - 40 * Self.day, end: now - 10 * Self.day))
+                #expect(
+                    try await Self.send(harness, "customer.subscription.created", #"{"id":"sub_life","object":"subscription"}"#)["status"] as? String
+                        == "applied")
+                #expect(try await !Self.isActive(harness, "ann"), "the first period has ended")
+                await api.set(
+                    "/v1/subscriptions/sub_life", Self.subscription("sub_life", user: "ann", start: now - 10 * Self.day, end: now + 20 * Self.day))
+                let renewal = #"{"id":"in_renew","object":"invoice","subscription":"sub_life"}"#
+                #expect(try await Self.send(harness, "invoice.paid", renewal, id: "evt_renewal")["status"] as? String == "applied")
+                #expect(try await Self.isActive(harness, "ann"), "invoice.paid: renewed")
+                // The same event again, and an older one late: nothing goes back.
+                #expect(try await Self.send(harness, "invoice.paid", renewal, id: "evt_renewal")["status"] as? String == "duplicate")
+                _ = try await Self.send(harness, "customer.subscription.created", #"{"id":"sub_life","object":"subscription"}"#)
+                #expect(try await Self.isActive(harness, "ann"), "a late event leaves the renewal")
+
+                // A payment failed after the period ended: billing issue, access in grace.
+                await api.set(
+                    "/v1/subscriptions/sub_fail",
+                    Self.subscription("sub_fail", user: "bea", status: "past_due", start: now - 31 * Self.day, end: now - Self.day))
+                _ = try await Self.send(harness, "invoice.payment_failed", #"{"id":"in_fail","object":"invoice","subscription":"sub_fail"}"#)
+                let failing = try await Self.subscriptionInfo(harness, "bea")
+                #expect(failing["billing_issues_detected_at"] as? String != nil && failing["grace_period_expires_date"] as? String != nil)
+                #expect(try await Self.isActive(harness, "bea"), "in grace while Stripe retries")
+
+                // ann's renewal refunded in full through its charge: access ends, refunded_at set.
+                await api.set(
+                    "/v1/charges/ch_full",
+                    #"{"id":"ch_full","object":"charge","amount":999,"amount_refunded":999,"refunded":true,"invoice":"in_renew"}"#)
+                await api.set("/v1/invoices/in_renew", renewal)
+                _ = try await Self.send(harness, "charge.refunded", #"{"id":"ch_full","object":"charge"}"#)
+                #expect(try await Self.subscriptionInfo(harness, "ann")["refunded_at"] as? String != nil)
+                #expect(try await !Self.isActive(harness, "ann"), "refunded in full")
+
+                // A partial refund of cid's is Apple's prorated refund: the share kept for revenue.
+                await api.set(
+                    "/v1/subscriptions/sub_part", Self.subscription("sub_part", user: "cid", start: now - 5 * Self.day, end: now + 25 * Self.day))
+                await api.set("/v1/invoices/in_part", #"{"id":"in_part","object":"invoice","subscription":"sub_part"}"#)
+                await api.set("/v1/charges/ch_part", #"{"id":"ch_part","object":"charge","amount":1000,"amount_refunded":400,"invoice":"in_part"}"#)
+                _ = try await Self.send(harness, "charge.refunded", #"{"id":"ch_part","object":"charge"}"#)
+                let stored = try await harness.server.store.chartTransactions(app: harness.app.id).first { $0.originalTransactionId == "sub_part" }
+                #expect(stored?.revocationPercentage == 40_000 && stored?.environment == "StripeTest" && stored?.priceMilliunits == 9_990)
+
+                // bea's dispute lost: as a full refund.
+                await api.set("/v1/charges/ch_disputed", #"{"id":"ch_disputed","object":"charge","amount":999,"invoice":"in_fail"}"#)
+                await api.set("/v1/invoices/in_fail", #"{"id":"in_fail","object":"invoice","subscription":"sub_fail"}"#)
+                _ = try await Self.send(
+                    harness, "charge.dispute.funds_withdrawn", #"{"id":"dp_1","object":"dispute","charge":"ch_disputed","status":"needs_response"}"#)
+                #expect(try await !Self.isActive(harness, "bea"), "a dispute lost ends access")
+
+                // Web revenue is in the charts, as store stripe: ann's two periods, bea's and cid's.
+                let today = ChartDay(milliseconds: Date().epochMilliseconds)
+                let from = ChartDay(daysSince1970: today.daysSince1970 - 45)
+                let chart = try await harness.send(
+                    .get, "/v1/admin/charts/refunds?resolution=month&store=stripe&from=\(from)&to=\(today)", key: harness.secretKey)
+                let points = chart.json["points"] as? [[String: Any]] ?? []
+                #expect(points.reduce(0) { $0 + ($1["transactions"] as? Int ?? 0) } == 4, "\(points)")
+                #expect(points.reduce(0) { $0 + ($1["refunded"] as? Int ?? 0) } == 3, "ann's, cid's in part and bea's dispute")
+
+                // A charge of no subscription, and an object the server does not follow: ignored.
+                await api.set("/v1/charges/ch_alone", #"{"id":"ch_alone","object":"charge","amount":500}"#)
+                #expect(try await Self.send(harness, "charge.refunded", #"{"id":"ch_alone","object":"charge"}"#)["status"] as? String == "ignored")
+                #expect(try await Self.send(harness, "customer.created", #"{"id":"cus_1","object":"customer"}"#)["status"] as? String == "ignored")
+            }
+        }
+    }
+}
+
+enum StripeSignatureField {
+    static let name = NotificationRoutes.stripeSignature
+}
