@@ -20,38 +20,6 @@ struct StripeLifecycleTests {
     static let secret = "whsec_lifecycle"
     static let day: TimeInterval = 86_400
 
-    /// Stripe's API as far as the server reads it: objects by path, as the test sets them.
-    actor StripeAPI {
-        var objects: [String: String] = [:]
-
-        func set(_ path: String, _ json: String) { objects[path] = json }
-        func object(_ path: String) -> String? { objects[path] }
-
-        nonisolated func makeApplication() -> some ApplicationProtocol {
-            let router = Router()
-            router.get("/v1/**") { request, _ -> Response in
-                guard let json = await self.object(request.uri.path) else {
-                    let missing = #"{"error":{"type":"invalid_request_error","message":"No such object"}}"#
-                    return Response(
-                        status: .notFound, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: missing)))
-                }
-                return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: json)))
-            }
-            return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
-        }
-    }
-
-    static func subscription(_ id: String, user: String, status: String = "active", start: Date, end: Date, cancelAtPeriodEnd: Bool = false)
-        -> String
-    {
-        """
-        {"id":"\(id)","object":"subscription","customer":"cus_\(user)","status":"\(status)","cancel_at_period_end":\(cancelAtPeriodEnd),
-         "current_period_start":\(Int(start.timeIntervalSince1970)),"current_period_end":\(Int(end.timeIntervalSince1970)),
-         "start_date":\(Int(start.timeIntervalSince1970)),"livemode":false,"metadata":{"app_user_id":"\(user)"},
-         "items":{"object":"list","data":[{"id":"si_\(id)","price":{"id":"price_monthly","product":"prod_pro","unit_amount":999,"currency":"usd"}}]}}
-        """
-    }
-
     /// Sends `object` as the data of a `type` event, signed now with the endpoint's secret.
     static func send(_ harness: ReceiptTests.Harness, _ type: String, _ object: String, id: String = "evt_\(UUID().uuidString.prefix(8))")
         async throws -> [String: Any]
@@ -85,7 +53,7 @@ struct StripeLifecycleTests {
         "a renewal, a failed payment in grace, a refund in full and in part, a dispute lost, each as Stripe's signed event",
         arguments: TestDatabaseKind.available)
     func lifecycle(_ kind: TestDatabaseKind) async throws {
-        let api = StripeAPI()
+        let api = StripeAPIStandIn()
         try await api.makeApplication().test(.live) { stand in
             let port = try #require(stand.port)
             try await ReceiptTests.withHarness(
@@ -99,13 +67,15 @@ struct StripeLifecycleTests {
                 let now = Date()
                 // Created for a period already past, then renewed: the entitlement comes back.
                 await api.set(
-                    "/v1/subscriptions/sub_life", Self.subscription("sub_life", user: "ann", start: now - 40 * Self.day, end: now - 10 * Self.day))
+                    "/v1/subscriptions/sub_life",
+                    StripeAPIStandIn.subscription("sub_life", user: "ann", start: now - 40 * Self.day, end: now - 10 * Self.day))
                 #expect(
                     try await Self.send(harness, "customer.subscription.created", #"{"id":"sub_life","object":"subscription"}"#)["status"] as? String
                         == "applied")
                 #expect(try await !Self.isActive(harness, "ann"), "the first period has ended")
                 await api.set(
-                    "/v1/subscriptions/sub_life", Self.subscription("sub_life", user: "ann", start: now - 10 * Self.day, end: now + 20 * Self.day))
+                    "/v1/subscriptions/sub_life",
+                    StripeAPIStandIn.subscription("sub_life", user: "ann", start: now - 10 * Self.day, end: now + 20 * Self.day))
                 let renewal = #"{"id":"in_renew","object":"invoice","subscription":"sub_life"}"#
                 #expect(try await Self.send(harness, "invoice.paid", renewal, id: "evt_renewal")["status"] as? String == "applied")
                 #expect(try await Self.isActive(harness, "ann"), "invoice.paid: renewed")
@@ -117,7 +87,7 @@ struct StripeLifecycleTests {
                 // A payment failed after the period ended: billing issue, access in grace.
                 await api.set(
                     "/v1/subscriptions/sub_fail",
-                    Self.subscription("sub_fail", user: "bea", status: "past_due", start: now - 31 * Self.day, end: now - Self.day))
+                    StripeAPIStandIn.subscription("sub_fail", user: "bea", status: "past_due", start: now - 31 * Self.day, end: now - Self.day))
                 _ = try await Self.send(harness, "invoice.payment_failed", #"{"id":"in_fail","object":"invoice","subscription":"sub_fail"}"#)
                 let failing = try await Self.subscriptionInfo(harness, "bea")
                 #expect(failing["billing_issues_detected_at"] as? String != nil && failing["grace_period_expires_date"] as? String != nil)
@@ -134,7 +104,8 @@ struct StripeLifecycleTests {
 
                 // A partial refund of cid's is Apple's prorated refund: the share kept for revenue.
                 await api.set(
-                    "/v1/subscriptions/sub_part", Self.subscription("sub_part", user: "cid", start: now - 5 * Self.day, end: now + 25 * Self.day))
+                    "/v1/subscriptions/sub_part",
+                    StripeAPIStandIn.subscription("sub_part", user: "cid", start: now - 5 * Self.day, end: now + 25 * Self.day))
                 await api.set("/v1/invoices/in_part", #"{"id":"in_part","object":"invoice","subscription":"sub_part"}"#)
                 await api.set("/v1/charges/ch_part", #"{"id":"ch_part","object":"charge","amount":1000,"amount_refunded":400,"invoice":"in_part"}"#)
                 _ = try await Self.send(harness, "charge.refunded", #"{"id":"ch_part","object":"charge"}"#)
