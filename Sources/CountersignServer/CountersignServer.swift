@@ -261,7 +261,7 @@ public struct CountersignServer: Sendable {
                 DatabaseService(database: database),
                 webhookService,
                 ReconciliationService(
-                    store: store, storeAPI: storeAPI, deployment: deployment, interval: configuration.reconciliationInterval,
+                    store: store, storeAPI: storeAPI, stripe: stripe, deployment: deployment, interval: configuration.reconciliationInterval,
                     now: configuration.now, logger: logger),
                 ConsumptionAnswerService(
                     store: store, storeAPI: storeAPI, deployment: deployment, interval: configuration.consumptionAnswerInterval,

@@ -133,7 +133,7 @@ struct StoreServerAPITests {
             try await setup.standIn.add(renewal)
             let server = setup.harness.server
             let service = ReconciliationService(
-                store: server.store, storeAPI: server.storeAPI, deployment: server.deployment,
+                store: server.store, storeAPI: server.storeAPI, stripe: server.stripe, deployment: server.deployment,
                 interval: .seconds(3_600), now: { Date() }, logger: server.logger)
             #expect(await service.reconcile(setup.harness.app) == 1)
             #expect(ReceiptTests.isActive(try await setup.harness.customerInfo("carol"), "pro"))

@@ -15,7 +15,7 @@ import Testing
 /// signed with the endpoint's secret, as Stripe signs it. The server reads the objects back from
 /// Stripe's API, served here as Stripe's API reference shows them (what localstripe cannot put a
 /// subscription into). Both databases.
-@Suite("Stripe: renewals, failed payments, refunds and disputes through signed events")
+@Suite("Stripe: renewals, failed payments, refunds, disputes and a lost event")
 struct StripeLifecycleTests {
     static let secret = "whsec_lifecycle"
     static let day: TimeInterval = 86_400
@@ -127,6 +127,22 @@ struct StripeLifecycleTests {
                 let points = chart.json["points"] as? [[String: Any]] ?? []
                 #expect(points.reduce(0) { $0 + ($1["transactions"] as? Int ?? 0) } == 4, "\(points)")
                 #expect(points.reduce(0) { $0 + ($1["refunded"] as? Int ?? 0) } == 3, "ann's, cid's in part and bea's dispute")
+
+                // A renewal whose event was lost: the reconciliation asks Stripe again.
+                await api.set(
+                    "/v1/subscriptions/sub_lost",
+                    StripeAPIStandIn.subscription("sub_lost", user: "dee", start: now - 32 * Self.day, end: now - 2 * Self.day))
+                _ = try await Self.send(harness, "customer.subscription.created", #"{"id":"sub_lost","object":"subscription"}"#)
+                #expect(try await !Self.isActive(harness, "dee"))
+                await api.set(
+                    "/v1/subscriptions/sub_lost",
+                    StripeAPIStandIn.subscription("sub_lost", user: "dee", start: now - 2 * Self.day, end: now + 28 * Self.day))
+                let server = harness.server
+                let reconciliation = ReconciliationService(
+                    store: server.store, storeAPI: server.storeAPI, stripe: server.stripe, deployment: server.deployment,
+                    interval: .seconds(3_600), now: { Date() }, logger: server.logger)
+                #expect(await reconciliation.reconcile(harness.app) >= 1)
+                #expect(try await Self.isActive(harness, "dee"), "renewed by the reconciliation's re-read")
 
                 // A charge of no subscription, and an object the server does not follow: ignored.
                 await api.set("/v1/charges/ch_alone", #"{"id":"ch_alone","object":"charge","amount":500}"#)

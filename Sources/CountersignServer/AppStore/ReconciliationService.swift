@@ -5,14 +5,16 @@ import Foundation
 import Logging
 import ServiceLifecycle
 
-/// Keeps subscriptions true when Apple's notifications are late or lost: every `interval`, the
-/// subscriptions of each app with an In-App Purchase key whose state is in doubt (see
-/// ``CustomerDatabase/chainsInDoubt(app:now:recheckAfter:limit:)``) are asked of the App Store
-/// Server API and brought up to date, with the same events a notification would have made. A
-/// chain is asked at most every 12 hours; an API failure is logged and tried next time.
+/// Keeps subscriptions true when the store's notifications are late or lost: every `interval`,
+/// the subscriptions whose state is in doubt (see
+/// ``CustomerDatabase/chainsInDoubt(app:now:recheckAfter:limit:)``) are asked again of their
+/// store, the App Store Server API (apps with an In-App Purchase key) or Stripe's API (apps that
+/// sell through Stripe), and brought up to date, with the same events a notification would have
+/// made. A chain is asked at most every 12 hours; an API failure is logged and tried next time.
 public struct ReconciliationService: Service {
     let store: CustomerDatabase
     let storeAPI: StoreServerAPI
+    let stripe: StripeWeb
     let deployment: DeploymentConfiguration
     let interval: Duration
     let now: @Sendable () -> Date
@@ -22,7 +24,8 @@ public struct ReconciliationService: Service {
     static let batch = 200
 
     public func run() async throws {
-        await repeatForApps(deployment.apps.filter(storeAPI.isConfigured(for:)), every: interval, "reconciliation", logger: logger) { app in
+        let apps = deployment.apps.filter { storeAPI.isConfigured(for: $0) || $0.stripe != nil }
+        await repeatForApps(apps, every: interval, "reconciliation", logger: logger) { app in
             await reconcile(app)
         }
     }
@@ -33,7 +36,14 @@ public struct ReconciliationService: Service {
         do {
             let chains = try await store.chainsInDoubt(app: app.id, now: now(), recheckAfter: Self.recheckAfter, limit: Self.batch)
             guard !chains.isEmpty else { return 0 }
-            let applied = try await storeAPI.refresh(app: app, chains: chains)
+            let web = chains.filter { $0.environment == "Stripe" || $0.environment == "StripeTest" }
+            var applied = 0
+            for (chain, _) in web where app.stripe != nil {
+                try await stripe.refresh(subscription: chain, app: app, now: now())
+                applied += 1
+            }
+            let apple = chains.filter { $0.environment != "Stripe" && $0.environment != "StripeTest" }
+            if !apple.isEmpty && storeAPI.isConfigured(for: app) { applied += try await storeAPI.refresh(app: app, chains: apple) }
             logger.info("subscriptions reconciled", metadata: ["app": "\(app.id)", "asked": "\(chains.count)", "applied": "\(applied)"])
             return applied
         } catch {

@@ -61,6 +61,14 @@ struct StripeWeb: Sendable {
         return (status, try await store.customerInfo(app: app, user: poster, now: now))
     }
 
+    /// Reads `subscription` from Stripe's API again and applies what it says now (the
+    /// reconciliation of a subscription in doubt: a renewal or an expiry whose event was lost).
+    func refresh(subscription: String, app: AppConfiguration, now: Date) async throws {
+        let (settings, client) = try client(for: app)
+        let facts = try await client.subscription(subscription).facts(app: app, settings: settings, now: now)
+        try await store.applyStoreState(transaction: facts.transaction, renewal: facts.renewal, app: app, now: now)
+    }
+
     /// What an event did.
     enum EventOutcome: Sendable, Equatable {
         case applied, duplicate
