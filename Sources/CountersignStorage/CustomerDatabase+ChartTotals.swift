@@ -193,13 +193,8 @@ extension CustomerDatabase {
         }
     }
 
-    /// What a chart of `app` reads for the days `fromDay...throughDay`, at `nowMs`, from the kept
-    /// sums (bring them up to date first: ``refreshChartTotalsFully(now:)``): the days before
-    /// `fromDay` summed into one row per product, currency and length (a snapshot's starting
-    /// point), each day of the range, and today's events after now taken back out; later days
-    /// are never read. Every sum is made by the database, and a row read by position.
-    public func chartTotals(app: String, filter: ChartFilter, fromDay: Int64, throughDay: Int64, nowMs: Int64) async throws -> ChartTotals {
-        let lastDay = min(throughDay, ChartDay(milliseconds: nowMs).daysSince1970)
+    /// The SQL that keeps the rows `filter` admits (each starts with ` AND `).
+    private static func conditions(_ filter: ChartFilter) -> SQLStatement {
         var conditions: SQLStatement = ""
         if let product = filter.product { conditions = conditions + " AND product_id = \(bind: product)" }
         if let environment = filter.environment { conditions = conditions + " AND environment = \(bind: environment)" }
@@ -211,6 +206,17 @@ extension CustomerDatabase {
                     ? " AND environment NOT IN (\(binds: ["TestStore", "Stripe", "StripeTest"]))" : " AND environment IN (\(binds: environments))")
         }
         if let country = filter.country { conditions = conditions + " AND country = \(bind: country)" }
+        return conditions
+    }
+
+    /// What a chart of `app` reads for the days `fromDay...throughDay`, at `nowMs`, from the kept
+    /// sums (bring them up to date first: ``refreshChartTotalsFully(now:)``): the days before
+    /// `fromDay` summed into one row per product, currency and length (a snapshot's starting
+    /// point), each day of the range, and today's events after now taken back out; later days
+    /// are never read. Every sum is made by the database, and a row read by position.
+    public func chartTotals(app: String, filter: ChartFilter, fromDay: Int64, throughDay: Int64, nowMs: Int64) async throws -> ChartTotals {
+        let lastDay = min(throughDay, ChartDay(milliseconds: nowMs).daysSince1970)
+        let conditions = Self.conditions(filter)
         // PostgreSQL sums BIGINTs as NUMERIC: back to BIGINT, which every sum fits.
         let sums: SQLStatement = "\(raw: Self.metricColumns.map { "CAST(SUM(\($0)) AS BIGINT)" }.joined(separator: ", "))"
         func read(_ statement: SQLStatement, sign: Int64 = 1, day fixed: Int64? = nil) async throws -> [ChartTotals.Row] {
