@@ -35,4 +35,18 @@ extension CustomerDatabase {
             return .applied
         }
     }
+
+    /// The refund stored for a transaction (when, and the share in thousandths of a percent;
+    /// nil share: all of it): a later read of a Stripe subscription, which does not name its
+    /// refunds, keeps it.
+    public func storedRefund(app: String, transactionId: String) async throws -> (date: Date, percentage: Int64?)? {
+        try await database.withConnection { sql in
+            try await sql.first(
+                """
+                SELECT revocation_date_ms, revocation_percentage FROM purchases \
+                WHERE app_id = \(bind: app) AND transaction_id = \(bind: transactionId) AND revocation_date_ms IS NOT NULL
+                """
+            ) { row in (Date(epochMilliseconds: try row.int64("revocation_date_ms")), try row.integer("revocation_percentage")) }
+        }
+    }
 }

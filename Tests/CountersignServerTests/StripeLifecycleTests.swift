@@ -101,6 +101,9 @@ struct StripeLifecycleTests {
                 _ = try await Self.send(harness, "charge.refunded", #"{"id":"ch_full","object":"charge"}"#)
                 #expect(try await Self.subscriptionInfo(harness, "ann")["refunded_at"] as? String != nil)
                 #expect(try await !Self.isActive(harness, "ann"), "refunded in full")
+                // A later event about the subscription, which names no refund, keeps it.
+                _ = try await Self.send(harness, "customer.subscription.updated", #"{"id":"sub_life","object":"subscription"}"#)
+                #expect(try await !Self.isActive(harness, "ann"), "the refund stays after a later event")
 
                 // A partial refund of cid's is Apple's prorated refund: the share kept for revenue.
                 await api.set(

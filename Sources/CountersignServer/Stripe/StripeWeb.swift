@@ -52,7 +52,7 @@ struct StripeWeb: Sendable {
     /// transaction; the subscription's metadata, or a redemption, says whose it is.
     func record(token: String, app: AppConfiguration, poster: String, now: Date) async throws -> (PurchaseStatus, SubscriberResponse?) {
         let (settings, _) = try client(for: app)
-        let facts = try await subscription(forToken: token, app: app).facts(app: app, settings: settings, now: now)
+        let facts = try await facts(of: subscription(forToken: token, app: app), app: app, settings: settings, now: now)
         var keeping = app
         keeping.transferBehavior = .keepWithOriginal
         let status = try await store.record(facts.transaction, app: keeping, poster: poster, now: now)
@@ -61,11 +61,27 @@ struct StripeWeb: Sendable {
         return (status, try await store.customerInfo(app: app, user: poster, now: now))
     }
 
+    /// The facts of `subscription` now, keeping a refund stored for its current period (a
+    /// subscription does not name its refunds: without this, the next read would read as the
+    /// refund reversed).
+    func facts(
+        of subscription: Stripe.Subscription, app: AppConfiguration, settings: StripeSettings, now: Date,
+        refund: (date: Date, percentage: Int64?)? = nil
+    )
+        async throws -> StripeFacts
+    {
+        let current = try subscription.facts(app: app, settings: settings, now: now, refund: refund)
+        guard refund == nil, let stored = try await store.storedRefund(app: app.id, transactionId: current.transaction.transactionId) else {
+            return current
+        }
+        return try subscription.facts(app: app, settings: settings, now: now, refund: stored)
+    }
+
     /// Reads `subscription` from Stripe's API again and applies what it says now (the
     /// reconciliation of a subscription in doubt: a renewal or an expiry whose event was lost).
     func refresh(subscription: String, app: AppConfiguration, now: Date) async throws {
         let (settings, client) = try client(for: app)
-        let facts = try await client.subscription(subscription).facts(app: app, settings: settings, now: now)
+        let facts = try await facts(of: client.subscription(subscription), app: app, settings: settings, now: now)
         try await store.applyStoreState(transaction: facts.transaction, renewal: facts.renewal, app: app, now: now)
     }
 
@@ -105,10 +121,9 @@ struct StripeWeb: Sendable {
         guard let subscriptionId else { return .ignored("the event names no subscription", code: nil) }
         let subscription = try await client.subscription(subscriptionId)
         let facts: StripeFacts
-        let made = Result { () throws(APIError) -> StripeFacts in try subscription.facts(app: app, settings: settings, now: now, refund: refund) }
-        switch made {
-        case .success(let made): facts = made
-        case .failure(let refusal):
+        do {
+            facts = try await self.facts(of: subscription, app: app, settings: settings, now: now, refund: refund)
+        } catch let refusal as APIError {
             guard refusal.code == APIErrorCode.stripeProductNotMapped.rawValue else { throw refusal }
             return .ignored(refusal.message, code: .stripeProductNotMapped)
         }
