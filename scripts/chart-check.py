@@ -466,7 +466,9 @@ def server_points(answer, chart):
 
 # --- The run -----------------------------------------------------------------------------------
 
-def configure(data_dir, change_ms=None):
+def configure(data_dir, change_ms=None, rate_change_ms=None):
+    """The app's products, commission and rates (two dated tables when `rate_change_ms` is given,
+    the older one alone otherwise)."""
     path = os.path.join(data_dir, "countersign.json")
     configuration = json.load(open(path))
     app = configuration["apps"][0]
@@ -474,8 +476,11 @@ def configure(data_dir, change_ms=None):
     app["commissionPercentage"] = COMMISSION
     if change_ms is not None:
         app["commissionChanges"] = [{"from": day_text(change_ms), "percentage": COMMISSION_AFTER}]
-    app["usdExchangeRateHistory"] = [{"asOf": day_text(RATE_CHANGE_MS[0] - 30 * DAY), "usdPerUnit": RATES_BEFORE}]
-    app["usdExchangeRates"] = {"asOf": day_text(RATE_CHANGE_MS[0]), "usdPerUnit": RATES}
+    if rate_change_ms is None:
+        app["usdExchangeRates"] = {"asOf": "2026-11-01", "usdPerUnit": RATES_BEFORE}
+    else:
+        app["usdExchangeRateHistory"] = [{"asOf": day_text(rate_change_ms - 30 * DAY), "usdPerUnit": RATES_BEFORE}]
+        app["usdExchangeRates"] = {"asOf": day_text(rate_change_ms), "usdPerUnit": RATES}
     known = {product["id"]: product for product in app["products"]}
     for ident, (kind, _, period, price) in PRODUCTS.items():
         product = known.get(ident) or {"id": ident, "type": kind, "entitlements": ["pro"] if kind != "consumable" else []}
@@ -575,7 +580,7 @@ def main():
         server.wait(timeout=30)
         CHANGE_MS[0] = window_start + COMMISSION_CHANGE_DAY * DAY
         RATE_CHANGE_MS[0] = window_start + RATE_CHANGE_DAY * DAY
-        configure(data, CHANGE_MS[0])
+        configure(data, CHANGE_MS[0], RATE_CHANGE_MS[0])
         for name, rows in (("first", history.rows_first), ("late", list(reversed(history.rows_late)))):
             path = os.path.join(data, "%s.csv" % name)
             export(rows, path)
