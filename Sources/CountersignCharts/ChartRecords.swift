@@ -73,8 +73,6 @@ public struct ChartTransaction: Sendable, Hashable {
         self.country = country
     }
 
-    /// The store, as CustomerInfo names it.
-    public var store: String { ChartKey.store(of: environment) }
     public var isTrial: Bool { periodType == "trial" }
     /// Refunded: revoked and not upgraded away.
     public var isRefunded: Bool { revokedMs != nil && !isUpgraded }

@@ -49,8 +49,9 @@ enum StripeSignature {
         guard abs(Double(timestamp) - now.timeIntervalSince1970) <= tolerance else { throw .outsideTolerance }
         let signed = Array("\(timestamp).".utf8) + payload
         for secret in secrets {
-            let mac = Array(HMAC<SHA256>.authenticationCode(for: signed, using: SymmetricKey(data: Array(secret.utf8))))
-            if candidates.contains(where: { constantTimeEqual($0, mac) }) { return }
+            let key = SymmetricKey(data: Array(secret.utf8))
+            // swift-crypto's check compares in constant time.
+            if candidates.contains(where: { HMAC<SHA256>.isValidAuthenticationCode($0, authenticating: signed, using: key) }) { return }
         }
         throw .noMatch
     }
@@ -82,12 +83,5 @@ enum StripeSignature {
             index += 2
         }
         return bytes
-    }
-
-    private static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count else { return false }
-        var difference: UInt8 = 0
-        for index in a.indices { difference |= a[index] ^ b[index] }
-        return difference == 0
     }
 }

@@ -53,12 +53,20 @@ struct StripeWeb: Sendable {
     func record(token: String, app: AppConfiguration, poster: String, now: Date) async throws -> (PurchaseStatus, SubscriberResponse?) {
         let (settings, _) = try client(for: app)
         let facts = try await facts(of: subscription(forToken: token, app: app), app: app, settings: settings, now: now)
-        var keeping = app
-        keeping.transferBehavior = .keepWithOriginal
-        let status = try await store.record(facts.transaction, app: keeping, poster: poster, now: now)
+        let status = try await recordNeverMoving(facts.transaction, app: app, poster: poster, now: now)
         guard status != .boundToAnotherUser else { return (status, nil) }
         try await store.applyStoreState(transaction: nil, renewal: facts.renewal, app: app, now: now)
         return (status, try await store.customerInfo(app: app, user: poster, now: now))
+    }
+
+    /// Records `transaction` for `poster` under the ledger's rules, except that a Stripe
+    /// subscription another user owns is never moved (whatever the app's transfer behaviour).
+    private func recordNeverMoving(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws
+        -> PurchaseStatus
+    {
+        var keeping = app
+        keeping.transferBehavior = .keepWithOriginal
+        return try await store.record(transaction, app: keeping, poster: poster, now: now)
     }
 
     /// The facts of `subscription` now, keeping a refund stored for its current period (a
@@ -128,9 +136,7 @@ struct StripeWeb: Sendable {
             return .ignored(refusal.message, code: .stripeProductNotMapped)
         }
         if let owner = facts.appUserId {
-            var keeping = app
-            keeping.transferBehavior = .keepWithOriginal
-            _ = try await store.record(facts.transaction, app: keeping, poster: owner, now: now)
+            _ = try await recordNeverMoving(facts.transaction, app: app, poster: owner, now: now)
         }
         let outcome = try await store.applyStripeEvent(
             id: event.id, type: event.type, created: event.created.map { Date(timeIntervalSince1970: TimeInterval($0)) },
