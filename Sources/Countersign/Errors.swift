@@ -106,6 +106,9 @@ public struct ErrorCode: RawRepresentable, Error, Hashable, Sendable, CustomStri
     public static let invalidPromotionalOfferError = Self(34, "invalidPromotionalOfferError")
     public static let offlineConnectionError = Self(35, "offlineConnectionError")
     public static let signatureVerificationFailed = Self(37, "signatureVerificationFailed")
+    public static let invalidWebPurchaseToken = Self(39, "invalidWebPurchaseToken")
+    public static let purchaseBelongsToOtherUser = Self(40, "purchaseBelongsToOtherUser")
+    public static let expiredWebPurchaseToken = Self(41, "expiredWebPurchaseToken")
     /// `fromCacheOnly` with nothing cached (RevenueCat has no cache-only policy).
     public static let noCachedCustomerInfo = Self(1001, "noCachedCustomerInfo")
 
@@ -115,7 +118,8 @@ public struct ErrorCode: RawRepresentable, Error, Hashable, Sendable, CustomStri
         .missingReceiptFileError, .networkError, .invalidCredentialsError, .unexpectedBackendResponseError, .invalidAppUserIdError,
         .operationAlreadyInProgressForProductError, .unknownBackendError, .ineligibleError, .paymentPendingError,
         .invalidSubscriberAttributesError, .configurationError, .invalidPromotionalOfferError,
-        .offlineConnectionError, .signatureVerificationFailed, .noCachedCustomerInfo,
+        .offlineConnectionError, .signatureVerificationFailed, .invalidWebPurchaseToken, .purchaseBelongsToOtherUser,
+        .expiredWebPurchaseToken, .noCachedCustomerInfo,
     ]
 }
 
@@ -144,6 +148,9 @@ extension PurchasesError {
             case .missingAPIKey?, .invalidAPIKey?, .wrongKeyKind?: return .invalidCredentialsError
             case .invalidAppUserId?, .reservedAppUserId?: return .invalidAppUserIdError
             case .invalidSubscriberAttributes?: return .invalidSubscriberAttributesError
+            case .invalidWebRedemptionToken?: return .invalidWebPurchaseToken
+            case .purchaseBelongsToOtherUser?: return .purchaseBelongsToOtherUser
+            case .expiredWebRedemptionToken?: return .expiredWebPurchaseToken
             case .some: return .unknownBackendError
             case nil: return status >= 500 ? .unknownBackendError : .unexpectedBackendResponseError
             }

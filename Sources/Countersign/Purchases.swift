@@ -445,7 +445,7 @@ public final class Purchases: @unchecked Sendable {
     /// does not say it is for `user` as an alias of that customer) is a signed answer moved from
     /// another request: it fails with ``VerificationFailure/appUserMismatch``
     /// (an error in enforced mode, delivered as `failed` in informational mode).
-    private func remember(_ answer: Backend.Answer, path: String, user: String) throws -> CustomerInfo {
+    func remember(_ answer: Backend.Answer, path: String, user: String) throws -> CustomerInfo {
         let now = referenceNow
         var answer = answer
         var info: CustomerInfo

@@ -208,7 +208,7 @@ public struct CountersignServer: Sendable {
         NotificationRoutes(deployment: deployment, store: store, verifiers: verifiers, stripe: stripe, now: now).add(to: router)
         AdminRoutes(
             authentication: authentication, store: store, keys: keys, verifiers: verifiers, testStore: testStore, storeAPI: storeAPI,
-            now: now
+            stripe: stripe, now: now
         ).add(to: router)
         let limiter = RateLimiter(perSecond: configuration.telemetryReportsPerSecond, burst: configuration.telemetryReportBurst, now: now)
         DiagnosticsRoutes(

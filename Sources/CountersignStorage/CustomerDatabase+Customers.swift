@@ -181,7 +181,7 @@ extension CustomerDatabase {
         }
     }
 
-    /// Deletes a customer, their grants and attributes. Their purchases stay recorded (a transaction can
+    /// Deletes a customer, their grants, attributes and the redemption links they used. Their purchases stay recorded (a transaction can
     /// never be replayed as new) and stay owned, by nobody: the owner becomes NULL, which no
     /// query by app user id can match (so under `keepWithOriginal` nobody can claim them, and
     /// under `transfer` the next user who restores them gets them). Returns false for an unknown
@@ -194,6 +194,8 @@ extension CustomerDatabase {
             try await sql.run("DELETE FROM promotional_grants WHERE \(customer)")
             try await sql.run("DELETE FROM subscriber_attributes WHERE \(customer)")
             try await sql.run("DELETE FROM customer_aliases WHERE \(customer)")
+            // The links they redeemed name them; the links go (a spent one reads as unknown).
+            try await sql.run("DELETE FROM web_redemptions WHERE app_id = \(bind: app.id) AND redeemed_by = \(bind: user)")
             try await sql.run("UPDATE purchase_owners SET app_user_id = NULL, updated_at_ms = \(bind: now.epochMilliseconds) WHERE \(customer)")
             try await sql.run("DELETE FROM customers WHERE \(customer)")
             return true

@@ -13,7 +13,7 @@ extension CustomerDatabase {
     public struct DashboardSession: Sendable, Hashable {
         public struct Grant: Codable, Sendable, Hashable {
             public var app: String
-            /// A fingerprint of the secret key the app was signed in with (the dashboard's `DashboardToken.fingerprint(ofKey:)`).
+            /// A fingerprint of the secret key the app was signed in with (the dashboard's `SecretToken.fingerprint(ofKey:)`).
             public var key: String
 
             public init(app: String, key: String) {

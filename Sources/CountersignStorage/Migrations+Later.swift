@@ -207,6 +207,24 @@ extension Migrations {
             version: 24, name: "revenue chart sums",
             statements: chartTables + ChartTriggers.sqlite + chartMarks(conflict: "INSERT OR IGNORE INTO"),
             postgresStatements: chartTables + ChartTriggers.postgres + chartMarks(conflict: "INSERT INTO")),
+        // Redemption links of web purchases (docs/stripe.md, "Redemption links"): only the
+        // SHA-256 of each token is kept, so the table gives no usable link away.
+        Migration(
+            version: 25, name: "web purchase redemption links",
+            statements: [
+                """
+                CREATE TABLE web_redemptions (
+                    token_hash TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    subscription TEXT NOT NULL,
+                    obfuscated_email TEXT,
+                    created_ms BIGINT NOT NULL,
+                    expires_ms BIGINT NOT NULL,
+                    redeemed_by TEXT,
+                    redeemed_ms BIGINT
+                )
+                """
+            ]),
     ]
 }
 

@@ -27,13 +27,19 @@ public actor StripeAPIStandIn {
     }
 
     /// A subscription of `price_monthly` (999 US cents a month) for `user` (its metadata's
-    /// `app_user_id`), test mode, as Stripe's API reference shows one.
-    public static func subscription(_ id: String, user: String, status: String = "active", start: Date, end: Date) -> String {
+    /// `app_user_id`; none when nil, as bought on the web without one), of customer
+    /// `cus_<user or id>`, test mode, as Stripe's API reference shows one.
+    public static func subscription(_ id: String, user: String?, status: String = "active", start: Date, end: Date) -> String {
         """
-        {"id":"\(id)","object":"subscription","customer":"cus_\(user)","status":"\(status)","cancel_at_period_end":false,
+        {"id":"\(id)","object":"subscription","customer":"cus_\(user ?? id)","status":"\(status)","cancel_at_period_end":false,
          "current_period_start":\(Int(start.timeIntervalSince1970)),"current_period_end":\(Int(end.timeIntervalSince1970)),
-         "start_date":\(Int(start.timeIntervalSince1970)),"livemode":false,"metadata":{"app_user_id":"\(user)"},
+         "start_date":\(Int(start.timeIntervalSince1970)),"livemode":false,"metadata":{\(user.map { #""app_user_id":"\#($0)""# } ?? "")},
          "items":{"object":"list","data":[{"id":"si_\(id)","price":{"id":"price_monthly","product":"prod_pro","unit_amount":999,"currency":"usd"}}]}}
         """
+    }
+
+    /// A customer with `email`, served at `/v1/customers/<id>`.
+    public static func customer(_ id: String, email: String) -> String {
+        #"{"id":"\#(id)","object":"customer","email":"\#(email)","livemode":false}"#
     }
 }

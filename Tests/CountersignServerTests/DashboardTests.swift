@@ -133,7 +133,7 @@ struct DashboardTests {
                 .post, "/dashboard/customers/anyone/grant", form: [("entitlement", "pro"), ("duration", "weekly")])
             #expect(post.status == 303)
             // A made-up session token is no session either.
-            setup.browser.cookies[DashboardCookie.session] = DashboardToken.make()
+            setup.browser.cookies[DashboardCookie.session] = SecretToken.make()
             #expect(try await setup.browser.get("/dashboard").status == 303)
         }
     }
@@ -186,7 +186,7 @@ struct DashboardTests {
             // The token is not in the database, only its hash.
             let token = try #require(browser.cookies[DashboardCookie.session])
             #expect(try await setup.harness.server.store.dashboardSession(tokenHash: token, now: setup.clock.now) == nil)
-            #expect(try await setup.harness.server.store.dashboardSession(tokenHash: DashboardToken.hash(token), now: setup.clock.now) != nil)
+            #expect(try await setup.harness.server.store.dashboardSession(tokenHash: SecretToken.hash(token), now: setup.clock.now) != nil)
             let overview = try await browser.get("/dashboard")
             #expect(overview.status == 200)
             #expect(overview.headers[.contentSecurityPolicy] != nil)

@@ -10,6 +10,19 @@ public struct APIError: Error, Codable, Hashable, Sendable, CustomStringConverti
     public var retryAfter: Int?
     /// Each subscriber attribute a batch could not store, as RevenueCat lists them.
     public var attributeErrors: [AttributeError]?
+    /// An expired redemption link's `{"obfuscated_email": …}`: where the buyer's new link goes
+    /// (RevenueCat's `purchase_redemption_error_info`, which its SDK reads into `.expired`).
+    public var purchaseRedemptionErrorInfo: RedemptionErrorInfo?
+
+    public struct RedemptionErrorInfo: Codable, Hashable, Sendable {
+        public var obfuscatedEmail: String
+
+        public init(obfuscatedEmail: String) { self.obfuscatedEmail = obfuscatedEmail }
+
+        enum CodingKeys: String, CodingKey {
+            case obfuscatedEmail = "obfuscated_email"
+        }
+    }
 
     /// `{"key_name": …, "message": …}`.
     public struct AttributeError: Codable, Hashable, Sendable {
@@ -43,6 +56,7 @@ public struct APIError: Error, Codable, Hashable, Sendable, CustomStringConverti
         case storeStatus = "store_status"
         case storeReason = "store_reason"
         case attributeErrors = "attribute_errors"
+        case purchaseRedemptionErrorInfo = "purchase_redemption_error_info"
     }
 
     public var description: String { "\(code): \(message)" }
@@ -119,6 +133,15 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
     case stripeProductNotMapped = 4223
     /// Stripe has no such object in the app's account (another account's reads the same way).
     case stripeObjectNotFound = 4224
+    /// A web purchase redemption token that is not one the server made, or was used already
+    /// by the same app user. RevenueCat's backend code (its SDK answers `.invalidToken`).
+    case invalidWebRedemptionToken = 7849
+    /// A redemption link used already by another app user, or for a purchase that stays with
+    /// another user. RevenueCat's code (`.purchaseBelongsToOtherUser`).
+    case purchaseBelongsToOtherUser = 7852
+    /// A redemption link past its 60 minutes; `purchase_redemption_error_info` says where a new
+    /// one goes. RevenueCat's code (`.expired(obfuscatedEmail)`).
+    case expiredWebRedemptionToken = 7853
     /// Too many requests of one kind from one app (telemetry); try again later.
     case rateLimited = 4290
     // 500
@@ -165,6 +188,7 @@ public enum APIErrorCode: Int, Sendable, CaseIterable {
         case .bodyTooLarge: 413
         case .missingAPIKey, .invalidAPIKey: 401
         case .wrongKeyKind, .testStoreNotEnabled, .csrfRejected, .appNotInSession: 403
+        case .invalidWebRedemptionToken, .purchaseBelongsToOtherUser, .expiredWebRedemptionToken: 403
         case .notFound: 404
         case .methodNotAllowed: 405
         case .internalError: 500

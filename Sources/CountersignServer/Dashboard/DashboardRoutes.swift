@@ -172,7 +172,7 @@ struct DashboardRoutes: Sendable {
     // MARK: Sign-in
 
     func signInPage(_ request: Request, error: String?, status: HTTPResponse.Status) async throws -> Response {
-        let token = DashboardToken.make()
+        let token = SecretToken.make()
         var values: [String: Any] = ["csrf": token]
         if let error { values["error"] = error }
         // Already signed in: the apps the new sign-in may keep, if asked (never by default).
@@ -212,9 +212,9 @@ struct DashboardRoutes: Sendable {
         // A sign-in replaces the session it came from, under a new token. The apps that session
         // held (with their keys still configured) stay only when the form asks for it
         // (`keep_apps`, a checkbox naming them): another key never carries them over silently.
-        var grants = [CustomerDatabase.DashboardSession.Grant(app: app.id, key: DashboardToken.fingerprint(ofKey: key))]
+        var grants = [CustomerDatabase.DashboardSession.Grant(app: app.id, key: SecretToken.fingerprint(ofKey: key))]
         if let token = DashboardCookie.value(DashboardCookie.session, in: request) {
-            let old = DashboardToken.hash(token)
+            let old = SecretToken.hash(token)
             if let session = try await store.dashboardSession(tokenHash: old, now: now()) {
                 if form["keep_apps"] == "1" {
                     grants = validGrants(session).filter { $0.app != app.id } + grants
@@ -222,11 +222,11 @@ struct DashboardRoutes: Sendable {
                 try await store.deleteDashboardSession(tokenHash: old)
             }
         }
-        let token = DashboardToken.make()
+        let token = SecretToken.make()
         let session = CustomerDatabase.DashboardSession(
-            grants: grants, currentApp: app.id, csrfToken: DashboardToken.make(),
+            grants: grants, currentApp: app.id, csrfToken: SecretToken.make(),
             expires: now().addingTimeInterval(settings.sessionLifetime))
-        try await store.createDashboardSession(tokenHash: DashboardToken.hash(token), session, now: now())
+        try await store.createDashboardSession(tokenHash: SecretToken.hash(token), session, now: now())
         context.logger.notice("dashboard sign-in", metadata: ["app": "\(app.id)"])
         var response = Self.redirect("/dashboard")
         let secure = DashboardCookie.isSecure(request)
@@ -240,7 +240,7 @@ struct DashboardRoutes: Sendable {
     /// The session of the request's cookie, with the apps it may see; nil: not signed in.
     func signedIn(_ request: Request) async throws -> SignedIn? {
         guard let token = DashboardCookie.value(DashboardCookie.session, in: request) else { return nil }
-        let hash = DashboardToken.hash(token)
+        let hash = SecretToken.hash(token)
         guard let session = try await store.dashboardSession(tokenHash: hash, now: now()) else { return nil }
         let apps = validGrants(session).compactMap { grant in deployment.apps.first { $0.id == grant.app } }
         guard let app = apps.first(where: { $0.id == session.currentApp }) ?? apps.first else { return nil }
@@ -252,7 +252,7 @@ struct DashboardRoutes: Sendable {
     /// from every session at once.
     func validGrants(_ session: CustomerDatabase.DashboardSession) -> [CustomerDatabase.DashboardSession.Grant] {
         session.grants.filter { grant in
-            deployment.apps.first { $0.id == grant.app }?.secretApiKeys.contains { DashboardToken.fingerprint(ofKey: $0) == grant.key } == true
+            deployment.apps.first { $0.id == grant.app }?.secretApiKeys.contains { SecretToken.fingerprint(ofKey: $0) == grant.key } == true
         }
     }
 

@@ -103,8 +103,9 @@ struct FormBody {
     }
 }
 
-/// Sign-in tokens: 32 random bytes, base64url; the database keeps their SHA-256 only.
-enum DashboardToken {
+/// Secret tokens (dashboard sign-in, web purchase redemption): 32 random bytes, base64url; the
+/// database keeps their SHA-256 only.
+enum SecretToken {
     static func make() -> String {
         var generator = SystemRandomNumberGenerator()
         return Data((0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }).base64URLEncodedString

@@ -24,6 +24,7 @@ import Hummingbird
 /// - `POST /v1/admin/test_store/{renew,refund,approve,share,purchase}`: play the App Store's part
 ///   for test-store purchases (see AdminRoutes+TestStore.swift).
 /// - `/v1/admin/webhooks/...`: webhook deliveries (see AdminRoutes+Webhooks.swift).
+/// - `POST /v1/admin/stripe/redemption_links`: a web purchase's redemption link (AdminRoutes+Stripe.swift).
 ///
 /// RevenueCat's REST API v1, as backends call it with the secret key, at RevenueCat's paths and
 /// with RevenueCat's answers: `POST /v1/subscribers/{id}/entitlements/{entitlement}/promotional`
@@ -38,6 +39,8 @@ struct AdminRoutes: Sendable {
     let verifiers: [String: SignedDataVerifier]
     let testStore: TestStoreCA?
     let storeAPI: StoreServerAPI
+    /// Web purchases (redemption links).
+    let stripe: StripeWeb
     let now: @Sendable () -> Date
 
     struct GrantRequest: Decodable {
@@ -99,6 +102,7 @@ struct AdminRoutes: Sendable {
         addTestStoreRoutes(to: router)
         addWebhookRoutes(to: router)
         addChartRoutes(to: router)
+        addStripeRoutes(to: router)
     }
 
     private func customerRecord(_ app: AppConfiguration, _: Request, _ context: ServerRequestContext) async throws -> Response {

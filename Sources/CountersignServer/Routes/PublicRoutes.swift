@@ -12,6 +12,8 @@ import Hummingbird
 /// - `POST /v1/receipts`: record a purchase, answer CustomerInfo with `purchase_status`
 ///   (PublicRoutes+Receipts.swift).
 /// - `POST /v1/subscribers/identify`: logIn; an anonymous user's purchases merge into the new one.
+/// - `POST /v1/subscribers/redeem_purchase`: a web purchase's redemption link, redeemed for the
+///   app user (StripeWeb+Redemption.swift).
 /// - `POST /v1/subscribers/{app_user_id}/attributes`: subscriber attributes, a batch at a time.
 /// - `POST /v1/subscribers/{app_user_id}/intro_eligibility`: introductory offer eligibility.
 /// - `POST /v1/subscribers/{app_user_id}/promotional_offer`: a promotional offer signed with the
@@ -70,6 +72,16 @@ struct PublicRoutes: Sendable {
         }
     }
 
+    /// The body of `POST /v1/subscribers/redeem_purchase` (RevenueCat's web purchase redemption).
+    struct RedeemRequest: Decodable {
+        var appUserId: String
+        var redemptionToken: String
+
+        enum CodingKeys: String, CodingKey {
+            case appUserId = "app_user_id", redemptionToken = "redemption_token"
+        }
+    }
+
     struct OfferingsAnswer: Encodable {
         struct Offering: Encodable {
             var identifier: String
@@ -125,6 +137,11 @@ struct PublicRoutes: Sendable {
             context.platform?.lowercased() == "stripe" ? try await stripeReceipt(app, receipt, context) : try await receipts(app, receipt, context)
         }
         post(routes, "/v1/subscribers/identify", IdentifyRequest.self, identify)
+        post(routes, "/v1/subscribers/redeem_purchase", RedeemRequest.self) { app, body, context in
+            let user = try AppUserIDRules.validated(body.appUserId, percentEncoded: false)
+            let info = try await stripe.redeem(token: body.redemptionToken, app: app, user: user, now: context.now)
+            return SignedAnswer.customerInfo(info, requestedAs: user)
+        }
         // A backend sets attributes with its secret key, as RevenueCat's REST API takes them
         // (and only it sets `$appleRefundHandlingPreference`).
         post(routes, "/v1/subscribers/:app_user_id/attributes", acceptsSecretKey: true, SubscriberAttributesBody.self, setAttributes)
@@ -320,6 +337,10 @@ struct PublicRoutes: Sendable {
 
 extension PublicRoutes.ReceiptRequest: PostBody {
     var postParams: [(String, String?)] { [("app_user_id", appUserId), ("fetch_token", fetchToken)] }
+}
+
+extension PublicRoutes.RedeemRequest: PostBody {
+    var postParams: [(String, String?)] { [("app_user_id", appUserId), ("redemption_token", redemptionToken)] }
 }
 
 extension PublicRoutes.IdentifyRequest: PostBody {

@@ -37,6 +37,10 @@ struct StripeClient: Sendable {
         try await get("/v1/charges/\(try Self.checked(id, prefix: "ch_"))", "charge", Stripe.Charge.self)
     }
 
+    func customer(_ id: String) async throws(APIError) -> Stripe.Customer {
+        try await get("/v1/customers/\(try Self.checked(id, prefix: "cus_"))", "customer", Stripe.Customer.self)
+    }
+
     /// `id` when it is a Stripe id of the kind `prefix` names (so it is safe in a path).
     static func checked(_ id: String, prefix: String) throws(APIError) -> String {
         guard id.hasPrefix(prefix), id.utf8.count > prefix.utf8.count, StripeSettings.isToken(id) else {

@@ -64,6 +64,12 @@ enum Stripe {
         var metadata: [String: String]?
     }
 
+    /// A customer: the email a redemption link's expiry names, obfuscated.
+    struct Customer: Decodable, Sendable {
+        var id: String
+        var email: String?
+    }
+
     struct Invoice: Decodable, Sendable {
         var id: String
         var subscription: Reference?

@@ -61,7 +61,7 @@ struct StripeWeb: Sendable {
 
     /// Records `transaction` for `poster` under the ledger's rules, except that a Stripe
     /// subscription another user owns is never moved (whatever the app's transfer behaviour).
-    private func recordNeverMoving(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws
+    func recordNeverMoving(_ transaction: VerifiedTransaction, app: AppConfiguration, poster: String, now: Date) async throws
         -> PurchaseStatus
     {
         var keeping = app

@@ -26,6 +26,10 @@ public struct StripeSettings: Codable, Sendable, Hashable {
     public var appUserIdMetadataKey: String?
     /// The customer portal link CustomerInfo gives as a Stripe subscription's `management_url`.
     public var customerPortalURL: String?
+    /// The custom URL scheme of the app's redemption links (`<scheme>://redeem_web_purchase?
+    /// redemption_token=…`), which the app registers; `cs-` and 10 hex digits of the app id's
+    /// SHA-256 when unset (RevenueCat's are `rc-` and 10 hex digits).
+    public var redemptionLinkScheme: String?
 
     public init(secretKey: String? = nil, webhookSecrets: [String], apiBaseURL: String? = nil, products: [String: String]) {
         self.secretKey = secretKey
@@ -83,6 +87,16 @@ public struct StripeSettings: Codable, Sendable, Hashable {
         if let portal = customerPortalURL, URL(string: portal)?.scheme != "https" {
             throw ConfigurationError("\(name).customerPortalURL must be an https URL")
         }
+        if let scheme = redemptionLinkScheme, !Self.isURLScheme(scheme) || ["http", "https"].contains(scheme.lowercased()) {
+            throw ConfigurationError(
+                "\(name).redemptionLinkScheme must be a custom URL scheme (a letter, then letters, digits, '+', '-' or '.'; at most 64)")
+        }
+    }
+
+    /// Whether `text` is a URL scheme (RFC 3986: a letter, then letters, digits, `+`, `-`, `.`).
+    static func isURLScheme(_ text: String) -> Bool {
+        guard let first = text.utf8.first, text.utf8.count <= 64, (65...90).contains(first) || (97...122).contains(first) else { return false }
+        return text.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 43 || $0 == 45 || $0 == 46 }
     }
 
     /// Whether `text` is a Stripe id or key: letters, digits and underscores, 1 to 255 of them.
