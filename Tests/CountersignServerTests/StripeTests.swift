@@ -176,5 +176,25 @@ struct StripeTests {
         bad = settings
         bad.apiBaseURL = "ftp://example.com"
         #expect(throws: ConfigurationError.self) { try bad.validate(app: app, environment: [:]) }
+        for scheme in ["https", "9app", "my app", "", String(repeating: "a", count: 65), "a/b"] {
+            bad = settings
+            bad.redemptionLinkScheme = scheme
+            #expect(throws: ConfigurationError.self, "\(scheme)") { try bad.validate(app: app, environment: [:]) }
+        }
+        bad = settings
+        bad.redemptionLinkScheme = "rc-d458f1e3a2"
+        try bad.validate(app: app, environment: [:])
+        #expect(StripeWeb.redemptionScheme(app, bad) == "rc-d458f1e3a2")
+        #expect(StripeWeb.redemptionScheme(app, settings).utf8.count == 13 && StripeWeb.redemptionScheme(app, settings).hasPrefix("cs-"))
+    }
+
+    @Test("an email obfuscated as RevenueCat shows one: the first letter of each part and the last of the top-level domain")
+    func obfuscatedEmail() {
+        #expect(StripeWeb.obfuscated(email: "test@revenuecat.com") == "t***@r*********.**m")
+        #expect(StripeWeb.obfuscated(email: "a@b.co.uk") == "a***@b.c*.*k")
+        #expect(StripeWeb.obfuscated(email: "x@localhost") == "x***@l********")
+        for bad in ["", "@example.com", "nobody", "a@", "a@b@c", String(repeating: "a", count: 600) + "@example.com"] {
+            #expect(StripeWeb.obfuscated(email: bad) == nil, "\(bad)")
+        }
     }
 }
