@@ -185,6 +185,19 @@ public enum EventRules {
         }
     }
 
+    /// The `PRODUCT_CHANGE` of a plan changed at once within a period (a web subscription's
+    /// upgrade or downgrade): about the transaction it replaced, naming the new product; the new
+    /// plan's transaction makes its own `RENEWAL` as it is stored (RevenueCat's "immediate
+    /// product change" flow). One per replaced transaction.
+    public static func immediateProductChange(replaced: EventTransaction, newProductId: String, app: AppConfiguration, owner: String, now: Date)
+        -> WebhookEvent
+    {
+        var event = WebhookEvent(
+            .productChange, subject: "\(replaced.transactionId)\u{0}replaced", app: app, user: owner, transaction: replaced, now: now)
+        event.newProductId = newProductId
+        return event
+    }
+
     /// RevenueCat's `expiration_reason` for the subtype of Apple's `EXPIRED`: VOLUNTARY is
     /// UNSUBSCRIBE, BILLING_RETRY is BILLING_ERROR, PRICE_INCREASE is PRICE_INCREASE, and
     /// PRODUCT_NOT_FOR_SALE (the developer took the product off sale) is DEVELOPER_INITIATED;

@@ -28,13 +28,17 @@ public actor StripeAPIStandIn {
 
     /// A subscription of `price_monthly` (999 US cents a month) for `user` (its metadata's
     /// `app_user_id`; none when nil, as bought on the web without one), of customer
-    /// `cus_<user or id>`, test mode, as Stripe's API reference shows one.
-    public static func subscription(_ id: String, user: String?, status: String = "active", start: Date, end: Date) -> String {
+    /// `cus_<user or id>`, test mode, as Stripe's API reference shows one; `created` is its
+    /// `start_date` (its first period's start; `start` when nil).
+    public static func subscription(
+        _ id: String, user: String?, status: String = "active", start: Date, end: Date, created: Date? = nil, price: String = "price_monthly",
+        amount: Int = 999
+    ) -> String {
         """
         {"id":"\(id)","object":"subscription","customer":"cus_\(user ?? id)","status":"\(status)","cancel_at_period_end":false,
          "current_period_start":\(Int(start.timeIntervalSince1970)),"current_period_end":\(Int(end.timeIntervalSince1970)),
-         "start_date":\(Int(start.timeIntervalSince1970)),"livemode":false,"metadata":{\(user.map { #""app_user_id":"\#($0)""# } ?? "")},
-         "items":{"object":"list","data":[{"id":"si_\(id)","price":{"id":"price_monthly","product":"prod_pro","unit_amount":999,"currency":"usd"}}]}}
+         "start_date":\(Int((created ?? start).timeIntervalSince1970)),"livemode":false,"metadata":{\(user.map { #""app_user_id":"\#($0)""# } ?? "")},
+         "items":{"object":"list","data":[{"id":"si_\(id)","price":{"id":"\(price)","product":"prod_\(price)","unit_amount":\(amount),"currency":"usd"}}]}}
         """
     }
 

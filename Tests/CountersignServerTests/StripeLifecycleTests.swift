@@ -75,7 +75,8 @@ struct StripeLifecycleTests {
                 #expect(try await !Self.isActive(harness, "ann"), "the first period has ended")
                 await api.set(
                     "/v1/subscriptions/sub_life",
-                    StripeAPIStandIn.subscription("sub_life", user: "ann", start: now - 10 * Self.day, end: now + 20 * Self.day))
+                    StripeAPIStandIn.subscription(
+                        "sub_life", user: "ann", start: now - 10 * Self.day, end: now + 20 * Self.day, created: now - 40 * Self.day))
                 let renewal = #"{"id":"in_renew","object":"invoice","subscription":"sub_life"}"#
                 #expect(try await Self.send(harness, "invoice.paid", renewal, id: "evt_renewal")["status"] as? String == "applied")
                 #expect(try await Self.isActive(harness, "ann"), "invoice.paid: renewed")
@@ -139,7 +140,8 @@ struct StripeLifecycleTests {
                 #expect(try await !Self.isActive(harness, "dee"))
                 await api.set(
                     "/v1/subscriptions/sub_lost",
-                    StripeAPIStandIn.subscription("sub_lost", user: "dee", start: now - 2 * Self.day, end: now + 28 * Self.day))
+                    StripeAPIStandIn.subscription(
+                        "sub_lost", user: "dee", start: now - 2 * Self.day, end: now + 28 * Self.day, created: now - 32 * Self.day))
                 let server = harness.server
                 let reconciliation = ReconciliationService(
                     store: server.store, storeAPI: server.storeAPI, stripe: server.stripe, deployment: server.deployment,
@@ -153,6 +155,73 @@ struct StripeLifecycleTests {
                 #expect(try await Self.send(harness, "customer.created", #"{"id":"cus_1","object":"customer"}"#)["status"] as? String == "ignored")
             }
         }
+    }
+
+    @Test(
+        "a plan changed within the period: the new plan from the change, prorated; the old one replaced, not refunded; a later read changes nothing",
+        arguments: TestDatabaseKind.available)
+    func planChange(_ kind: TestDatabaseKind) async throws {
+        let api = StripeAPIStandIn()
+        try await api.makeApplication().test(.live) { stand in
+            let port = try #require(stand.port)
+            try await ReceiptTests.withHarness(
+                kind,
+                configure: { app, _ in
+                    app.products.append(AppConfiguration.Product(id: "max_monthly", type: .autoRenewable, entitlements: ["pro", "max"]))
+                    app.stripe = StripeSettings(
+                        secretKey: "sk_test_lifecycle", webhookSecrets: [Self.secret], apiBaseURL: "http://127.0.0.1:\(port)",
+                        products: ["price_monthly": "pro_monthly", "price_max": "max_monthly"])
+                }
+            ) { harness in
+                let now = Date()
+                let (start, end) = (now - 10 * Self.day, now + 20 * Self.day)
+                let path = "/v1/subscriptions/sub_plan"
+                await api.set(path, StripeAPIStandIn.subscription("sub_plan", user: "fay", start: start, end: end))
+                _ = try await Self.send(harness, "customer.subscription.created", #"{"id":"sub_plan","object":"subscription"}"#)
+                #expect(try await Self.entitlements(harness, "fay") == ["pro": "pro_monthly"])
+
+                // Upgraded to max, 2999 cents a month, ten days into the month.
+                await api.set(path, StripeAPIStandIn.subscription("sub_plan", user: "fay", start: start, end: end, price: "price_max", amount: 2999))
+                let upgrade = #"{"id":"sub_plan","object":"subscription"}"#
+                _ = try await Self.send(harness, "customer.subscription.updated", upgrade, id: "evt_upgrade")
+                #expect(try await Self.entitlements(harness, "fay") == ["pro": "max_monthly", "max": "max_monthly"])
+                // Delivered again, and read again by a later event: the same two transactions.
+                #expect(try await Self.send(harness, "customer.subscription.updated", upgrade, id: "evt_upgrade")["status"] as? String == "duplicate")
+                _ = try await Self.send(harness, "invoice.paid", #"{"id":"in_plan","object":"invoice","subscription":"sub_plan"}"#)
+                var stored = try await harness.server.store.chartTransactions(app: harness.app.id).filter { $0.originalTransactionId == "sub_plan" }
+                    .sorted { $0.purchaseMs < $1.purchaseMs }
+                #expect(stored.count == 2)
+                let (old, new) = (stored[0], stored[stored.count - 1])
+                #expect(old.transactionId == "sub_plan" && old.productId == "pro_monthly" && old.isUpgraded && !old.isRefunded)
+                #expect(old.revokedMs == new.purchaseMs && new.productId == "max_monthly" && new.expiresMs == end.epochMilliseconds / 1000 * 1000)
+                // What Stripe prorates: (29.99 − 9.99) for the two thirds of the month left.
+                #expect(abs((new.priceMilliunits ?? 0) - 13_333) <= 20, "\(new.priceMilliunits ?? 0)")
+
+                // Back down to pro: max goes at once; the credit is no charge and no refund.
+                await api.set(path, StripeAPIStandIn.subscription("sub_plan", user: "fay", start: start, end: end))
+                _ = try await Self.send(harness, "customer.subscription.updated", upgrade, id: "evt_downgrade")
+                #expect(try await Self.entitlements(harness, "fay") == ["pro": "pro_monthly"])
+                stored = try await harness.server.store.chartTransactions(app: harness.app.id).filter { $0.originalTransactionId == "sub_plan" }
+                #expect(stored.count == 3 && stored.filter(\.isUpgraded).count == 2 && !stored.contains(where: \.isRefunded))
+                #expect(stored.first { !$0.isUpgraded }?.priceMilliunits == 0)
+                // RevenueCat's immediate product change: a RENEWAL of the new plan and a PRODUCT_CHANGE, each way; no CANCELLATION.
+                let events = try await harness.server.store.events(app: harness.app.id, user: "fay").reversed().map(\.type)
+                #expect(events == ["INITIAL_PURCHASE", "RENEWAL", "PRODUCT_CHANGE", "RENEWAL", "PRODUCT_CHANGE"])
+            }
+        }
+    }
+
+    /// The customer's active entitlements, each with the product that grants it.
+    static func entitlements(_ harness: ReceiptTests.Harness, _ user: String) async throws -> [String: String] {
+        let reply = try await harness.send(.get, "/v1/subscribers/\(user)", key: harness.key)
+        let entitlements = (reply.json["subscriber"] as? [String: Any])?["entitlements"] as? [String: Any] ?? [:]
+        var active: [String: String] = [:]
+        for (name, value) in entitlements {
+            guard let value = value as? [String: Any], let expires = (value["expires_date"] as? String).flatMap(WireDate.parse), expires > Date()
+            else { continue }
+            active[name] = value["product_identifier"] as? String
+        }
+        return active
     }
 }
 

@@ -19,6 +19,9 @@ struct StripeFacts: Sendable {
     var renewal: RenewalInfoPayload
     /// The app user id the subscription's metadata names, when it names one.
     var appUserId: String?
+    /// After a plan change within the period: the period's earlier transaction, now marked
+    /// upgraded and ended at the change (as Apple marks the transaction an upgrade replaces).
+    var replaced: VerifiedTransaction?
 }
 
 extension Stripe.Subscription {
@@ -29,9 +32,20 @@ extension Stripe.Subscription {
     /// The facts of this subscription for `app`, read at `now`; `refund` is a charge of its
     /// current period refunded (when, and how much of it in thousandths of a percent, nil for
     /// all of it). Throws when Stripe's answer names a price the app does not map, or lacks a
-    /// period.
+    /// period. The period's transaction is the subscription's id for its first period (as an App
+    /// Store chain's first transaction is the chain's), `<id>_<period start>` for each later one.
     func facts(app: AppConfiguration, settings: StripeSettings, now: Date, refund: (date: Date, percentage: Int64?)? = nil) throws(APIError)
         -> StripeFacts
+    {
+        var (payload, renewal, appUserId) = try payloads(app: app, settings: settings, now: now)
+        if let refund { Self.refund(&payload, refund) }
+        return StripeFacts(transaction: try Self.verified(payload, app: app), renewal: renewal, appUserId: appUserId)
+    }
+
+    /// The payloads ``facts(app:settings:now:refund:)`` makes its transaction and renewal state
+    /// of, and the metadata's app user id.
+    func payloads(app: AppConfiguration, settings: StripeSettings, now: Date) throws(APIError)
+        -> (TransactionPayload, RenewalInfoPayload, String?)
     {
         guard let price else { throw APIError(.stripeAPIFailed, "Stripe's subscription \(id) has no price") }
         guard let productId = settings.products[price.id] ?? price.product.flatMap({ settings.products[$0.id] }) else {
@@ -43,8 +57,8 @@ extension Stripe.Subscription {
         let environment: AppStoreEnvironment = livemode == true ? .stripe : .stripeTest
         let periodStart = Date(timeIntervalSince1970: TimeInterval(start))
         var payload = TransactionPayload(
-            transactionId: "\(id)_\(start)", originalTransactionId: id, bundleId: app.bundleId, productId: productId, purchaseDate: periodStart,
-            type: .autoRenewable, environment: environment, signedDate: now)
+            transactionId: startDate == start ? id : "\(id)_\(start)", originalTransactionId: id, bundleId: app.bundleId, productId: productId,
+            purchaseDate: periodStart, type: .autoRenewable, environment: environment, signedDate: now)
         payload.originalPurchaseDate = startDate.map { Date(timeIntervalSince1970: TimeInterval($0)) } ?? periodStart
         var expires = end
         // Cancelled at once (or ended): access ends when Stripe ended it.
@@ -62,25 +76,30 @@ extension Stripe.Subscription {
         // The metadata's app user binds the purchase as an app account token does: posted by
         // anyone else, it is refused (purchase_status 409).
         payload.appAccountToken = appUserId.map { AppAccountToken.forAppUserID($0).uuidString.lowercased() }
-        if let refund {
-            payload.revocationDate = refund.date
-            payload.revocationReason = 0
-            payload.revocationType = refund.percentage == nil ? "REFUND_FULL" : "REFUND_PRORATED"
-            payload.revocationPercentage = refund.percentage
-        }
-        let transaction: VerifiedTransaction
-        do {
-            transaction = try VerifiedTransaction(jws: "", payload: payload, app: app)
-        } catch {
-            throw APIError(error)
-        }
         var renewal = RenewalInfoPayload(originalTransactionId: id, productId: productId, environment: environment, signedDate: now)
         let ended = ["canceled", "incomplete_expired", "unpaid"].contains(status)
         renewal.autoRenewStatus = cancelAtPeriodEnd == true || ended ? 0 : 1
         renewal.isInBillingRetryPeriod = status == "past_due"
         if status == "past_due" { renewal.gracePeriodExpiresDate = Date(timeIntervalSince1970: TimeInterval(end) + Self.billingGrace) }
         renewal.renewalDate = payload.expiresDate
-        return StripeFacts(transaction: transaction, renewal: renewal, appUserId: appUserId)
+        return (payload, renewal, appUserId)
+    }
+
+    /// Marks `payload` refunded: at `refund.date`, in full or (a share in thousandths of a
+    /// percent) in part, as Apple's `REFUND_FULL` and `REFUND_PRORATED`.
+    static func refund(_ payload: inout TransactionPayload, _ refund: (date: Date, percentage: Int64?)) {
+        payload.revocationDate = refund.date
+        payload.revocationReason = 0
+        payload.revocationType = refund.percentage == nil ? "REFUND_FULL" : "REFUND_PRORATED"
+        payload.revocationPercentage = refund.percentage
+    }
+
+    static func verified(_ payload: TransactionPayload, app: AppConfiguration) throws(APIError) -> VerifiedTransaction {
+        do {
+            return try VerifiedTransaction(jws: "", payload: payload, app: app)
+        } catch {
+            throw APIError(error)
+        }
     }
 
     /// Currencies Stripe counts in whole units (its "zero-decimal currencies"), and those with

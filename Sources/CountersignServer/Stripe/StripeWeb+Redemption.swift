@@ -44,7 +44,8 @@ extension StripeWeb {
         if let owner = facts.appUserId {
             _ = try await recordNeverMoving(facts.transaction, app: app, poster: owner, now: now)
         }
-        try await store.applyStoreState(transaction: facts.transaction, renewal: facts.renewal, app: app, now: now)
+        try await store.applyStoreState(transaction: facts.transaction, renewal: nil, app: app, now: now)
+        try await applyState(facts, app: app, now: now)
         // The buyer's email says where a new link would go; a customer Stripe cannot read leaves it out.
         let email = try? await client.customer(subscription.customer.id).email
         let token = SecretToken.make()
@@ -88,7 +89,7 @@ extension StripeWeb {
             guard try await store.record(facts.transaction, app: app, poster: user, now: now) != .boundToAnotherUser else {
                 throw APIError(.purchaseBelongsToOtherUser, "Purchase belongs to other user: the subscription's metadata names another app user.")
             }
-            try await store.applyStoreState(transaction: nil, renewal: facts.renewal, app: app, now: now)
+            try await applyState(facts, app: app, now: now)
             return try await store.customerInfo(app: app, user: user, now: now)
         } catch {
             // Not redeemed: the link stays usable (until it expires) by whoever may redeem it.

@@ -55,7 +55,7 @@ struct StripeWeb: Sendable {
         let facts = try await facts(of: subscription(forToken: token, app: app), app: app, settings: settings, now: now)
         let status = try await recordNeverMoving(facts.transaction, app: app, poster: poster, now: now)
         guard status != .boundToAnotherUser else { return (status, nil) }
-        try await store.applyStoreState(transaction: nil, renewal: facts.renewal, app: app, now: now)
+        try await applyState(facts, app: app, now: now)
         return (status, try await store.customerInfo(app: app, user: poster, now: now))
     }
 
@@ -69,20 +69,66 @@ struct StripeWeb: Sendable {
         return try await store.record(transaction, app: keeping, poster: poster, now: now)
     }
 
-    /// The facts of `subscription` now, keeping a refund stored for its current period (a
-    /// subscription does not name its refunds: without this, the next read would read as the
-    /// refund reversed).
+    /// The facts of `subscription` now, against what is stored of its current period:
+    /// - the period's stored transaction keeps its id and purchase date on every later read;
+    /// - a price of another product than the stored one is a plan change within the period
+    ///   (``planChange(_:from:at:app:)``), at `changedAt` (the event's time; else `now`);
+    /// - a refund stored for the period's transaction is kept (a subscription does not name its
+    ///   refunds: without this, the next read would read as the refund reversed).
     func facts(
         of subscription: Stripe.Subscription, app: AppConfiguration, settings: StripeSettings, now: Date,
-        refund: (date: Date, percentage: Int64?)? = nil
+        refund: (date: Date, percentage: Int64?)? = nil, changedAt: Date? = nil
     )
         async throws -> StripeFacts
     {
-        let current = try subscription.facts(app: app, settings: settings, now: now, refund: refund)
-        guard refund == nil, let stored = try await store.storedRefund(app: app.id, transactionId: current.transaction.transactionId) else {
-            return current
+        var (payload, renewal, appUserId) = try subscription.payloads(app: app, settings: settings, now: now)
+        var replaced: VerifiedTransaction?
+        if let start = payload.purchaseDate, let environment = payload.environment,
+            let stored = try await store.storedPeriod(
+                app: app.id, environment: environment.rawValue, chain: subscription.id, fromMs: start.epochMilliseconds)
+        {
+            if stored.productId == payload.productId {
+                payload.transactionId = stored.transactionId
+                payload.purchaseDate = Date(epochMilliseconds: stored.purchaseMs)
+            } else {
+                replaced = try planChange(&payload, from: stored, at: changedAt ?? now, app: app)
+            }
         }
-        return try subscription.facts(app: app, settings: settings, now: now, refund: stored)
+        var kept = refund
+        if kept == nil { kept = try await store.storedRefund(app: app.id, transactionId: payload.transactionId ?? "") }
+        if let kept { Stripe.Subscription.refund(&payload, kept) }
+        return StripeFacts(
+            transaction: try Stripe.Subscription.verified(payload, app: app), renewal: renewal, appUserId: appUserId, replaced: replaced)
+    }
+
+    /// A plan changed within the period (an upgrade or a downgrade, which Stripe applies at
+    /// once): `payload` becomes the new plan's transaction, purchased at the change
+    /// (`<id>_<period start>_<change>`, so every later read finds it), priced at what Stripe
+    /// prorates for the rest of the period (the new price less the old, for the share of the
+    /// period left; nothing for a downgrade, whose credit is no refund). Returns the period's
+    /// earlier transaction marked upgraded and ended at the change.
+    func planChange(_ payload: inout TransactionPayload, from stored: CustomerDatabase.StoredPeriod, at change: Date, app: AppConfiguration)
+        throws(APIError) -> VerifiedTransaction
+    {
+        let previousStart = Date(epochMilliseconds: stored.purchaseMs)
+        let at = Date(timeIntervalSince1970: max(change, previousStart + 1).timeIntervalSince1970.rounded(.down))
+        var previous = payload
+        previous.transactionId = stored.transactionId
+        previous.productId = stored.productId
+        previous.purchaseDate = previousStart
+        (previous.price, previous.currency) = (stored.priceMilliunits, stored.currency)
+        (previous.offerType, previous.offerDiscountType) = (nil, nil)
+        previous.isUpgraded = true
+        previous.revocationDate = at
+        let periodStart = payload.purchaseDate ?? previousStart
+        if let end = payload.expiresDate, end > at, let new = payload.price, let old = stored.priceMilliunits, stored.currency == payload.currency {
+            let left = end.timeIntervalSince(at) / end.timeIntervalSince(periodStart)
+            // In doubles: both prices are within the ledger's range, so the share is too.
+            payload.price = max(0, Int64(((Double(new) - Double(old)) * left).rounded()))
+        }
+        payload.transactionId = "\(payload.originalTransactionId ?? "")_\(Int64(periodStart.timeIntervalSince1970))_\(Int64(at.timeIntervalSince1970))"
+        payload.purchaseDate = at
+        return try Stripe.Subscription.verified(previous, app: app)
     }
 
     /// Reads `subscription` from Stripe's API again and applies what it says now (the
@@ -90,7 +136,17 @@ struct StripeWeb: Sendable {
     func refresh(subscription: String, app: AppConfiguration, now: Date) async throws {
         let (settings, client) = try client(for: app)
         let facts = try await facts(of: client.subscription(subscription), app: app, settings: settings, now: now)
-        try await store.applyStoreState(transaction: facts.transaction, renewal: facts.renewal, app: app, now: now)
+        try await store.applyStoreState(transaction: facts.transaction, renewal: nil, app: app, now: now)
+        try await applyState(facts, app: app, now: now)
+    }
+
+    /// After the period's transaction is stored: the renewal state, and the transaction a plan
+    /// change replaced with its `PRODUCT_CHANGE`.
+    func applyState(_ facts: StripeFacts, app: AppConfiguration, now: Date) async throws {
+        try await store.applyStoreState(transaction: nil, renewal: facts.renewal, app: app, now: now)
+        if let replaced = facts.replaced {
+            try await store.applyReplaced(replaced, newProductId: facts.transaction.productId, app: app, now: now)
+        }
     }
 
     /// What an event did.
@@ -130,7 +186,9 @@ struct StripeWeb: Sendable {
         let subscription = try await client.subscription(subscriptionId)
         let facts: StripeFacts
         do {
-            facts = try await self.facts(of: subscription, app: app, settings: settings, now: now, refund: refund)
+            facts = try await self.facts(
+                of: subscription, app: app, settings: settings, now: now, refund: refund,
+                changedAt: event.created.map { Date(timeIntervalSince1970: TimeInterval($0)) })
         } catch let refusal as APIError {
             guard refusal.code == APIErrorCode.stripeProductNotMapped.rawValue else { throw refusal }
             return .ignored(refusal.message, code: .stripeProductNotMapped)
@@ -140,7 +198,7 @@ struct StripeWeb: Sendable {
         }
         let outcome = try await store.applyStripeEvent(
             id: event.id, type: event.type, created: event.created.map { Date(timeIntervalSince1970: TimeInterval($0)) },
-            transaction: facts.transaction, renewal: facts.renewal, app: app, now: now)
+            transaction: facts.transaction, replaced: facts.replaced, renewal: facts.renewal, app: app, now: now)
         return outcome == .duplicate ? .duplicate : .applied
     }
 
