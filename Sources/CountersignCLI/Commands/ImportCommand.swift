@@ -108,6 +108,10 @@ struct ImportCommand: AsyncParsableCommand {
                 promotional grants: \(report.grants)
                 """)
             if !dryRun {
+                for failure in report.stripeUnconfirmed { print("stripe: not confirmed: \(failure)") }
+                if report.stripeConfirmed + report.stripeUnconfirmed.count > 0 {
+                    print("stripe subscriptions: \(report.stripeConfirmed) confirmed from Stripe's API, \(report.stripeUnconfirmed.count) not")
+                }
                 print("active entitlements: \(report.activeEntitlements) (\(report.customersWithEntitlements) customers)")
             }
             print(

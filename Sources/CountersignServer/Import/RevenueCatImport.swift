@@ -55,6 +55,10 @@ public struct RevenueCatImport: Sendable {
         public var entitlementMismatches: [Note] = []
         /// Rows that met a chain another customer owns: moved, or left with that customer.
         public var ownership: [Note] = []
+        /// Stripe subscriptions read back from Stripe's API after the import, and those it could
+        /// not read (each with the reason; their imported rows stay as imported).
+        public var stripeConfirmed = 0
+        public var stripeUnconfirmed: [String] = []
 
         public struct Note: Sendable, Hashable {
             public var line: Int
@@ -65,11 +69,15 @@ public struct RevenueCatImport: Sendable {
     let app: AppConfiguration
     let store: CustomerDatabase
     let options: Options
+    /// The app's Stripe account, which confirms imported Stripe subscriptions (nil: the app does
+    /// not sell through Stripe).
+    let stripe: StripeWeb?
 
     public init(app: AppConfiguration, store: CustomerDatabase, options: Options = Options()) {
         self.app = app
         self.store = store
         self.options = options
+        stripe = app.stripe == nil ? nil : StripeWeb(deployment: DeploymentConfiguration(apps: [app]), store: store)
     }
 
     /// A row checked against the app: a purchase to record or a promotional grant.
@@ -96,6 +104,8 @@ public struct RevenueCatImport: Sendable {
         report.ownership = outcomes.ownership.sorted { $0.line < $1.line }
         report.refused = (report.refused + outcomes.refused).sorted { $0.line < $1.line }
         if !options.dryRun {
+            let subscriptions = Set(planned.filter { $0.row.store == "stripe" }.map(\.row.originalTransactionId))
+            (report.stripeConfirmed, report.stripeUnconfirmed) = await confirmStripe(subscriptions, now: now)
             try await Self.forEach(customers, atOnce: options.concurrency) { customer in
                 try await store.activeEntitlementIds(app: app, user: customer.user, now: now).count
             } merge: { active in
@@ -170,7 +180,10 @@ public struct RevenueCatImport: Sendable {
     /// Checks a row against the app's configuration.
     func plan(_ row: RevenueCatExportRow, mismatches: inout [Report.Note]) throws -> Planned {
         typealias Refusal = RevenueCatExportRow.Refusal
-        guard app.environments.contains(row.environment.rawValue) else {
+        var row = row
+        if row.store == "stripe" {
+            row = try Self.stripeRow(row, app: app)
+        } else if !app.environments.contains(row.environment.rawValue) {
             throw Refusal("environment \(row.environment.rawValue) is not one app '\(app.id)' accepts")
         }
         switch row.store {
@@ -182,7 +195,7 @@ public struct RevenueCatImport: Sendable {
                 throw Refusal("promotional entitlement '\(unknown)' is not one app '\(app.id)' grants")
             }
             return Planned(row: row, kind: .grants(named))
-        case "app_store":
+        case "app_store", "stripe":
             guard let product = app.product(row.productId) else {
                 throw Refusal("product '\(row.productId)' is not configured for app '\(app.id)'")
             }
@@ -205,8 +218,45 @@ public struct RevenueCatImport: Sendable {
                 imported: row.transaction(app: app, kind: product.type), app: app, deliversEvents: options.deliversEvents)
             return Planned(row: row, kind: .purchase(transaction))
         case let other:
-            throw Refusal("store '\(other)': only App Store purchases and promotional grants are imported")
+            throw Refusal("store '\(other)': only App Store and Stripe purchases and promotional grants are imported")
         }
+    }
+
+    /// A `store = stripe` row as the app's: its product through `stripe.products` (RevenueCat
+    /// names a Stripe product by Stripe's id; an app product id is taken as it is), its
+    /// environment `Stripe`, or `StripeTest` for a sandbox row. The subscription
+    /// (`original_store_transaction_id`, `sub_…`) is then confirmed from Stripe's API
+    /// (``confirmStripe(_:now:)``).
+    static func stripeRow(_ row: RevenueCatExportRow, app: AppConfiguration) throws(RevenueCatExportRow.Refusal) -> RevenueCatExportRow {
+        guard let settings = app.stripe else {
+            throw RevenueCatExportRow.Refusal("store 'stripe': app '\(app.id)' does not sell through Stripe (no stripe in its configuration)")
+        }
+        guard row.originalTransactionId.hasPrefix("sub_"), StripeSettings.isToken(row.originalTransactionId) else {
+            throw RevenueCatExportRow.Refusal("store 'stripe': original_store_transaction_id must be a Stripe subscription id (sub_…)")
+        }
+        var row = row
+        row.productId = settings.products[row.productId] ?? row.productId
+        row.environment = row.environment == .sandbox ? .stripeTest : .stripe
+        return row
+    }
+
+    /// Reads each imported Stripe subscription from Stripe's API and applies what it says now,
+    /// as the reconciliation does: its current period confirmed (the imported row of that period
+    /// keeps its id), a renewal, a cancellation or a plan change since the export taken in. A
+    /// subscription Stripe cannot read is reported, its imported rows kept.
+    func confirmStripe(_ subscriptions: Set<String>, now: Date) async -> (confirmed: Int, unconfirmed: [String]) {
+        guard let stripe, !subscriptions.isEmpty else { return (0, []) }
+        var confirmed = 0
+        var unconfirmed: [String] = []
+        for subscription in subscriptions.sorted() {
+            do {
+                try await stripe.refresh(subscription: subscription, app: app, now: now)
+                confirmed += 1
+            } catch {
+                unconfirmed.append("\(subscription): \(error)")
+            }
+        }
+        return (confirmed, unconfirmed)
     }
 
     /// The entitlement a RevenueCat promotional product id names (`rc_promo_<entitlement>_<duration>`).
