@@ -14,6 +14,9 @@ drives Stripe with Stripe's own Python library (`stripe`, PyPI) as a team's web 
 - a cancellation at the period's end (an update localstripe makes without an event) is told by
   Stripe's documented `customer.subscription.updated` payload, signed by this script: auto-renew
   goes off, access stays;
+- a customer who subscribes without an app user id gets a redemption link from the web
+  backend (secret key), and the app redeems it once (`POST /v1/subscribers/redeem_purchase`);
+  used again, by anyone, it is refused with RevenueCat's codes;
 - the attacks, each refused with its stable code and nothing changed: a forged event (another
   secret), a replayed one (signed ten minutes ago), one delivered twice (the second changes
   nothing), another Stripe account's event, a subscription id of another account, a price the app
@@ -211,7 +214,35 @@ def main():
         check(active(info) and info["subscriptions"]["pro_monthly"]["unsubscribe_detected_at"] is not None,
               "cancel at period end: access stays, auto-renew off")
 
-        # 5. The attacks.
+        # 5. Bought on the web without an app user id: a redemption link binds it in the app.
+        buyer = stripe.Customer.create(email="buyer@example.com", source=stripe.Token.create(
+            card={"number": "4242424242424242", "exp_month": 12, "exp_year": 2030, "cvc": "123"}).id)
+        anonymous = stripe.Subscription.create(customer=buyer.id, items=[{"plan": plan.id}])
+        status, body = call(connection, "POST", "/v1/admin/stripe/redemption_links", public, {"fetch_token": anonymous.id})
+        check(status == 403, "the app's public key makes no redemption link (%d)" % status)
+        status, body = call(connection, "POST", "/v1/admin/stripe/redemption_links", secret, {"fetch_token": anonymous.id})
+        link = json.loads(body or b"{}")
+        check(status == 201 and "://redeem_web_purchase?redemption_token=" in link.get("redemption_link", ""),
+              "the web backend's secret key makes a redemption link (%d %s)" % (status, link))
+        check(link.get("obfuscated_email") == "b***@e******.**m", "the link names the buyer's email, obfuscated: %s" % link)
+        token = link.get("redemption_token", "")
+
+        def redeem(user, token):
+            status, body = call(connection, "POST", "/v1/subscribers/redeem_purchase", public,
+                                {"app_user_id": user, "redemption_token": token})
+            return status, json.loads(body or b"{}")
+
+        status, body = redeem("web-4", token)
+        check(status == 200 and active(body.get("subscriber", {})), "the link redeemed by web-4 grants pro (%d)" % status)
+        status, body = redeem("web-5", token)
+        check(status == 403 and body.get("code") == 7852, "the same link by another user: 403/7852 (%d %s)" % (status, body))
+        status, body = redeem("web-4", token)
+        check(status == 403 and body.get("code") == 7849, "the same link again: 403/7849, a link works once (%d %s)" % (status, body))
+        status, body = redeem("web-5", "A" * 43)
+        check(status == 403 and body.get("code") == 7849, "a token the server never made: 403/7849 (%d %s)" % (status, body))
+        check(not active(customer_info(connection, public, "web-5")), "no refused redemption granted anything")
+
+        # 6. The attacks.
         before = customer_info(connection, public, "web-1")
         event = event_about(first.id)
         status, body = send_event(connection, app_id, event, secret="whsec_forged")
