@@ -5,7 +5,7 @@
         [--database postgres://...] [--duration 10] [--repeat 3] [--subscriptions 1000] [--update BENCHMARKS.md]
 
 The server (SQLite in a fresh data directory, or --database) and the floor server run pinned to
-core 0, wrk and a stand-in of Stripe's API to core 1, as in scripts/bench-server.py, whose
+core 0, wrk, a stand-in of Stripe's API and PostgreSQL to core 1, as in scripts/bench-server.py, whose
 measuring functions this uses. The stand-in (Node.js, its built-in modules only) answers
 `GET /v1/subscriptions/sub_bench_N` with an active subscription of web user N, the same object
 every time, as fast as Node answers anything: what the server spends reading Stripe is its own
@@ -129,6 +129,8 @@ def main():
     stand_in, stand_in_port = start_listening(["node", script], cpus=bench.WRK_CPU)
     if arguments.database:
         bench.empty_database(arguments.database)
+    # PostgreSQL on wrk's core, as bench-server.py puts it: the server's core is its own.
+    pinned = bench.pin_postgres(bench.WRK_CPU) if arguments.database else {}
     server = floor = None
     try:
         app_id = configure(arguments.binary, data_dir, arguments.database, stand_in_port)
@@ -149,6 +151,8 @@ def main():
             open(events, "w").write("\n".join(signed_events(arguments.events, arguments.subscriptions, secret, name)) + "\n")
             scripts[name] = os.path.join(work, name + ".lua")
             open(scripts[name], "w").write(EVENTS_LUA.replace("EVENTS", events).replace("PATH", path))
+        if arguments.database:
+            bench.settle_postgres(arguments.database)
         base = "http://127.0.0.1:%d" % port
         targets = [
             ("floor: Hummingbird, fixed 1 KiB body + one Ed25519 signature", floor.pid, "http://127.0.0.1:%d/" % floor_port, None),
@@ -164,15 +168,18 @@ def main():
             if process is not None:
                 process.terminate()
                 process.wait()
+        bench.restore_postgres(pinned)
     floor_runs = runs[targets[0][0]]
-    lines = ["| %s, %d connections | requests/s | p50 ms | p99 ms | server CPU µs/request | ratio to floor | non-2xx |"
-             % ("PostgreSQL" if arguments.database else "SQLite", arguments.connections),
-             "|---|---|---|---|---|---|---|"]
+    database = " PostgreSQL CPU µs/request |" if arguments.database else ""
+    lines = ["| %s, %d connections | requests/s | p50 ms | p99 ms | server CPU µs/request | ratio to floor |%s non-2xx |"
+             % ("PostgreSQL" if arguments.database else "SQLite", arguments.connections, database),
+             "|---|---|---|---|---|---|%s---|" % ("---|" if arguments.database else "")]
     for name, *_ in targets:
         ratio = bench.median([run["cpu_us"] / floor["cpu_us"] for run, floor in zip(runs[name], floor_runs)])
         result = bench.median_run(runs[name])
-        lines.append("| %s | %.0f | %.2f | %.2f | %.1f | %.2fx | %d |" % (
-            name, result["rate"], result["p50"], result["p99"], result["cpu_us"], ratio, result["non2xx"]))
+        lines.append("| %s | %.0f | %.2f | %.2f | %.1f | %.2fx |%s %d |" % (
+            name, result["rate"], result["p50"], result["p99"], result["cpu_us"], ratio,
+            " %.0f |" % result["database_cpu_us"] if arguments.database else "", result["non2xx"]))
     lines.append("")
     lines.append("Medians of %d rounds of %d s over %d subscriptions; a ratio is the median of the rounds' ratios to the floor, "
                  "measured in the same run." % (arguments.repeat, arguments.duration, arguments.subscriptions))

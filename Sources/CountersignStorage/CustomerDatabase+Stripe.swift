@@ -15,11 +15,11 @@ extension CustomerDatabase {
     }
 
     /// Stores the Stripe event `id` of `type` and applies what Stripe's API says of its
-    /// subscription now (the current period's transaction, the one a plan change replaced, and
-    /// the renewal state), in one transaction; `.duplicate` and nothing changed when the event was applied before.
+    /// subscription now (the current period's transaction, the one a plan change replaced, an
+    /// earlier period's refunded, and the renewal state), in one transaction; `.duplicate` and nothing changed when the event was applied before.
     public func applyStripeEvent(
         id: String, type: String, created: Date?, transaction: VerifiedTransaction?, replaced: VerifiedTransaction? = nil,
-        renewal: RenewalInfoPayload?, app: AppConfiguration, now: Date
+        refunded: VerifiedTransaction? = nil, renewal: RenewalInfoPayload?, app: AppConfiguration, now: Date
     ) async throws -> NotificationOutcome {
         try await database.transactionRetryingUniqueViolations { sql in
             let key = "stripe:" + id
@@ -35,6 +35,7 @@ extension CustomerDatabase {
             if let replaced, let transaction {
                 try await Self.applyReplaced(sql, replaced, newProductId: transaction.productId, app: app, now: now)
             }
+            if let refunded { try await Self.upsertTransaction(sql, refunded, app: app, now: now) }
             return .applied
         }
     }
@@ -60,44 +61,46 @@ extension CustomerDatabase {
             now: now)
     }
 
-    /// The refund stored for a transaction (when, and the share in thousandths of a percent;
-    /// nil share: all of it): a later read of a Stripe subscription, which does not name its
-    /// refunds, keeps it.
-    public func storedRefund(app: String, transactionId: String) async throws -> (date: Date, percentage: Int64?)? {
-        try await database.withConnection { sql in
-            try await sql.first(
-                """
-                SELECT revocation_date_ms, revocation_percentage FROM purchases \
-                WHERE app_id = \(bind: app) AND transaction_id = \(bind: transactionId) AND revocation_date_ms IS NOT NULL
-                """
-            ) { row in (Date(epochMilliseconds: try row.int64("revocation_date_ms")), try row.integer("revocation_percentage")) }
-        }
-    }
-
     /// What is stored of a subscription's period: its newest transaction purchased at or after
     /// `fromMs` (the period's start), for a later read of the subscription to keep its id, or to
     /// see the plan changed within the period.
-    public struct StoredPeriod: Sendable, Equatable {
+    public struct StoredPeriod: Sendable {
         public var transactionId: String
         public var productId: String
         public var purchaseMs: Int64
+        public var expiresMs: Int64?
         public var priceMilliunits: Int64?
         public var currency: String?
+        /// Its refund (when, and the share in thousandths of a percent; nil share: all of it): a
+        /// later read of the subscription, which names no refunds, keeps it.
+        public var refund: (date: Date, percentage: Int64?)?
+        /// The chain's owner, if it has one.
+        public var owner: String?
     }
 
-    public func storedPeriod(app: String, environment: String, chain: String, fromMs: Int64) async throws -> StoredPeriod? {
+    /// The newest stored transaction (not one a plan change replaced) of `chain` purchased from
+    /// `fromMs` (and before `beforeMs`, when given).
+    public func storedPeriod(app: String, environment: String, chain: String, fromMs: Int64, beforeMs: Int64 = .max) async throws
+        -> StoredPeriod?
+    {
         try await database.withConnection { sql in
             try await sql.first(
                 """
-                SELECT transaction_id, product_id, purchase_date_ms, price_milliunits, currency FROM purchases \
-                WHERE app_id = \(bind: app) AND environment = \(bind: environment) AND original_transaction_id = \(bind: chain) \
-                AND purchase_date_ms >= \(bind: fromMs) AND is_upgraded = 0 ORDER BY purchase_date_ms DESC, transaction_id DESC LIMIT 1
+                SELECT p.transaction_id, p.product_id, p.purchase_date_ms, p.expires_date_ms, p.price_milliunits, p.currency, \
+                p.revocation_date_ms, p.revocation_percentage, o.app_user_id AS owner FROM purchases p \
+                LEFT JOIN purchase_owners o ON o.app_id = p.app_id AND o.original_transaction_id = p.original_transaction_id \
+                WHERE p.app_id = \(bind: app) AND p.environment = \(bind: environment) AND p.original_transaction_id = \(bind: chain) \
+                AND p.purchase_date_ms >= \(bind: fromMs) AND p.purchase_date_ms < \(bind: beforeMs) AND p.is_upgraded = 0 \
+                ORDER BY p.purchase_date_ms DESC, p.transaction_id DESC LIMIT 1
                 """
-            ) {
-                StoredPeriod(
-                    transactionId: try $0.string("transaction_id"), productId: try $0.string("product_id"),
-                    purchaseMs: try $0.int64("purchase_date_ms"), priceMilliunits: try $0.integer("price_milliunits"),
-                    currency: try $0.text("currency"))
+            ) { row in
+                let revoked = try row.integer("revocation_date_ms")
+                let percentage = try row.integer("revocation_percentage")
+                return StoredPeriod(
+                    transactionId: try row.string("transaction_id"), productId: try row.string("product_id"),
+                    purchaseMs: try row.int64("purchase_date_ms"), expiresMs: try row.integer("expires_date_ms"),
+                    priceMilliunits: try row.integer("price_milliunits"), currency: try row.text("currency"),
+                    refund: revoked.map { (Date(epochMilliseconds: $0), percentage) }, owner: try row.text("owner"))
             }
         }
     }

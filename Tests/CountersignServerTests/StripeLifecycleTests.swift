@@ -94,6 +94,19 @@ struct StripeLifecycleTests {
                 #expect(failing["billing_issues_detected_at"] as? String != nil && failing["grace_period_expires_date"] as? String != nil)
                 #expect(try await Self.isActive(harness, "bea"), "in grace while Stripe retries")
 
+                // ann's first period refunded (its invoice's line names that period): the current
+                // period, paid by another charge, stays.
+                let firstStart = Int((now - 40 * Self.day).timeIntervalSince1970)
+                await api.set(
+                    "/v1/invoices/in_first",
+                    #"{"id":"in_first","object":"invoice","subscription":"sub_life","lines":{"object":"list","data":[{"period":{"start":\#(firstStart),"end":\#(firstStart + 2_592_000)}}]}}"#
+                )
+                await api.set("/v1/charges/ch_first", #"{"id":"ch_first","object":"charge","amount":999,"amount_refunded":999,"invoice":"in_first"}"#)
+                _ = try await Self.send(harness, "charge.refunded", #"{"id":"ch_first","object":"charge"}"#)
+                #expect(try await Self.isActive(harness, "ann"), "a refund of the first period leaves the second")
+                let firstPeriod = try await harness.server.store.chartTransactions(app: harness.app.id).first { $0.transactionId == "sub_life" }
+                #expect(firstPeriod?.isRefunded == true)
+
                 // ann's renewal refunded in full through its charge: access ends, refunded_at set.
                 await api.set(
                     "/v1/charges/ch_full",
@@ -130,7 +143,7 @@ struct StripeLifecycleTests {
                     .get, "/v1/admin/charts/refunds?resolution=month&store=stripe&from=\(from)&to=\(today)", key: harness.secretKey)
                 let points = chart.json["points"] as? [[String: Any]] ?? []
                 #expect(points.reduce(0) { $0 + ($1["transactions"] as? Int ?? 0) } == 4, "\(points)")
-                #expect(points.reduce(0) { $0 + ($1["refunded"] as? Int ?? 0) } == 3, "ann's, cid's in part and bea's dispute")
+                #expect(points.reduce(0) { $0 + ($1["refunded"] as? Int ?? 0) } == 4, "ann's two, cid's in part and bea's dispute")
 
                 // A renewal whose event was lost: the reconciliation asks Stripe again.
                 await api.set(

@@ -74,6 +74,19 @@ enum Stripe {
         var id: String
         var subscription: Reference?
         var parent: Parent?
+        var lines: List<Line>?
+
+        /// An invoice line: the period it bills (for a subscription's, the period paid for).
+        struct Line: Decodable, Sendable, Equatable {
+            var period: Period?
+            struct Period: Decodable, Sendable, Equatable {
+                var start: Int64?
+                var end: Int64?
+            }
+        }
+
+        /// The start of the period the invoice paid for (its first line's).
+        var paidPeriodStart: Int64? { lines?.data.first?.period?.start }
 
         /// Where API versions from 2025-03-31 put an invoice's subscription.
         struct Parent: Decodable, Sendable {

@@ -22,6 +22,8 @@ struct StripeFacts: Sendable {
     /// After a plan change within the period: the period's earlier transaction, now marked
     /// upgraded and ended at the change (as Apple marks the transaction an upgrade replaces).
     var replaced: VerifiedTransaction?
+    /// The chain's owner as stored before this read (nil: none, or nothing stored).
+    var storedOwner: String?
 }
 
 extension Stripe.Subscription {

@@ -74,7 +74,8 @@ struct StripeWeb: Sendable {
     /// - a price of another product than the stored one is a plan change within the period
     ///   (``planChange(_:from:at:app:)``), at `changedAt` (the event's time; else `now`);
     /// - a refund stored for the period's transaction is kept (a subscription does not name its
-    ///   refunds: without this, the next read would read as the refund reversed).
+    ///   refunds: without this, the next read would read as the refund reversed);
+    /// - the chain's owner, as stored, comes with the facts.
     func facts(
         of subscription: Stripe.Subscription, app: AppConfiguration, settings: StripeSettings, now: Date,
         refund: (date: Date, percentage: Int64?)? = nil, changedAt: Date? = nil
@@ -83,22 +84,25 @@ struct StripeWeb: Sendable {
     {
         var (payload, renewal, appUserId) = try subscription.payloads(app: app, settings: settings, now: now)
         var replaced: VerifiedTransaction?
-        if let start = payload.purchaseDate, let environment = payload.environment,
-            let stored = try await store.storedPeriod(
+        var kept = refund
+        var stored: CustomerDatabase.StoredPeriod?
+        if let start = payload.purchaseDate, let environment = payload.environment {
+            stored = try await store.storedPeriod(
                 app: app.id, environment: environment.rawValue, chain: subscription.id, fromMs: start.epochMilliseconds)
-        {
+        }
+        if let stored {
             if stored.productId == payload.productId {
                 payload.transactionId = stored.transactionId
                 payload.purchaseDate = Date(epochMilliseconds: stored.purchaseMs)
+                kept = kept ?? stored.refund
             } else {
                 replaced = try planChange(&payload, from: stored, at: changedAt ?? now, app: app)
             }
         }
-        var kept = refund
-        if kept == nil { kept = try await store.storedRefund(app: app.id, transactionId: payload.transactionId ?? "") }
         if let kept { Stripe.Subscription.refund(&payload, kept) }
         return StripeFacts(
-            transaction: try Stripe.Subscription.verified(payload, app: app), renewal: renewal, appUserId: appUserId, replaced: replaced)
+            transaction: try Stripe.Subscription.verified(payload, app: app), renewal: renewal, appUserId: appUserId, replaced: replaced,
+            storedOwner: stored?.owner)
     }
 
     /// A plan changed within the period (an upgrade or a downgrade, which Stripe applies at
@@ -157,49 +161,103 @@ struct StripeWeb: Sendable {
         case ignored(String, code: APIErrorCode?)
     }
 
+    /// What an event is about: its subscription, and for a charge or a dispute the refund it
+    /// stands for and the start of the period the charge paid for (its invoice's first line).
+    struct EventTarget: Sendable {
+        var subscription: String
+        var refund: (date: Date, percentage: Int64?)?
+        var paidPeriodStart: Int64?
+    }
+
+    enum Found: Sendable {
+        case target(EventTarget)
+        case nothing(EventOutcome)
+    }
+
+    /// The subscription `event` names (read through its charge and invoice for a charge or a
+    /// dispute), or why it names none.
+    func target(of event: Stripe.Event, client: StripeClient, now: Date) async throws -> Found {
+        let object = event.data.object
+        switch object.object {
+        case "subscription", "invoice":
+            let id = object.object == "subscription" ? object.id : object.subscription?.id ?? object.parent?.subscriptionDetails?.subscription?.id
+            guard let id else { return .nothing(.ignored("the event names no subscription", code: nil)) }
+            return .target(EventTarget(subscription: id))
+        case "charge", "dispute":
+            let chargeId = object.object == "charge" ? object.id : object.charge?.id
+            guard let chargeId else { return .nothing(.ignored("the event names no charge", code: nil)) }
+            let charge = try await client.charge(chargeId)
+            guard let invoiceId = charge.invoice?.id else { return .nothing(.ignored("charge \(chargeId) is not a subscription's", code: nil)) }
+            let invoice = try await client.invoice(invoiceId)
+            guard let id = invoice.subscriptionId else { return .nothing(.ignored("the event names no subscription", code: nil)) }
+            return .target(
+                EventTarget(subscription: id, refund: Self.refund(of: charge, event: event, now: now), paidPeriodStart: invoice.paidPeriodStart))
+        default:
+            return .nothing(.ignored("events about \(object.object ?? "this object") change no subscription", code: nil))
+        }
+    }
+
     /// Applies one verified Stripe event: the subscription it concerns is read again from
     /// Stripe's API (the event's copy is never trusted), then recorded for the app user its
     /// metadata names, and its state applied, with the event's id stored so a replay changes
-    /// nothing.
+    /// nothing. A refund of a charge that paid for an earlier period refunds that period's
+    /// transaction, and leaves the current one.
     func apply(_ event: Stripe.Event, app: AppConfiguration, now: Date) async throws -> EventOutcome {
         let (settings, client) = try client(for: app)
         guard event.account == settings.account || (event.account == nil) else {
             throw APIError(.stripeForeignAccount, "the event is of Stripe account \(event.account ?? "") not the app's")
         }
         if try await store.stripeEventSeen(event.id) { return .duplicate }
-        let object = event.data.object
-        var subscriptionId: String?
-        var refund: (date: Date, percentage: Int64?)?
-        switch object.object {
-        case "subscription": subscriptionId = object.id
-        case "invoice": subscriptionId = object.subscription?.id ?? object.parent?.subscriptionDetails?.subscription?.id
-        case "charge", "dispute":
-            let chargeId = object.object == "charge" ? object.id : object.charge?.id
-            guard let chargeId else { return .ignored("the event names no charge", code: nil) }
-            let charge = try await client.charge(chargeId)
-            guard let invoice = charge.invoice?.id else { return .ignored("charge \(chargeId) is not a subscription's", code: nil) }
-            subscriptionId = try await client.invoice(invoice).subscriptionId
-            refund = Self.refund(of: charge, event: event, now: now)
-        default: return .ignored("events about \(object.object ?? "this object") change no subscription", code: nil)
+        let target: EventTarget
+        switch try await self.target(of: event, client: client, now: now) {
+        case .target(let found): target = found
+        case .nothing(let outcome): return outcome
         }
-        guard let subscriptionId else { return .ignored("the event names no subscription", code: nil) }
-        let subscription = try await client.subscription(subscriptionId)
+        let subscription = try await client.subscription(target.subscription)
+        var refund = target.refund
+        var earlier: VerifiedTransaction?
+        if let paid = target.refund.flatMap({ _ in target.paidPeriodStart }), let current = subscription.periodStart, paid < current {
+            earlier = try await earlierPeriod(of: subscription, from: paid, before: current, refund: target.refund, app: app, now: now)
+            refund = nil
+        }
+        let created = event.created.map { Date(timeIntervalSince1970: TimeInterval($0)) }
         let facts: StripeFacts
         do {
-            facts = try await self.facts(
-                of: subscription, app: app, settings: settings, now: now, refund: refund,
-                changedAt: event.created.map { Date(timeIntervalSince1970: TimeInterval($0)) })
+            facts = try await self.facts(of: subscription, app: app, settings: settings, now: now, refund: refund, changedAt: created)
         } catch let refusal as APIError {
             guard refusal.code == APIErrorCode.stripeProductNotMapped.rawValue else { throw refusal }
             return .ignored(refusal.message, code: .stripeProductNotMapped)
         }
-        if let owner = facts.appUserId {
+        // Bound to the metadata's user the first time; once the chain is theirs, the event's own
+        // transaction (below) applies the rest.
+        if let owner = facts.appUserId, facts.storedOwner != owner {
             _ = try await recordNeverMoving(facts.transaction, app: app, poster: owner, now: now)
         }
         let outcome = try await store.applyStripeEvent(
-            id: event.id, type: event.type, created: event.created.map { Date(timeIntervalSince1970: TimeInterval($0)) },
-            transaction: facts.transaction, replaced: facts.replaced, renewal: facts.renewal, app: app, now: now)
+            id: event.id, type: event.type, created: created, transaction: facts.transaction, replaced: facts.replaced, refunded: earlier,
+            renewal: facts.renewal, app: app, now: now)
         return outcome == .duplicate ? .duplicate : .applied
+    }
+
+    /// The stored transaction of the period from `start` (before `end`, the current period's
+    /// start), refunded as `refund` says; nil when none is stored.
+    func earlierPeriod(
+        of subscription: Stripe.Subscription, from start: Int64, before end: Int64, refund: (date: Date, percentage: Int64?)?,
+        app: AppConfiguration, now: Date
+    ) async throws -> VerifiedTransaction? {
+        let environment: AppStoreEnvironment = subscription.livemode == true ? .stripe : .stripeTest
+        guard let refund,
+            let stored = try await store.storedPeriod(
+                app: app.id, environment: environment.rawValue, chain: subscription.id, fromMs: start.multipliedReportingOverflow(by: 1000).partialValue,
+                beforeMs: end.multipliedReportingOverflow(by: 1000).partialValue)
+        else { return nil }
+        var payload = TransactionPayload(
+            transactionId: stored.transactionId, originalTransactionId: subscription.id, bundleId: app.bundleId, productId: stored.productId,
+            purchaseDate: Date(epochMilliseconds: stored.purchaseMs), type: .autoRenewable, environment: environment, signedDate: now)
+        payload.expiresDate = stored.expiresMs.map { Date(epochMilliseconds: $0) }
+        (payload.price, payload.currency) = (stored.priceMilliunits, stored.currency)
+        Stripe.Subscription.refund(&payload, refund)
+        return try Stripe.Subscription.verified(payload, app: app)
     }
 
     /// The refund a charge event stands for: the share Stripe refunded (all of it, or a part in
