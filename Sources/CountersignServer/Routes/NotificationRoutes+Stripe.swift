@@ -41,19 +41,24 @@ extension NotificationRoutes {
             } catch {
                 throw APIError(.malformedJSON, "the body is not a Stripe event (id, type and data.object)")
             }
-            let outcome = try await stripe.apply(event, app: app, now: now())
-            var answer: [String: Any] = ["id": event.id]
-            switch outcome {
-            case .applied: answer["status"] = "applied"
-            case .duplicate: answer["status"] = "duplicate"
-            case .ignored(let reason, let code):
-                answer["status"] = "ignored"
-                answer["reason"] = reason
-                if let code { answer["code"] = code.rawValue }
+            var answer = EventAnswer(id: event.id, status: "applied")
+            switch try await stripe.apply(event, app: app, now: now()) {
+            case .applied: break
+            case .duplicate: answer.status = "duplicate"
+            case .ignored(let reason, let code): (answer.status, answer.reason, answer.code) = ("ignored", reason, code?.rawValue)
             }
-            context.logger.info("Stripe event", metadata: ["app": "\(app.id)", "type": "\(event.type)", "status": "\(answer["status"] ?? "")"])
-            let json = try JSONSerialization.data(withJSONObject: answer, options: [.sortedKeys])
+            context.logger.info("Stripe event", metadata: ["app": "\(app.id)", "type": "\(event.type)", "status": "\(answer.status)"])
+            let json = try WireJSON.encode(answer)
             return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: json)))
         }
     }
+}
+
+/// What became of a Stripe event: `{"id", "status"}`, and for an ignored one its `reason` and,
+/// when it is a refusal, its `code`.
+struct EventAnswer: Encodable {
+    var id: String
+    var status: String
+    var reason: String?
+    var code: Int?
 }

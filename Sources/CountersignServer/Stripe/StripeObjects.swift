@@ -25,12 +25,23 @@ enum Stripe {
         var latestInvoice: Reference?
         var livemode: Bool?
 
+        enum CodingKeys: String, CodingKey {
+            case id, customer, status, items, metadata, livemode
+            case cancelAtPeriodEnd = "cancel_at_period_end", canceledAt = "canceled_at", endedAt = "ended_at", startDate = "start_date"
+            case trialStart = "trial_start", trialEnd = "trial_end", currentPeriodStart = "current_period_start"
+            case currentPeriodEnd = "current_period_end", latestInvoice = "latest_invoice"
+        }
+
         struct Item: Decodable, Sendable, Equatable {
             var id: String?
             var price: Price?
             var plan: Price?
             var currentPeriodStart: Int64?
             var currentPeriodEnd: Int64?
+
+            enum CodingKeys: String, CodingKey {
+                case id, price, plan, currentPeriodStart = "current_period_start", currentPeriodEnd = "current_period_end"
+            }
         }
 
         /// A price, or the plan older API versions name it by.
@@ -44,9 +55,17 @@ enum Stripe {
             var interval: String?
             var intervalCount: Int?
 
+            enum CodingKeys: String, CodingKey {
+                case id, product, amount, currency, recurring, interval, unitAmount = "unit_amount", intervalCount = "interval_count"
+            }
+
             struct Recurring: Decodable, Sendable, Equatable {
                 var interval: String?
                 var intervalCount: Int?
+
+                enum CodingKeys: String, CodingKey {
+                    case interval, intervalCount = "interval_count"
+                }
             }
         }
 
@@ -62,6 +81,10 @@ enum Stripe {
         var subscription: Reference?
         var clientReferenceId: String?
         var metadata: [String: String]?
+
+        enum CodingKeys: String, CodingKey {
+            case id, mode, subscription, metadata, clientReferenceId = "client_reference_id"
+        }
     }
 
     /// A customer: the email a redemption link's expiry names, obfuscated.
@@ -92,6 +115,10 @@ enum Stripe {
         struct Parent: Decodable, Sendable {
             var subscriptionDetails: Details?
             struct Details: Decodable, Sendable { var subscription: Reference? }
+
+            enum CodingKeys: String, CodingKey {
+                case subscriptionDetails = "subscription_details"
+            }
         }
 
         var subscriptionId: String? { subscription?.id ?? parent?.subscriptionDetails?.subscription?.id }
@@ -104,6 +131,10 @@ enum Stripe {
         var refunded: Bool?
         var invoice: Reference?
         var created: Int64?
+
+        enum CodingKeys: String, CodingKey {
+            case id, amount, refunded, invoice, created, amountRefunded = "amount_refunded"
+        }
     }
 
     struct Dispute: Decodable, Sendable {
@@ -157,9 +188,7 @@ enum Stripe {
         }
     }
 
-    static func decoder() -> JSONDecoder {
-        let decoder = JSONDecoder()
-        decoder.keyDecodingStrategy = .convertFromSnakeCase
-        return decoder
-    }
+    /// Each type names its snake_case keys itself: a decoder that converts every key of
+    /// Stripe's large objects (most of them never read) cost a tenth of an event's CPU.
+    static func decoder() -> JSONDecoder { JSONDecoder() }
 }
