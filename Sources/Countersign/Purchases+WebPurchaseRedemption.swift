@@ -8,10 +8,6 @@ import Foundation
 public struct WebPurchaseRedemption: Sendable, Hashable {
     /// The link's one-time token.
     public let redemptionToken: String
-
-    init(redemptionToken: String) {
-        self.redemptionToken = redemptionToken
-    }
 }
 
 /// How a redemption ended, RevenueCat's `WebPurchaseRedemptionResult` case for case.

@@ -58,13 +58,17 @@ struct StripeImportTests {
                 #expect(report.stripeConfirmed == 1 && report.stripeUnconfirmed.count == 1 && report.stripeUnconfirmed[0].hasPrefix("sub_gone"))
 
                 let walt = try #require(try await store.lookup(app: app, user: "walt", now: now))
-                let periods = walt.transactions.filter { $0.originalTransactionId == "sub_imp" }.sorted { ($0.purchaseDateMs ?? 0) < ($1.purchaseDateMs ?? 0) }
+                let periods = walt.transactions.filter { $0.originalTransactionId == "sub_imp" }.sorted {
+                    ($0.purchaseDateMs ?? 0) < ($1.purchaseDateMs ?? 0)
+                }
                 // The read back confirmed the current period's row, under its imported id: no second copy of it.
                 #expect(periods.map(\.transactionId) == ["sub_imp", "in_second"])
                 #expect(periods.map(\.environment) == ["StripeTest", "StripeTest"] && periods.allSatisfy { $0.productId == "pro_monthly" })
                 #expect(periods.map(\.importStatus) == ["awaiting_store", nil])
                 let info = try await store.customerInfo(app: app, user: "walt", now: now)
-                #expect(info.subscriber.entitlements["pro"]?.expiresDate.flatMap(WireDate.parse) == Date(timeIntervalSince1970: end.timeIntervalSince1970.rounded(.down)))
+                #expect(
+                    info.subscriber.entitlements["pro"]?.expiresDate.flatMap(WireDate.parse)
+                        == Date(timeIntervalSince1970: end.timeIntervalSince1970.rounded(.down)))
                 #expect(info.subscriber.subscriptions["pro_monthly"]?.store == "stripe")
                 let xena = try #require(try await store.lookup(app: app, user: "xena", now: now))
                 #expect(xena.transactions.map(\.environment) == ["Stripe"] && xena.transactions.map(\.importStatus) == ["awaiting_store"])

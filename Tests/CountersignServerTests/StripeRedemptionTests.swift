@@ -59,7 +59,8 @@ struct StripeRedemptionTests {
         let clock = ManualClock(Date())
         try await Self.withStripe(kind, clock: clock) { harness, api in
             let now = clock.now
-            await api.set("/v1/subscriptions/sub_a", StripeAPIStandIn.subscription("sub_a", user: nil, start: now - Self.day, end: now + 29 * Self.day))
+            await api.set(
+                "/v1/subscriptions/sub_a", StripeAPIStandIn.subscription("sub_a", user: nil, start: now - Self.day, end: now + 29 * Self.day))
             await api.set("/v1/customers/cus_sub_a", StripeAPIStandIn.customer("cus_sub_a", email: "someone@example.com"))
             // The app's public key (every copy of the app holds it) makes none.
             #expect(try await Self.makeLink(harness, "sub_a", key: harness.key).status == 403)
@@ -92,10 +93,12 @@ struct StripeRedemptionTests {
         let clock = ManualClock(Date())
         try await Self.withStripe(kind, clock: clock) { harness, api in
             let now = clock.now
-            await api.set("/v1/subscriptions/sub_r", StripeAPIStandIn.subscription("sub_r", user: nil, start: now - Self.day, end: now + 29 * Self.day))
+            await api.set(
+                "/v1/subscriptions/sub_r", StripeAPIStandIn.subscription("sub_r", user: nil, start: now - Self.day, end: now + 29 * Self.day))
             await api.set("/v1/customers/cus_sub_r", StripeAPIStandIn.customer("cus_sub_r", email: "buyer@example.com"))
             // Bought on the web by dana, named in the metadata.
-            await api.set("/v1/subscriptions/sub_d", StripeAPIStandIn.subscription("sub_d", user: "dana", start: now - Self.day, end: now + 29 * Self.day))
+            await api.set(
+                "/v1/subscriptions/sub_d", StripeAPIStandIn.subscription("sub_d", user: "dana", start: now - Self.day, end: now + 29 * Self.day))
 
             for token in ["", "short", String(repeating: "A", count: 43), String(repeating: "é", count: 43)] {
                 let reply = try await Self.redeem(harness, token, as: "eve")

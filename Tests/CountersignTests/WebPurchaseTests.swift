@@ -89,7 +89,8 @@ struct WebPurchaseTests {
                 let now = harness.serverClock.now
                 // Bought on the web without an app user id: no metadata names anyone.
                 for id in ["sub_anon", "sub_late", "sub_strip"] {
-                    await stripe.set("/v1/subscriptions/\(id)", StripeAPIStandIn.subscription(id, user: nil, start: now - 86_400, end: now + 29 * 86_400))
+                    await stripe.set(
+                        "/v1/subscriptions/\(id)", StripeAPIStandIn.subscription(id, user: nil, start: now - 86_400, end: now + 29 * 86_400))
                     await stripe.set("/v1/customers/cus_\(id)", StripeAPIStandIn.customer("cus_\(id)", email: "buyer@example.com"))
                 }
                 let link = try await Self.redemptionLink(harness, for: "sub_anon")

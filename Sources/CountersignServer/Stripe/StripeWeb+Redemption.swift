@@ -95,7 +95,9 @@ extension StripeWeb {
             // Not redeemed: the link stays usable (until it expires) by whoever may redeem it.
             try? await store.releaseRedemption(app: app.id, tokenHash: hash, user: user)
             if case LedgerError.purchaseOwnedByAnotherUser = error {
-                throw APIError(.purchaseBelongsToOtherUser, "Purchase belongs to other user: it stays with its owner (the app keeps purchases with their original owner).")
+                throw APIError(
+                    .purchaseBelongsToOtherUser,
+                    "Purchase belongs to other user: it stays with its owner (the app keeps purchases with their original owner).")
             }
             throw error
         }

@@ -130,7 +130,8 @@ struct StripeWeb: Sendable {
             // In doubles: both prices are within the ledger's range, so the share is too.
             payload.price = max(0, Int64(((Double(new) - Double(old)) * left).rounded()))
         }
-        payload.transactionId = "\(payload.originalTransactionId ?? "")_\(Int64(periodStart.timeIntervalSince1970))_\(Int64(at.timeIntervalSince1970))"
+        payload.transactionId =
+            "\(payload.originalTransactionId ?? "")_\(Int64(periodStart.timeIntervalSince1970))_\(Int64(at.timeIntervalSince1970))"
         payload.purchaseDate = at
         return try Stripe.Subscription.verified(previous, app: app)
     }
@@ -248,7 +249,8 @@ struct StripeWeb: Sendable {
         let environment: AppStoreEnvironment = subscription.livemode == true ? .stripe : .stripeTest
         guard let refund,
             let stored = try await store.storedPeriod(
-                app: app.id, environment: environment.rawValue, chain: subscription.id, fromMs: start.multipliedReportingOverflow(by: 1000).partialValue,
+                app: app.id, environment: environment.rawValue, chain: subscription.id,
+                fromMs: start.multipliedReportingOverflow(by: 1000).partialValue,
                 beforeMs: end.multipliedReportingOverflow(by: 1000).partialValue)
         else { return nil }
         var payload = TransactionPayload(

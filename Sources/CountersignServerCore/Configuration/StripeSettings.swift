@@ -96,7 +96,9 @@ public struct StripeSettings: Codable, Sendable, Hashable {
     /// Whether `text` is a URL scheme (RFC 3986: a letter, then letters, digits, `+`, `-`, `.`).
     static func isURLScheme(_ text: String) -> Bool {
         guard let first = text.utf8.first, text.utf8.count <= 64, (65...90).contains(first) || (97...122).contains(first) else { return false }
-        return text.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 43 || $0 == 45 || $0 == 46 }
+        return text.utf8.allSatisfy {
+            ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 43 || $0 == 45 || $0 == 46
+        }
     }
 
     /// Whether `text` is a Stripe id or key: letters, digits and underscores, 1 to 255 of them.
