@@ -129,6 +129,23 @@ struct StripeLifecycleTests {
                 let stored = try await harness.server.store.chartTransactions(app: harness.app.id).first { $0.originalTransactionId == "sub_part" }
                 #expect(stored?.revocationPercentage == 40_000 && stored?.environment == "StripeTest" && stored?.priceMilliunits == 9_990)
 
+                // API versions from 2025-03-31: the charge names no invoice; its payment intent's
+                // invoice payment does, and the invoice names its subscription under `parent`.
+                await api.set(
+                    "/v1/subscriptions/sub_basil",
+                    StripeAPIStandIn.subscription("sub_basil", user: "eli", start: now - 3 * Self.day, end: now + 27 * Self.day))
+                await api.set(
+                    "/v1/invoices/in_basil",
+                    #"{"id":"in_basil","object":"invoice","parent":{"type":"subscription_details","subscription_details":{"subscription":"sub_basil"}}}"#
+                )
+                await api.set("/v1/invoice_payments", #"{"object":"list","data":[{"id":"inpay_1","object":"invoice_payment","invoice":"in_basil"}]}"#)
+                await api.set(
+                    "/v1/charges/ch_basil", #"{"id":"ch_basil","object":"charge","amount":999,"amount_refunded":999,"payment_intent":"pi_basil"}"#)
+                _ = try await Self.send(harness, "customer.subscription.created", #"{"id":"sub_basil","object":"subscription"}"#)
+                #expect(try await Self.isActive(harness, "eli"))
+                _ = try await Self.send(harness, "charge.refunded", #"{"id":"ch_basil","object":"charge"}"#)
+                #expect(try await !Self.isActive(harness, "eli"), "refunded through the payment intent's invoice")
+
                 // bea's dispute lost: as a full refund.
                 await api.set("/v1/charges/ch_disputed", #"{"id":"ch_disputed","object":"charge","amount":999,"invoice":"in_fail"}"#)
                 await api.set("/v1/invoices/in_fail", #"{"id":"in_fail","object":"invoice","subscription":"sub_fail"}"#)
@@ -142,8 +159,8 @@ struct StripeLifecycleTests {
                 let chart = try await harness.send(
                     .get, "/v1/admin/charts/refunds?resolution=month&store=stripe&from=\(from)&to=\(today)", key: harness.secretKey)
                 let points = chart.json["points"] as? [[String: Any]] ?? []
-                #expect(points.reduce(0) { $0 + ($1["transactions"] as? Int ?? 0) } == 4, "\(points)")
-                #expect(points.reduce(0) { $0 + ($1["refunded"] as? Int ?? 0) } == 4, "ann's two, cid's in part and bea's dispute")
+                #expect(points.reduce(0) { $0 + ($1["transactions"] as? Int ?? 0) } == 5, "\(points)")
+                #expect(points.reduce(0) { $0 + ($1["refunded"] as? Int ?? 0) } == 5, "ann's two, cid's in part, eli's and bea's dispute")
 
                 // A renewal whose event was lost: the reconciliation asks Stripe again.
                 await api.set(

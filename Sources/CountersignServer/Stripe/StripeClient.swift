@@ -37,6 +37,15 @@ struct StripeClient: Sendable {
         try await get("/v1/charges/\(try Self.checked(id, prefix: "ch_"))", "charge", Stripe.Charge.self)
     }
 
+    /// The invoice payments of a payment intent (`GET /v1/invoice_payments`, API versions
+    /// 2025-03-31 on, where a charge no longer names its invoice).
+    func invoicePayments(paymentIntent id: String) async throws(APIError) -> Stripe.List<Stripe.InvoicePayment> {
+        let intent = try Self.checked(id, prefix: "pi_")
+        return try await get(
+            "/v1/invoice_payments?payment%5Btype%5D=payment_intent&payment%5Bpayment_intent%5D=\(intent)", "invoice payment",
+            Stripe.List<Stripe.InvoicePayment>.self)
+    }
+
     func customer(_ id: String) async throws(APIError) -> Stripe.Customer {
         try await get("/v1/customers/\(try Self.checked(id, prefix: "cus_"))", "customer", Stripe.Customer.self)
     }

@@ -129,12 +129,20 @@ enum Stripe {
         var amount: Int64?
         var amountRefunded: Int64?
         var refunded: Bool?
+        /// Gone from API versions 2025-03-31 on: the invoice is then found through the payment
+        /// intent's invoice payment.
         var invoice: Reference?
+        var paymentIntent: Reference?
         var created: Int64?
 
         enum CodingKeys: String, CodingKey {
-            case id, amount, refunded, invoice, created, amountRefunded = "amount_refunded"
+            case id, amount, refunded, invoice, created, amountRefunded = "amount_refunded", paymentIntent = "payment_intent"
         }
+    }
+
+    /// A payment of an invoice (API versions 2025-03-31 on): which invoice a payment intent paid.
+    struct InvoicePayment: Decodable, Sendable, Equatable {
+        var invoice: Reference?
     }
 
     struct Dispute: Decodable, Sendable {

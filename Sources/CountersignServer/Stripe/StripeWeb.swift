@@ -188,7 +188,11 @@ struct StripeWeb: Sendable {
             let chargeId = object.object == "charge" ? object.id : object.charge?.id
             guard let chargeId else { return .nothing(.ignored("the event names no charge", code: nil)) }
             let charge = try await client.charge(chargeId)
-            guard let invoiceId = charge.invoice?.id else { return .nothing(.ignored("charge \(chargeId) is not a subscription's", code: nil)) }
+            var invoiceId = charge.invoice?.id
+            if invoiceId == nil, let intent = charge.paymentIntent?.id {
+                invoiceId = try await client.invoicePayments(paymentIntent: intent).data.lazy.compactMap(\.invoice?.id).first
+            }
+            guard let invoiceId else { return .nothing(.ignored("charge \(chargeId) is not a subscription's", code: nil)) }
             let invoice = try await client.invoice(invoiceId)
             guard let id = invoice.subscriptionId else { return .nothing(.ignored("the event names no subscription", code: nil)) }
             return .target(
