@@ -75,10 +75,31 @@ extension Purchases {
         }
     }
 
-    /// ``redeemWebPurchase(_:)`` with a completion, on the main actor.
+    /// ``redeemWebPurchase(_:)`` with RevenueCat's completion, on the main actor: the
+    /// CustomerInfo, or an error whose ``PurchasesError/errorCode`` says which case it was
+    /// (`invalidWebPurchaseToken`, `purchaseBelongsToOtherUser`, `expiredWebPurchaseToken`, whose
+    /// message names the obfuscated email).
     public func redeemWebPurchase(
-        webPurchaseRedemption: WebPurchaseRedemption, completion: @escaping @Sendable (WebPurchaseRedemptionResult) -> Void
+        webPurchaseRedemption: WebPurchaseRedemption, completion: @escaping @Sendable (CustomerInfo?, (any Error)?) -> Void
     ) {
-        Task { @MainActor in completion(await self.redeemWebPurchase(webPurchaseRedemption)) }
+        Task { @MainActor in
+            switch await self.redeemWebPurchase(webPurchaseRedemption) {
+            case .success(let info): completion(info, nil)
+            case .error(let error): completion(nil, error)
+            case .invalidToken:
+                completion(nil, PurchasesError.server(statusCode: 403, code: APIErrorCode.invalidWebRedemptionToken.rawValue, message: "invalid token"))
+            case .purchaseBelongsToOtherUser:
+                completion(
+                    nil,
+                    PurchasesError.server(
+                        statusCode: 403, code: APIErrorCode.purchaseBelongsToOtherUser.rawValue, message: "the purchase belongs to another user"))
+            case .expired(let email):
+                completion(
+                    nil,
+                    PurchasesError.server(
+                        statusCode: 403, code: APIErrorCode.expiredWebRedemptionToken.rawValue,
+                        message: "the link has expired; a new one goes to \(email)"))
+            }
+        }
     }
 }

@@ -129,6 +129,13 @@ struct WebPurchaseTests {
                     Issue.record("a forged token was not .invalidToken")
                     return
                 }
+                // RevenueCat's completion form: no CustomerInfo, the error's code names the case.
+                let completed = await withCheckedContinuation { continuation in
+                    bob.redeemWebPurchase(webPurchaseRedemption: forged) { info, error in
+                        continuation.resume(returning: (info == nil, (error as? PurchasesError)?.errorCode))
+                    }
+                }
+                #expect(completed.0 && completed.1 == .invalidWebPurchaseToken)
                 #expect(URL(string: "cs-0://redeem_web_purchase?redemption_token=")?.asWebPurchaseRedemption == nil)
                 #expect(URL(string: "cs-0://elsewhere?redemption_token=abc")?.asWebPurchaseRedemption == nil)
 
