@@ -87,7 +87,8 @@ extension Purchases {
             case .success(let info): completion(info, nil)
             case .error(let error): completion(nil, error)
             case .invalidToken:
-                completion(nil, PurchasesError.server(statusCode: 403, code: APIErrorCode.invalidWebRedemptionToken.rawValue, message: "invalid token"))
+                completion(
+                    nil, PurchasesError.server(statusCode: 403, code: APIErrorCode.invalidWebRedemptionToken.rawValue, message: "invalid token"))
             case .purchaseBelongsToOtherUser:
                 completion(
                     nil,
