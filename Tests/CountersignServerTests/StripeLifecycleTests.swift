@@ -179,6 +179,22 @@ struct StripeLifecycleTests {
                 #expect(await reconciliation.reconcile(harness.app) >= 1)
                 #expect(try await Self.isActive(harness, "dee"), "renewed by the reconciliation's re-read")
 
+                // checkout.session.completed: the session is read back; its metadata names the app
+                // user when the subscription's does not (as RevenueCat reads a session's).
+                await api.set(
+                    "/v1/subscriptions/sub_cs", StripeAPIStandIn.subscription("sub_cs", user: nil, start: now - Self.day, end: now + 29 * Self.day))
+                await api.set(
+                    "/v1/checkout/sessions/cs_test_1",
+                    #"{"id":"cs_test_1","object":"checkout.session","mode":"subscription","subscription":"sub_cs","metadata":{"app_user_id":"gus"}}"#)
+                let completed = try await Self.send(harness, "checkout.session.completed", #"{"id":"cs_test_1","object":"checkout.session"}"#)
+                #expect(completed["status"] as? String == "applied")
+                #expect(try await Self.isActive(harness, "gus"), "granted to the session's metadata user")
+                await api.set(
+                    "/v1/checkout/sessions/cs_test_2", #"{"id":"cs_test_2","object":"checkout.session","mode":"payment","subscription":null}"#)
+                #expect(
+                    try await Self.send(harness, "checkout.session.completed", #"{"id":"cs_test_2","object":"checkout.session"}"#)["status"] as? String
+                        == "ignored")
+
                 // A charge of no subscription, and an object the server does not follow: ignored.
                 await api.set("/v1/charges/ch_alone", #"{"id":"ch_alone","object":"charge","amount":500}"#)
                 #expect(try await Self.send(harness, "charge.refunded", #"{"id":"ch_alone","object":"charge"}"#)["status"] as? String == "ignored")

@@ -32,18 +32,28 @@ struct StripeWeb: Sendable {
 
     /// The subscription `token` names: a subscription id, or a Checkout Session that made one.
     func subscription(forToken token: String, app: AppConfiguration) async throws(APIError) -> Stripe.Subscription {
-        let (_, client) = try client(for: app)
+        let (settings, client) = try client(for: app)
         if token.hasPrefix("cs_") {
             let session = try await client.checkoutSession(token)
             guard let id = session.subscription?.id else {
                 throw APIError(.invalidField, "the Checkout Session \(token.prefix(64)) has made no subscription (yet)")
             }
-            return try await client.subscription(id)
+            return Self.naming(try await client.subscription(id), sessionUser: session.metadata?[settings.metadataKey], settings)
         }
         guard token.hasPrefix("sub_") else {
             throw APIError(.invalidField, "fetch_token must be a Stripe subscription (sub_…) or Checkout Session (cs_…) id with X-Platform: stripe")
         }
         return try await client.subscription(token)
+    }
+
+    /// `subscription`, its app user taken from its Checkout Session's metadata when its own
+    /// metadata names none (RevenueCat reads the session's for a session, the subscription's for
+    /// a subscription; a team may have set either).
+    static func naming(_ subscription: Stripe.Subscription, sessionUser: String?, _ settings: StripeSettings) -> Stripe.Subscription {
+        guard let user = sessionUser, !user.isEmpty, (subscription.metadata?[settings.metadataKey] ?? "").isEmpty else { return subscription }
+        var named = subscription
+        named.metadata = (named.metadata ?? [:]).merging([settings.metadataKey: user]) { _, new in new }
+        return named
     }
 
     /// Records the subscription `token` names for `poster` and answers their CustomerInfo (nil
@@ -168,6 +178,8 @@ struct StripeWeb: Sendable {
         var subscription: String
         var refund: (date: Date, percentage: Int64?)?
         var paidPeriodStart: Int64?
+        /// For a Checkout Session's event: the app user its metadata names.
+        var sessionUser: String?
     }
 
     enum Found: Sendable {
@@ -177,9 +189,16 @@ struct StripeWeb: Sendable {
 
     /// The subscription `event` names (read through its charge and invoice for a charge or a
     /// dispute), or why it names none.
-    func target(of event: Stripe.Event, client: StripeClient, now: Date) async throws -> Found {
+    func target(of event: Stripe.Event, client: StripeClient, settings: StripeSettings, now: Date) async throws -> Found {
         let object = event.data.object
         switch object.object {
+        case "checkout.session":
+            guard let id = object.id else { return .nothing(.ignored("the event names no Checkout Session", code: nil)) }
+            let session = try await client.checkoutSession(id)
+            guard let subscription = session.subscription?.id else {
+                return .nothing(.ignored("Checkout Session \(id) made no subscription (one-time purchases are not followed)", code: nil))
+            }
+            return .target(EventTarget(subscription: subscription, sessionUser: session.metadata?[settings.metadataKey]))
         case "subscription", "invoice":
             let id = object.object == "subscription" ? object.id : object.subscription?.id ?? object.parent?.subscriptionDetails?.subscription?.id
             guard let id else { return .nothing(.ignored("the event names no subscription", code: nil)) }
@@ -214,11 +233,11 @@ struct StripeWeb: Sendable {
         }
         if try await store.stripeEventSeen(event.id) { return .duplicate }
         let target: EventTarget
-        switch try await self.target(of: event, client: client, now: now) {
+        switch try await self.target(of: event, client: client, settings: settings, now: now) {
         case .target(let found): target = found
         case .nothing(let outcome): return outcome
         }
-        let subscription = try await client.subscription(target.subscription)
+        let subscription = Self.naming(try await client.subscription(target.subscription), sessionUser: target.sessionUser, settings)
         var refund = target.refund
         var earlier: VerifiedTransaction?
         if let paid = target.refund.flatMap({ _ in target.paidPeriodStart }), let current = subscription.periodStart, paid < current {
