@@ -19,18 +19,7 @@ struct StripeRedemptionTests {
         _ kind: TestDatabaseKind, transferBehavior: AppConfiguration.TransferBehavior = .transfer, clock: ManualClock,
         _ body: @Sendable @escaping (ReceiptTests.Harness, StripeAPIStandIn) async throws -> Void
     ) async throws {
-        let api = StripeAPIStandIn()
-        try await api.makeApplication().test(.live) { stand in
-            let port = try #require(stand.port)
-            try await ReceiptTests.withHarness(
-                kind, transferBehavior: transferBehavior, clock: clock,
-                configure: { app, _ in
-                    app.stripe = StripeSettings(
-                        secretKey: "sk_test_redeem", webhookSecrets: ["whsec_redeem"], apiBaseURL: "http://127.0.0.1:\(port)",
-                        products: ["price_monthly": "pro_monthly"])
-                }
-            ) { harness in try await body(harness, api) }
-        }
+        try await ReceiptTests.withStripe(kind, secret: "whsec_redeem", transferBehavior: transferBehavior, clock: clock, body)
     }
 
     /// `POST /v1/admin/stripe/redemption_links` with `key`.
