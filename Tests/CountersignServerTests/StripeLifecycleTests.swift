@@ -21,11 +21,12 @@ struct StripeLifecycleTests {
     static let day: TimeInterval = 86_400
 
     /// Sends `object` as the data of a `type` event, signed now with the endpoint's secret.
-    static func send(_ harness: ReceiptTests.Harness, _ type: String, _ object: String, id: String = "evt_\(UUID().uuidString.prefix(8))")
-        async throws -> [String: Any]
-    {
+    static func send(
+        _ harness: ReceiptTests.Harness, _ type: String, _ object: String, id: String = "evt_\(UUID().uuidString.prefix(8))",
+        created: Int64 = Int64(Date().timeIntervalSince1970)
+    ) async throws -> [String: Any] {
         let body = Array(
-            #"{"id":"\#(id)","object":"event","type":"\#(type)","created":\#(Int(Date().timeIntervalSince1970)),"livemode":false,"data":{"object":\#(object)}}"#
+            #"{"id":"\#(id)","object":"event","type":"\#(type)","created":\#(created),"livemode":false,"data":{"object":\#(object)}}"#
                 .utf8)
         let signature = StripeSignature.header(payload: body, secret: secret, timestamp: Int64(Date().timeIntervalSince1970))
         let reply = try await harness.send(
@@ -234,6 +235,14 @@ struct StripeLifecycleTests {
             // RevenueCat's immediate product change: a RENEWAL of the new plan and a PRODUCT_CHANGE, each way; no CANCELLATION.
             let events = try await harness.server.store.events(app: harness.app.id, user: "fay").reversed().map(\.type)
             #expect(events == ["INITIAL_PURCHASE", "RENEWAL", "PRODUCT_CHANGE", "RENEWAL", "PRODUCT_CHANGE"])
+
+            // Signed by whoever holds the secret, an event may say any time: the largest and the
+            // smallest change the record only, and stop nothing.
+            for (created, price) in [(Int64.max, "price_max"), (Int64.min, "price_monthly")] {
+                await api.set(path, StripeAPIStandIn.subscription("sub_plan", user: "fay", start: start, end: end, price: price))
+                _ = try await Self.send(harness, "customer.subscription.updated", upgrade, created: created)
+            }
+            #expect(try await Self.entitlements(harness, "fay")["pro"] != nil)
         }
     }
 

@@ -140,8 +140,8 @@ struct StripeWeb: Sendable {
             // In doubles: both prices are within the ledger's range, so the share is too.
             payload.price = max(0, Int64(((Double(new) - Double(old)) * left).rounded()))
         }
-        payload.transactionId =
-            "\(payload.originalTransactionId ?? "")_\(Int64(periodStart.timeIntervalSince1970))_\(Int64(at.timeIntervalSince1970))"
+        // Whole seconds through the clamped milliseconds: an event may say any time at all.
+        payload.transactionId = "\(payload.originalTransactionId ?? "")_\(periodStart.epochMilliseconds / 1000)_\(at.epochMilliseconds / 1000)"
         payload.purchaseDate = at
         return try Stripe.Subscription.verified(previous, app: app)
     }
@@ -273,8 +273,8 @@ struct StripeWeb: Sendable {
         guard let refund,
             let stored = try await store.storedPeriod(
                 app: app.id, environment: environment.rawValue, chain: subscription.id,
-                fromMs: start.multipliedReportingOverflow(by: 1000).partialValue,
-                beforeMs: end.multipliedReportingOverflow(by: 1000).partialValue)
+                fromMs: Date(timeIntervalSince1970: TimeInterval(start)).epochMilliseconds,
+                beforeMs: Date(timeIntervalSince1970: TimeInterval(end)).epochMilliseconds)
         else { return nil }
         var payload = TransactionPayload(
             transactionId: stored.transactionId, originalTransactionId: subscription.id, bundleId: app.bundleId, productId: stored.productId,
