@@ -263,3 +263,59 @@ struct StripeLifecycleTests {
 enum StripeSignatureField {
     static let name = NotificationRoutes.stripeSignature
 }
+
+/// Numbers from outside: Stripe's answers (a stand-in here) with the extreme integers in every
+/// number the server reads of a subscription, an invoice and a charge. Each event is answered
+/// (applied, ignored or refused), never a stopped server.
+@Suite("Stripe: extreme numbers in Stripe's answers")
+struct StripeExtremeNumberTests {
+    static let extremes: [String] = ["\(Int64.min)", "-1", "0", "1", "\(Int64.max)", "253402300799", "-62135596800"]
+
+    @Test("every number of a subscription, an invoice line and a charge at each extreme: answered, and the server still up")
+    func extremeNumbers() async throws {
+        try await ReceiptTests.withStripe(.sqlite, secret: StripeLifecycleTests.secret) { harness, api in
+            let fields = ["current_period_start", "current_period_end", "start_date", "ended_at", "trial_end", "unit_amount"]
+            var sent = 0
+            for field in fields {
+                for value in Self.extremes {
+                    var subscription = StripeAPIStandIn.subscription(
+                        "sub_x", user: "xavier", status: field == "ended_at" ? "canceled" : "active", start: Date() - 86_400,
+                        end: Date() + 86_400 * 29)
+                    subscription = Self.setting(field, to: value, in: subscription)
+                    await api.set("/v1/subscriptions/sub_x", subscription)
+                    await api.set(
+                        "/v1/invoices/in_x",
+                        #"{"id":"in_x","object":"invoice","subscription":"sub_x","lines":{"data":[{"period":{"start":\#(value),"end":\#(value)}}]}}"#)
+                    await api.set(
+                        "/v1/charges/ch_x", #"{"id":"ch_x","object":"charge","amount":\#(value),"amount_refunded":\#(value),"invoice":"in_x"}"#)
+                    for (type, object) in [
+                        ("customer.subscription.updated", #"{"id":"sub_x","object":"subscription"}"#),
+                        ("charge.refunded", #"{"id":"ch_x","object":"charge"}"#),
+                    ] {
+                        let body = Array(
+                            #"{"id":"evt_\#(sent)","object":"event","type":"\#(type)","created":\#(value),"data":{"object":\#(object)}}"#.utf8)
+                        let signature = StripeSignature.header(
+                            payload: body, secret: StripeLifecycleTests.secret, timestamp: Int64(Date().timeIntervalSince1970))
+                        let reply = try await harness.send(
+                            .post, "/v1/notifications/stripe/\(harness.app.id)", key: nil, body: Data(body),
+                            headers: [StripeSignatureField.name: signature])
+                        #expect(reply.status == 200 || reply.status == 422 || reply.status == 502, "\(field)=\(value) \(type): \(reply.status)")
+                        sent += 1
+                    }
+                }
+            }
+            let health = try await harness.send(.get, "/v1/health", key: nil)
+            #expect(health.status == 200 && sent == fields.count * Self.extremes.count * 2)
+        }
+    }
+
+    /// `json` with the number of `field` (its first occurrence) replaced by `value`, or added.
+    static func setting(_ field: String, to value: String, in json: String) -> String {
+        guard let range = json.range(of: "\"\(field)\":") else {
+            return json.replacingOccurrences(of: #""livemode":false"#, with: #""livemode":false,"\#(field)":\#(value)"#)
+        }
+        let rest = json[range.upperBound...]
+        let end = rest.firstIndex(where: { $0 == "," || $0 == "}" }) ?? rest.endIndex
+        return json.replacingCharacters(in: range.upperBound..<end, with: value)
+    }
+}
