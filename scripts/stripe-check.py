@@ -13,7 +13,7 @@ drives Stripe with Stripe's own Python library (`stripe`, PyPI) as a team's web 
 - that subscription is cancelled at once: localstripe's `customer.subscription.deleted` ends it;
 - a cancellation at the period's end (an update localstripe makes without an event) is told by
   Stripe's documented `customer.subscription.updated` payload, signed by this script: auto-renew
-  goes off, access stays;
+  goes off, access stays; resumed, it comes back on;
 - a customer who subscribes without an app user id gets a redemption link from the web
   backend (secret key), and the app redeems it once (`POST /v1/subscribers/redeem_purchase`);
   used again, by anyone, it is refused with RevenueCat's codes;
@@ -213,6 +213,15 @@ def main():
         info = customer_info(connection, public, "web-1")
         check(active(info) and info["subscriptions"]["pro_monthly"]["unsubscribe_detected_at"] is not None,
               "cancel at period end: access stays, auto-renew off")
+
+        # 4b. Resumed before the period ends: auto-renew back on.
+        stripe.Subscription.modify(first.id, cancel_at_period_end=False)
+        status, body = send_event(connection, app_id, event_about(first.id))
+        info = customer_info(connection, public, "web-1")
+        check(status == 200 and active(info) and info["subscriptions"]["pro_monthly"]["unsubscribe_detected_at"] is None,
+              "resumed (cancel_at_period_end false again): auto-renew back on (%d %s)" % (status, body))
+        stripe.Subscription.modify(first.id, cancel_at_period_end=True)
+        send_event(connection, app_id, event_about(first.id))
 
         # 5. Bought on the web without an app user id: a redemption link binds it in the app.
         buyer = stripe.Customer.create(email="buyer@example.com", source=stripe.Token.create(
