@@ -15,14 +15,6 @@ import Testing
 struct StripeImportTests {
     static let day: TimeInterval = 86_400
 
-    static func stamp(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
-        return formatter.string(from: date)
-    }
-
     @Test(
         "Stripe rows are recorded under the app's products and Stripe's environments, then each subscription is read back from Stripe",
         arguments: TestDatabaseKind.available)
@@ -46,12 +38,12 @@ struct StripeImportTests {
                 let header =
                     "store,product_identifier,rc_original_app_user_id,rc_last_seen_app_user_id_alias,start_time,end_time,store_transaction_id,original_store_transaction_id,is_auto_renewable,is_sandbox,price_in_purchased_currency,currency\n"
                 let rows = [
-                    "stripe,prod_price_monthly,walt,walt,\(Self.stamp(first)),\(Self.stamp(second)),sub_imp,sub_imp,true,true,9.99,USD",
-                    "stripe,prod_price_monthly,walt,walt,\(Self.stamp(second)),\(Self.stamp(end)),in_second,sub_imp,true,true,9.99,USD",
+                    "stripe,prod_price_monthly,walt,walt,\(SecurityReviewThreeTests.stamp(first)),\(SecurityReviewThreeTests.stamp(second)),sub_imp,sub_imp,true,true,9.99,USD",
+                    "stripe,prod_price_monthly,walt,walt,\(SecurityReviewThreeTests.stamp(second)),\(SecurityReviewThreeTests.stamp(end)),in_second,sub_imp,true,true,9.99,USD",
                     // Stripe no longer knows this one (another account's, or deleted): kept as imported, reported.
-                    "stripe,pro_monthly,xena,xena,\(Self.stamp(second)),\(Self.stamp(end)),sub_gone,sub_gone,true,false,9.99,USD",
+                    "stripe,pro_monthly,xena,xena,\(SecurityReviewThreeTests.stamp(second)),\(SecurityReviewThreeTests.stamp(end)),sub_gone,sub_gone,true,false,9.99,USD",
                     // Not a subscription id: refused.
-                    "stripe,pro_monthly,yuri,yuri,\(Self.stamp(second)),\(Self.stamp(end)),pi_1,pi_1,true,false,9.99,USD",
+                    "stripe,pro_monthly,yuri,yuri,\(SecurityReviewThreeTests.stamp(second)),\(SecurityReviewThreeTests.stamp(end)),pi_1,pi_1,true,false,9.99,USD",
                 ]
                 let report = try await RevenueCatImport(app: app, store: store).run(Data((header + rows.joined(separator: "\n")).utf8), now: now)
                 #expect(report.newPurchases == 3 && report.refused.map(\.line) == [5])

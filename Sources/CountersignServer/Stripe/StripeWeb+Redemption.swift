@@ -44,8 +44,7 @@ extension StripeWeb {
         if let owner = facts.appUserId {
             _ = try await recordNeverMoving(facts.transaction, app: app, poster: owner, now: now)
         }
-        try await store.applyStoreState(transaction: facts.transaction, renewal: nil, app: app, now: now)
-        try await applyState(facts, app: app, now: now)
+        try await applyState(facts, storingTransaction: true, app: app, now: now)
         // The buyer's email says where a new link would go; a customer Stripe cannot read leaves it out.
         let email = try? await client.customer(subscription.customer.id).email
         let token = SecretToken.make()

@@ -151,14 +151,15 @@ struct StripeWeb: Sendable {
     func refresh(subscription: String, app: AppConfiguration, now: Date) async throws {
         let (settings, client) = try client(for: app)
         let facts = try await facts(of: client.subscription(subscription), app: app, settings: settings, now: now)
-        try await store.applyStoreState(transaction: facts.transaction, renewal: nil, app: app, now: now)
-        try await applyState(facts, app: app, now: now)
+        try await applyState(facts, storingTransaction: true, app: app, now: now)
     }
 
-    /// After the period's transaction is stored: the renewal state, and the transaction a plan
-    /// change replaced with its `PRODUCT_CHANGE`.
-    func applyState(_ facts: StripeFacts, app: AppConfiguration, now: Date) async throws {
-        try await store.applyStoreState(transaction: nil, renewal: facts.renewal, app: app, now: now)
+    /// The renewal state (with the period's transaction, unless it was recorded already, in the
+    /// same database transaction), then the transaction a plan change replaced with its
+    /// `PRODUCT_CHANGE`.
+    func applyState(_ facts: StripeFacts, storingTransaction: Bool = false, app: AppConfiguration, now: Date) async throws {
+        try await store.applyStoreState(
+            transaction: storingTransaction ? facts.transaction : nil, renewal: facts.renewal, app: app, now: now)
         if let replaced = facts.replaced {
             try await store.applyReplaced(replaced, newProductId: facts.transaction.productId, app: app, now: now)
         }
@@ -240,8 +241,8 @@ struct StripeWeb: Sendable {
         let subscription = Self.naming(try await client.subscription(target.subscription), sessionUser: target.sessionUser, settings)
         var refund = target.refund
         var earlier: VerifiedTransaction?
-        if let paid = target.refund.flatMap({ _ in target.paidPeriodStart }), let current = subscription.periodStart, paid < current {
-            earlier = try await earlierPeriod(of: subscription, from: paid, before: current, refund: target.refund, app: app, now: now)
+        if let paidFor = target.refund, let paid = target.paidPeriodStart, let current = subscription.periodStart, paid < current {
+            earlier = try await earlierPeriod(of: subscription, from: paid, before: current, refund: paidFor, app: app, now: now)
             refund = nil
         }
         let created = event.created.map { Date(timeIntervalSince1970: TimeInterval($0)) }
@@ -266,11 +267,11 @@ struct StripeWeb: Sendable {
     /// The stored transaction of the period from `start` (before `end`, the current period's
     /// start), refunded as `refund` says; nil when none is stored.
     func earlierPeriod(
-        of subscription: Stripe.Subscription, from start: Int64, before end: Int64, refund: (date: Date, percentage: Int64?)?,
+        of subscription: Stripe.Subscription, from start: Int64, before end: Int64, refund: (date: Date, percentage: Int64?),
         app: AppConfiguration, now: Date
     ) async throws -> VerifiedTransaction? {
         let environment: AppStoreEnvironment = subscription.livemode == true ? .stripe : .stripeTest
-        guard let refund,
+        guard
             let stored = try await store.storedPeriod(
                 app: app.id, environment: environment.rawValue, chain: subscription.id,
                 fromMs: Date(timeIntervalSince1970: TimeInterval(start)).epochMilliseconds,
